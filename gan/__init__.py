@@ -1,0 +1,1 @@
+"""gan package."""

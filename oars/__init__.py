@@ -1,0 +1,1 @@
+"""oars package."""

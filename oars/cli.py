@@ -1,0 +1,44 @@
+"""Shared command-line plumbing for ``tools/*.py``: the PaddleDetection/MMDetection-style flags
+and clean error output (the message, no traceback, exit status 2)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable
+
+from oars.errors import OarsError
+
+
+def base_parser(description: str) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("-c", "--config", required=True, help="YAML config file")
+    parser.add_argument("-o", "--opt", dest="overrides", nargs="+", action="extend", default=[],
+                        metavar="KEY=VALUE", help="override config keys, e.g. -o train_cfg.max_epochs=2 "
+                        "optim_wrapper.optimizer.lr=0.01 (values are parsed as YAML)")
+    parser.add_argument("--work-dir", default=None, help="folder for logs, checkpoints and results")
+    return parser
+
+
+def user_errors() -> tuple[type[BaseException], ...]:
+    """Exceptions whose message is meant for the user as it is."""
+    errors: list[type[BaseException]] = [OarsError]
+    try:
+        from oars.config import ConfigError
+
+        errors.append(ConfigError)
+    except ImportError:
+        pass
+    return tuple(errors)
+
+
+def run_cli(main: Callable[[], object]) -> None:
+    """Run a tool's main; print user errors plainly (set OARS_DEBUG=1 for the traceback)."""
+    try:
+        main()
+    except user_errors() as err:
+        if os.environ.get("OARS_DEBUG"):
+            raise
+        print(f"error: {err}", file=sys.stderr)
+        sys.exit(2)

@@ -1,0 +1,109 @@
+"""Checkpoint files: safe loading (``weights_only=True``) and atomic writing.
+
+mmengine's local loader silently falls back to full unpickling when a file holds
+objects outside the allow-list; that runs arbitrary code from the file. We refuse
+instead and say how to opt in deliberately. Writing goes through a temporary file
+and ``os.replace`` so a kill mid-write never leaves a torn checkpoint.
+"""
+
+from __future__ import annotations
+
+import os
+import os.path as osp
+import pickle
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+from mmengine.fileio import register_backend
+from mmengine.fileio.backends import LocalBackend
+from mmengine.runner.checkpoint import CheckpointLoader, get_torch_safe_globals
+
+from oars.errors import OarsError
+
+UNSAFE_ENV = "OARS_UNSAFE_LOAD"
+
+
+class CheckpointError(OarsError):
+    """A checkpoint that cannot be used, with the reason and the file."""
+
+
+def _unsafe_allowed() -> bool:
+    return os.environ.get(UNSAFE_ENV, "").lower() in {"1", "true", "yes"}
+
+
+def load_checkpoint_file(path: str | Path, map_location: Any = "cpu") -> Any:
+    """Load ``path`` with ``torch.load(weights_only=True)`` (plus mmengine's safe globals).
+
+    A file that needs arbitrary unpickling is refused unless ``OARS_UNSAFE_LOAD=1``
+    is set, because unpickling can execute code stored in the file.
+    """
+    path = osp.expanduser(str(path))
+    if not osp.isfile(path):
+        raise CheckpointError(f"checkpoint file not found: {path}")
+    try:
+        with torch.serialization.safe_globals(get_torch_safe_globals()):
+            return torch.load(path, map_location=map_location, weights_only=True)
+    except pickle.UnpicklingError as err:
+        if _unsafe_allowed():
+            return torch.load(path, map_location=map_location, weights_only=False)
+        raise CheckpointError(
+            f"refusing to load {path}: it holds Python objects that only full unpickling can "
+            f"restore, and unpickling can run arbitrary code stored in the file ({err}). "
+            f"If you trust the file's origin, set {UNSAFE_ENV}=1 to load it anyway, "
+            "or re-save it as a plain state dict."
+        ) from None
+    except (RuntimeError, EOFError) as err:
+        raise CheckpointError(
+            f"{path} is not a readable PyTorch checkpoint (truncated or corrupt?): {err}"
+        ) from None
+
+
+def state_dict_from_checkpoint(ckpt: Any, prefix: str | None = None) -> dict[str, torch.Tensor]:
+    """The tensor dict inside a checkpoint (``state_dict``/``model`` keys or the file itself),
+    optionally restricted to keys under ``prefix`` (with the prefix removed)."""
+    state = ckpt
+    if isinstance(ckpt, dict):
+        for key in ("state_dict", "model", "model_state_dict"):
+            if key in ckpt and isinstance(ckpt[key], dict):
+                state = ckpt[key]
+                break
+    if not isinstance(state, dict):
+        raise CheckpointError(f"checkpoint holds a {type(state).__name__}, expected a dict of tensors")
+    state = {k[7:] if k.startswith("module.") else k: v for k, v in state.items()}
+    if prefix:
+        p = prefix if prefix.endswith(".") else prefix + "."
+        state = {k[len(p) :]: v for k, v in state.items() if k.startswith(p)}
+    return state
+
+
+@CheckpointLoader.register_scheme(prefixes="", force=True)
+def _load_from_local(filename: str, map_location: Any) -> Any:
+    """mmengine's loader for local paths, replaced by the safe one (used by load_from / resume)."""
+    return load_checkpoint_file(filename, map_location)
+
+
+class AtomicLocalBackend(LocalBackend):
+    """Local file backend whose writes are atomic: temp file in the same folder, then rename."""
+
+    def put(self, obj: bytes, filepath: str | Path) -> None:
+        folder = osp.dirname(str(filepath)) or "."
+        os.makedirs(folder, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".tmp_", dir=folder)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(obj)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, filepath)
+        except BaseException:
+            if osp.exists(tmp):
+                os.remove(tmp)
+            raise
+
+    def put_text(self, obj: str, filepath: str | Path, encoding: str = "utf-8") -> None:
+        self.put(obj.encode(encoding), filepath)
+
+
+register_backend("atomic_local", AtomicLocalBackend, force=True)

@@ -1,0 +1,66 @@
+"""What ``tools/train.py`` and ``tools/eval.py`` do, callable in-process."""
+
+from __future__ import annotations
+
+import json
+import os.path as osp
+from collections.abc import Sequence
+
+from mmengine.config import Config
+
+from .runner import OarsRunner, build_runner, prepare_config
+
+
+def load(config: str, overrides: Sequence[str] = ()) -> Config:
+    """Load a YAML config with ``-o`` overrides (errors name file, key and fix)."""
+    from oars.config import load_config
+
+    return load_config(config, list(overrides))
+
+
+def train(config: str, overrides: Sequence[str] = (), *, work_dir: str | None = None,
+          resume: bool | str | None = None, amp: bool = False, launcher: str = "none") -> OarsRunner:
+    """Train the model a config describes; returns the finished Runner."""
+    cfg = prepare_config(load(config, overrides), work_dir=work_dir, resume=resume, amp=amp, launcher=launcher)
+    runner = build_runner(cfg)
+    runner.train()
+    return runner
+
+
+def evaluate(config: str, checkpoint: str, overrides: Sequence[str] = (), *, work_dir: str | None = None,
+             show_dir: str | None = None, max_show: int = 24) -> dict:
+    """Evaluate ``checkpoint`` on the config's test set; writes ``<work_dir>/metrics.json``.
+
+    ``show_dir`` adds the task's visualisation hook, which draws predictions next to the ground truth.
+    """
+    from oars.engine.checkpoint import load_checkpoint_file
+
+    load_checkpoint_file(checkpoint)  # fail early, with the reason, on a missing or unsafe file
+    cfg = prepare_config(load(config, overrides), work_dir=work_dir, load_from=checkpoint)
+    if show_dir:
+        cfg.custom_hooks.append({"type": "PredictionPicturesHook", "out_dir": show_dir, "max_images": max_show})
+    runner = build_runner(cfg)
+    metrics = runner.test()
+    metrics = {k: _plain(v) for k, v in metrics.items()}
+    extra = _metric_details(runner)
+    out = osp.join(cfg.work_dir, "metrics.json")
+    with open(out, "w") as f:
+        json.dump({"checkpoint": checkpoint, "metrics": metrics, **extra}, f, indent=2)
+    return {"metrics": metrics, "metrics_file": out, **extra}
+
+
+def _metric_details(runner: OarsRunner) -> dict:
+    """Per-class tables that metrics expose through ``details()``."""
+    details = {}
+    for metric in runner.test_evaluator.metrics:
+        fn = getattr(metric, "details", None)
+        if callable(fn):
+            details.update(fn())
+    return {"details": details} if details else {}
+
+
+def _plain(value):
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return value

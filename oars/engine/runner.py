@@ -1,0 +1,141 @@
+"""Assemble an mmengine Runner from an oars config and run training / testing.
+
+Everything the command-line tools do lives here, so the tools stay thin and tests can
+call the same functions in-process.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import os.path as osp
+import uuid
+from pathlib import Path
+
+import torch
+from mmengine.config import Config
+from mmengine.dist import is_main_process
+from mmengine.registry import DefaultScope
+from mmengine.runner import Runner
+from mmengine.runner.checkpoint import find_latest_checkpoint
+
+from oars.errors import OarsError
+
+from .dist import init_distributed
+
+# Hooks every run needs for the guarantees oars makes (exact resume, NaN stop, config in
+# checkpoints, throughput in the log). Added in code so a config that replaces
+# ``custom_hooks`` cannot silently lose them.
+ENGINE_HOOKS = ("RNGStateHook", "NaNGuardHook", "ConfigInCheckpointHook", "ThroughputHook")
+_AMP_REPLACEABLE = {None, "OptimWrapper", "AmpOptimWrapper", "MixedPrecisionOptimWrapper"}
+
+
+class OarsRunner(Runner):
+    """mmengine's Runner, writing the resolved config as ``<work_dir>/config.yaml``."""
+
+    def dump_config(self) -> None:
+        if not is_main_process():
+            return
+        from oars.config import dump_config
+
+        dump_config(self.cfg, osp.join(self.work_dir, "config.yaml"))
+
+
+def prepare_config(cfg: Config, *, work_dir: str | None = None, resume: bool | str | None = None,
+                   amp: bool = False, launcher: str = "none", load_from: str | None = None) -> Config:
+    """Apply the command-line choices and the engine's invariants to a loaded config (a copy)."""
+    cfg = copy.deepcopy(cfg)
+    stem = Path(cfg.filename).stem if cfg.filename else "run"
+    cfg.work_dir = work_dir or cfg.get("work_dir") or osp.join("work_dirs", stem)
+    cfg.experiment_name = f"{stem}_{uuid.uuid4().hex[:8]}"  # unique: mmengine caches singletons by this name
+    if load_from is not None:
+        cfg.load_from = load_from
+    _apply_resume(cfg, resume)
+    if amp:
+        _enable_amp(cfg)
+    _add_engine_hooks(cfg)
+    _make_checkpoints_atomic(cfg)
+    cfg.launcher = launcher
+    if init_distributed(launcher):
+        if not torch.cuda.is_available():
+            cfg.setdefault("model_wrapper_cfg", {"type": "MMDistributedDataParallel", "device_ids": None})
+            cfg.setdefault("env_cfg", {}).setdefault("dist_cfg", {})["backend"] = "gloo"
+        if cfg.get("sync_bn") is True:
+            cfg.sync_bn = "torch"
+    elif cfg.get("sync_bn") is True:
+        cfg.sync_bn = None  # single process: nothing to synchronise
+    return cfg
+
+
+def _apply_resume(cfg: Config, resume: bool | str | None) -> None:
+    if not resume:
+        cfg.resume = bool(cfg.get("resume", False))
+        return
+    if isinstance(resume, str):
+        if not osp.isfile(resume):
+            raise OarsError(f"--resume {resume}: no such checkpoint file")
+        cfg.resume, cfg.load_from = True, resume
+        return
+    latest = find_latest_checkpoint(cfg.work_dir) if osp.isdir(cfg.work_dir) else None
+    if latest is None:
+        print(f"--resume: no checkpoint in {cfg.work_dir} yet; starting from the beginning")
+        cfg.resume = False
+    else:
+        cfg.resume, cfg.load_from = True, latest
+
+
+def _enable_amp(cfg: Config) -> None:
+    wrapper = cfg.get("optim_wrapper")
+    if wrapper is None:
+        raise OarsError("--amp: the config has no optim_wrapper to enable mixed precision on")
+    if wrapper.get("type") not in _AMP_REPLACEABLE:
+        raise OarsError(f"--amp: optim_wrapper.type {wrapper.get('type')!r} is not a single-optimizer wrapper; "
+                        "set its dtype in the config instead")
+    wrapper["type"] = "MixedPrecisionOptimWrapper"
+
+
+def _add_engine_hooks(cfg: Config) -> None:
+    hooks = list(cfg.get("custom_hooks") or [])
+    present = {h.get("type") for h in hooks if isinstance(h, dict)}
+    hooks.extend({"type": name} for name in ENGINE_HOOKS if name not in present)
+    cfg.custom_hooks = hooks
+
+
+def _make_checkpoints_atomic(cfg: Config) -> None:
+    hooks = cfg.setdefault("default_hooks", {})
+    ckpt = hooks.get("checkpoint")
+    if isinstance(ckpt, dict):
+        ckpt.setdefault("backend_args", {"backend": "atomic_local"})
+
+
+def check_dataset_classes(cfg: Config) -> None:
+    """Fail at build time when a dataset's class count disagrees with ``model.num_classes``."""
+    num_classes = cfg.get("model", {}).get("num_classes")
+    if num_classes is None:
+        return
+    from mmengine.registry import DATASETS
+
+    for split in ("train_dataloader", "val_dataloader", "test_dataloader"):
+        loader = cfg.get(split)
+        if not loader or not isinstance(loader.get("dataset"), dict):
+            continue
+        ds_cfg = copy.deepcopy(loader["dataset"])
+        ds_cfg["lazy_init"] = True
+        with DefaultScope.overwrite_default_scope(cfg.get("default_scope")):
+            dataset = DATASETS.build(ds_cfg)
+        classes = dataset.metainfo.get("classes")
+        if classes is not None and len(classes) != num_classes:
+            raise OarsError(
+                f"{cfg.filename}: {split}.dataset ({ds_cfg['type']}) has {len(classes)} classes "
+                f"{list(classes)} but model.num_classes is {num_classes}; make them agree "
+                f"(e.g. -o model.num_classes={len(classes)})")
+
+
+def build_runner(cfg: Config) -> OarsRunner:
+    """Validate the config, check dataset/model agreement, and build the Runner."""
+    from oars.config_check import check_config
+
+    check_config(cfg)
+    check_dataset_classes(cfg)
+    os.makedirs(cfg.work_dir, exist_ok=True)
+    return OarsRunner.from_cfg(cfg)

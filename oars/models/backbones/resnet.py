@@ -1,0 +1,299 @@
+"""ResNet (torchvision layout, "b") and ResNet-vd as a multi-scale backbone.
+
+Parameter names are torchvision's (``conv1``, ``bn1``, ``layer1``..``layer4``, blocks with
+``conv1/bn1/conv2/bn2[/conv3/bn3]`` and ``downsample.0`` conv / ``downsample.1`` norm), so a torchvision
+``resnet*`` state dict loads directly (its ``fc.*`` is skipped).
+
+ResNet-vd ("Bag of Tricks", He et al. 2019) differs in two places and names them as mmdet/mmseg's
+ResNetV1d does, so their checkpoints load with ``prefix: backbone``:
+
+* deep stem ``stem``: a flat ``Sequential`` of three 3x3 conv+norm+ReLU (``stem.0`` conv, ``stem.1`` norm,
+  ``stem.3``/``stem.4``, ``stem.6``/``stem.7``; widths base/2, base/2, base), replacing ``conv1``/``bn1``;
+* shortcut ``downsample.0`` AvgPool2d(stride, ceil_mode, count_include_pad=False) (present in every
+  stage, an identity pool at stride 1, so names are uniform), ``downsample.1`` 1x1 conv at stride 1,
+  ``downsample.2`` norm.
+
+``output_stride`` replaces strides by dilation exactly like torchvision's ``replace_stride_with_dilation``:
+a stage whose stride would push the total stride past ``output_stride`` gets stride 1 and multiplies the
+dilation by its stride; its first block keeps the previous dilation in the 3x3 conv, the later blocks use
+the new one. (torchvision refuses dilation in BasicBlock; here both 3x3 convs of a BasicBlock use it.)
+
+Stages after the last of ``out_indices`` are not built: they would be dead weights that make DDP fail
+on unused parameters; their checkpoint keys are skipped silently.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from torch import Tensor, nn
+from torch.nn.modules.batchnorm import _BatchNorm
+
+from oars.registry import MODELS
+
+from ..layers import build_norm_layer
+from ..layers.norm import NormSpec, norm_type
+from ..utils import (
+    check_frozen_stages,
+    check_out_indices,
+    check_output_stride,
+    freeze_module,
+    load_pretrained,
+    set_norm_eval,
+)
+
+
+def conv3x3(in_planes: int, out_planes: int, stride: int = 1, dilation: int = 1) -> nn.Conv2d:
+    return nn.Conv2d(in_planes, out_planes, 3, stride=stride, padding=dilation, dilation=dilation, bias=False)
+
+
+def conv1x1(in_planes: int, out_planes: int, stride: int = 1) -> nn.Conv2d:
+    return nn.Conv2d(in_planes, out_planes, 1, stride=stride, bias=False)
+
+
+class BasicBlock(nn.Module):
+    """Two 3x3 convs (ResNet-18/34)."""
+
+    expansion = 1
+
+    def __init__(
+        self,
+        inplanes: int,
+        planes: int,
+        stride: int = 1,
+        dilation: int = 1,
+        downsample: nn.Module | None = None,
+        norm: NormSpec = "BN",
+    ) -> None:
+        super().__init__()
+        self.conv1 = conv3x3(inplanes, planes, stride, dilation)
+        self.bn1 = build_norm_layer(norm, planes)
+        self.relu = nn.ReLU(inplace=True)
+        self.conv2 = conv3x3(planes, planes, 1, dilation)
+        self.bn2 = build_norm_layer(norm, planes)
+        self.downsample = downsample
+        self.stride = stride
+
+    def forward(self, x: Tensor) -> Tensor:
+        identity = x if self.downsample is None else self.downsample(x)
+        out = self.relu(self.bn1(self.conv1(x)))
+        out = self.bn2(self.conv2(out))
+        return self.relu(out + identity)
+
+
+class Bottleneck(nn.Module):
+    """1x1 -> 3x3 (carries stride and dilation, "ResNet v1.5") -> 1x1 expanding by 4 (ResNet-50+)."""
+
+    expansion = 4
+
+    def __init__(
+        self,
+        inplanes: int,
+        planes: int,
+        stride: int = 1,
+        dilation: int = 1,
+        downsample: nn.Module | None = None,
+        norm: NormSpec = "BN",
+    ) -> None:
+        super().__init__()
+        self.conv1 = conv1x1(inplanes, planes)
+        self.bn1 = build_norm_layer(norm, planes)
+        self.conv2 = conv3x3(planes, planes, stride, dilation)
+        self.bn2 = build_norm_layer(norm, planes)
+        self.conv3 = conv1x1(planes, planes * self.expansion)
+        self.bn3 = build_norm_layer(norm, planes * self.expansion)
+        self.relu = nn.ReLU(inplace=True)
+        self.downsample = downsample
+        self.stride = stride
+
+    def forward(self, x: Tensor) -> Tensor:
+        identity = x if self.downsample is None else self.downsample(x)
+        out = self.relu(self.bn1(self.conv1(x)))
+        out = self.relu(self.bn2(self.conv2(out)))
+        out = self.bn3(self.conv3(out))
+        return self.relu(out + identity)
+
+
+ARCH_SETTINGS: dict[int, tuple[type[BasicBlock] | type[Bottleneck], tuple[int, int, int, int]]] = {
+    18: (BasicBlock, (2, 2, 2, 2)),
+    34: (BasicBlock, (3, 4, 6, 3)),
+    50: (Bottleneck, (3, 4, 6, 3)),
+    101: (Bottleneck, (3, 4, 23, 3)),
+    152: (Bottleneck, (3, 8, 36, 3)),
+}
+VARIANTS = ("b", "vd")
+
+
+@MODELS.register_module()
+class ResNet(nn.Module):
+    """ResNet backbone returning one feature map per ``out_indices`` entry (0 = ``layer1`` ... 3 = ``layer4``).
+
+    Args:
+        depth: 18, 34, 50, 101 or 152.
+        in_channels: channels of the input image.
+        base_channels: stem width; stage ``i`` has ``base_channels * 2**i`` planes (times 4 for Bottleneck).
+        out_indices: stages to return, strictly increasing.
+        strides: stride of each stage's first block.
+        output_stride: None (plain strides, 32 by default), 16 or 8 (later strides become dilation).
+        frozen_stages: -1 none, 0 the stem, k the stem and ``layer1..layer{k}`` (no grad, eval mode).
+        norm: norm spec for every norm layer (see ``build_norm_layer``).
+        norm_eval: keep every batch-norm layer in eval mode while training (small batches).
+        variant: ``'b'`` (torchvision) or ``'vd'`` (deep stem + average-pool shortcut).
+        zero_init_residual: zero the last norm weight in each block (block starts as identity).
+        init: ``{checkpoint: PATH, prefix: str, strict: bool}`` pretrained weights (see ``load_pretrained``).
+    """
+
+    def __init__(
+        self,
+        depth: int,
+        in_channels: int = 3,
+        base_channels: int = 64,
+        out_indices: Sequence[int] = (0, 1, 2, 3),
+        strides: Sequence[int] = (1, 2, 2, 2),
+        output_stride: int | None = None,
+        frozen_stages: int = -1,
+        norm: NormSpec = "BN",
+        norm_eval: bool = False,
+        variant: str = "b",
+        zero_init_residual: bool = False,
+        init: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__()
+        if depth not in ARCH_SETTINGS:
+            raise ValueError(f"ResNet: depth={depth!r} is not supported; accepted: {sorted(ARCH_SETTINGS)}")
+        if variant not in VARIANTS:
+            raise ValueError(f"ResNet: variant={variant!r} is not supported; accepted: {list(VARIANTS)}")
+        if len(strides) != 4 or any(not isinstance(s, int) or s < 1 for s in strides):
+            raise ValueError(f"ResNet: strides={list(strides)!r} must be 4 positive ints, e.g. [1, 2, 2, 2]")
+        norm_type(norm)  # fail early with the accepted names
+        block, layers = ARCH_SETTINGS[depth]
+        self.depth = depth
+        self.variant = variant
+        self.out_indices = check_out_indices("ResNet", out_indices, 4)
+        self.output_stride = check_output_stride("ResNet", output_stride)
+        self.frozen_stages = check_frozen_stages("ResNet", frozen_stages, 4)
+        self.norm_eval = norm_eval
+
+        self._make_stem(in_channels, base_channels, norm)
+        self.maxpool = nn.MaxPool2d(kernel_size=3, stride=2, padding=1)
+
+        self.inplanes = base_channels
+        self.dilation = 1
+        total_stride = 4
+        self.stage_names: list[str] = []
+        stage_channels, stage_strides = [], []
+        for i in range(max(self.out_indices) + 1):
+            stride, previous_dilation = strides[i], self.dilation
+            if output_stride is not None and total_stride * stride > output_stride:
+                self.dilation *= stride
+                stride = 1
+            total_stride *= stride
+            planes = base_channels * 2**i
+            stage = self._make_layer(block, planes, layers[i], stride, previous_dilation, norm)
+            name = f"layer{i + 1}"
+            self.add_module(name, stage)
+            self.stage_names.append(name)
+            stage_channels.append(planes * block.expansion)
+            stage_strides.append(total_stride)
+        self.out_channels = [stage_channels[i] for i in self.out_indices]
+        self.out_strides = [stage_strides[i] for i in self.out_indices]
+
+        self._init_weights(zero_init_residual)
+        skip = ["fc."] + [f"layer{i + 1}." for i in range(max(self.out_indices) + 1, 4)]
+        load_pretrained(self, init, skip_prefixes=skip)
+        self._freeze_stages()
+
+    def _make_stem(self, in_channels: int, base_channels: int, norm: NormSpec) -> None:
+        if self.variant == "b":
+            self.conv1 = nn.Conv2d(in_channels, base_channels, 7, stride=2, padding=3, bias=False)
+            self.bn1 = build_norm_layer(norm, base_channels)
+            self.relu = nn.ReLU(inplace=True)
+            return
+        half = base_channels // 2
+        self.stem = nn.Sequential(
+            conv3x3(in_channels, half, stride=2),
+            build_norm_layer(norm, half),
+            nn.ReLU(inplace=True),
+            conv3x3(half, half),
+            build_norm_layer(norm, half),
+            nn.ReLU(inplace=True),
+            conv3x3(half, base_channels),
+            build_norm_layer(norm, base_channels),
+            nn.ReLU(inplace=True),
+        )
+
+    def _make_layer(
+        self,
+        block: type[BasicBlock] | type[Bottleneck],
+        planes: int,
+        num_blocks: int,
+        stride: int,
+        previous_dilation: int,
+        norm: NormSpec,
+    ) -> nn.Sequential:
+        downsample = None
+        out_planes = planes * block.expansion
+        if stride != 1 or self.inplanes != out_planes:
+            if self.variant == "vd":
+                downsample = nn.Sequential(
+                    nn.AvgPool2d(stride, stride=stride, ceil_mode=True, count_include_pad=False),
+                    conv1x1(self.inplanes, out_planes),
+                    build_norm_layer(norm, out_planes),
+                )
+            else:
+                downsample = nn.Sequential(
+                    conv1x1(self.inplanes, out_planes, stride), build_norm_layer(norm, out_planes)
+                )
+        blocks = [block(self.inplanes, planes, stride, previous_dilation, downsample, norm)]
+        self.inplanes = out_planes
+        blocks += [block(out_planes, planes, 1, self.dilation, None, norm) for _ in range(1, num_blocks)]
+        return nn.Sequential(*blocks)
+
+    def _init_weights(self, zero_init_residual: bool) -> None:
+        """torchvision's initialisation: Kaiming-normal (fan_out) convs, norms at weight 1 / bias 0."""
+        for m in self.modules():
+            if isinstance(m, nn.Conv2d):
+                nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
+            elif isinstance(m, (_BatchNorm, nn.GroupNorm)) and m.weight is not None:
+                nn.init.constant_(m.weight, 1)
+                nn.init.constant_(m.bias, 0)
+        if zero_init_residual:
+            for m in self.modules():
+                last = m.bn3 if isinstance(m, Bottleneck) else m.bn2 if isinstance(m, BasicBlock) else None
+                if last is not None and getattr(last, "weight", None) is not None:
+                    nn.init.constant_(last.weight, 0)
+
+    def _frozen_modules(self) -> list[nn.Module]:
+        if self.frozen_stages < 0:
+            return []
+        stem = [self.stem] if self.variant == "vd" else [self.conv1, self.bn1]
+        stages = [getattr(self, f"layer{i}") for i in range(1, self.frozen_stages + 1) if hasattr(self, f"layer{i}")]
+        return stem + stages
+
+    def _freeze_stages(self) -> None:
+        for m in self._frozen_modules():
+            freeze_module(m)
+
+    def train(self, mode: bool = True) -> ResNet:
+        """Switch mode, but keep frozen stages (and every BN when ``norm_eval``) in eval mode."""
+        super().train(mode)
+        if mode:
+            for m in self._frozen_modules():
+                m.eval()
+            if self.norm_eval:
+                set_norm_eval(self)
+        return self
+
+    def forward_stem(self, x: Tensor) -> Tensor:
+        x = self.stem(x) if self.variant == "vd" else self.relu(self.bn1(self.conv1(x)))
+        return self.maxpool(x)
+
+    def forward(self, x: Tensor) -> tuple[Tensor, ...]:
+        x = self.forward_stem(x)
+        outs = []
+        for i, name in enumerate(self.stage_names):
+            x = getattr(self, name)(x)
+            if i in self.out_indices:
+                outs.append(x)
+        return tuple(outs)

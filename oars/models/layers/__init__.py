@@ -1,0 +1,7 @@
+"""Building blocks shared by backbones, necks and heads."""
+
+from .activation import ACT_LAYERS, build_activation_layer
+from .conv_module import ConvNormAct
+from .norm import NORM_LAYERS, build_norm_layer, norm_type
+
+__all__ = ["ACT_LAYERS", "NORM_LAYERS", "ConvNormAct", "build_activation_layer", "build_norm_layer", "norm_type"]

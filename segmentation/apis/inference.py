@@ -1,0 +1,48 @@
+"""Run a trained segmentor over images and write colour overlays and raw label PNGs."""
+
+from __future__ import annotations
+
+import os
+import os.path as osp
+
+import cv2
+import numpy as np
+from mmengine.config import Config
+from PIL import Image
+from tqdm import tqdm
+
+from oars.inference import batched_predict, build_test_pipeline, init_model, list_images
+from oars.visualization import get_palette, overlay_mask, side_by_side
+
+ANNOTATION_LOADERS = ("LoadSegAnnotations",)
+
+
+def save_label_png(label: np.ndarray, palette: np.ndarray, path: str) -> None:
+    """Class ids as an 8-bit palette PNG: the values stay indices, viewers show colours."""
+    img = Image.fromarray(label.astype(np.uint8), mode="P")
+    flat = np.zeros((256, 3), np.uint8)
+    flat[: len(palette)] = palette  # palettes are RGB, as PNG palettes are
+    img.putpalette(flat.reshape(-1).tolist())
+    img.save(path)
+
+
+def run_inference(cfg: Config, checkpoint: str, inputs: str, out_dir: str, device: str = "cpu",
+                  alpha: float = 0.5) -> list[str]:
+    """Predict every image under ``inputs``; returns the written overlay paths."""
+    model = init_model(cfg, checkpoint, device)
+    classes = model.dataset_meta.get("classes") or [str(i) for i in range(model.num_classes)]
+    palette = get_palette(len(classes), model.dataset_meta.get("palette"))
+    pipeline = build_test_pipeline(cfg, drop=ANNOTATION_LOADERS)
+    paths = list_images(inputs)
+    os.makedirs(out_dir, exist_ok=True)
+    written = []
+    for path, sample in tqdm(batched_predict(model, pipeline, paths), total=len(paths), desc="infer"):
+        stem = osp.splitext(osp.basename(path))[0]
+        label = sample.pred_sem_seg.data[0].cpu().numpy()
+        img = cv2.imread(path, cv2.IMREAD_COLOR)
+        overlay = side_by_side([img, overlay_mask(img, label, palette, alpha=alpha)], ["image", "prediction"])
+        out = osp.join(out_dir, f"{stem}_overlay.png")
+        cv2.imwrite(out, overlay)
+        save_label_png(label, palette, osp.join(out_dir, f"{stem}.png"))
+        written.append(out)
+    return written

@@ -1,0 +1,156 @@
+"""Semantic segmentation dataset over an image folder and a parallel label-map folder."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+
+from mmengine.dataset import BaseDataset
+
+from segmentation.registry import DATASETS, TRANSFORMS
+
+
+def generate_palette(num_classes: int) -> list[list[int]]:
+    """The PASCAL VOC colour map (bit-interleaved RGB): fixed, distinct, background black."""
+    palette = []
+    for i in range(num_classes):
+        c, r, g, b = i, 0, 0, 0
+        for j in range(8):
+            r |= ((c >> 0) & 1) << (7 - j)
+            g |= ((c >> 1) & 1) << (7 - j)
+            b |= ((c >> 2) & 1) << (7 - j)
+            c >>= 3
+        palette.append([r, g, b])
+    return palette
+
+
+def _check_palette(palette: Sequence, num_classes: int, owner: str) -> list[list[int]]:
+    rows = [list(p) for p in palette]
+    if len(rows) != num_classes:
+        raise ValueError(f'{owner}: palette has {len(rows)} colours but there are {num_classes} classes')
+    for i, p in enumerate(rows):
+        if len(p) != 3 or not all(isinstance(v, int) and 0 <= v <= 255 for v in p):
+            raise ValueError(f'{owner}: palette[{i}] = {p!r} is not an RGB triple of ints in 0..255')
+    return rows
+
+
+def _scan(folder: str, suffix: str) -> list[str]:
+    """Paths under ``folder`` (recursive, relative, sorted) whose name ends with ``suffix``, suffix removed."""
+    stems = []
+    for root, dirs, files in os.walk(folder, followlinks=True):
+        dirs.sort()
+        rel = os.path.relpath(root, folder)
+        for name in files:
+            if name.endswith(suffix) and len(name) > len(suffix):
+                stem = name[: -len(suffix)]
+                stems.append(stem if rel == '.' else os.path.join(rel, stem))
+    return sorted(stems)
+
+
+@DATASETS.register_module()
+class SegDataset(BaseDataset):
+    """Images in ``data_root/img_dir`` and label maps in ``data_root/ann_dir`` with the same relative
+    name (``<name><img_suffix>`` -> ``<name><seg_map_suffix>``), or the basenames listed in ``split``.
+
+    ``classes`` (names) is required unless the subclass's ``METAINFO`` has them; ``palette`` (RGB
+    per class) defaults to a fixed distinct one. Without ``ann_dir`` the dataset lists images only
+    (inference). Every data info carries ``num_classes``, ``ignore_index`` and
+    ``reduce_zero_label`` for the pipeline.
+    """
+
+    METAINFO: dict = {}
+
+    def __init__(
+        self,
+        data_root: str = '',
+        img_dir: str = '',
+        ann_dir: str | None = None,
+        img_suffix: str = '.jpg',
+        seg_map_suffix: str = '.png',
+        classes: Sequence[str] | None = None,
+        palette: Sequence[Sequence[int]] | None = None,
+        ignore_index: int = 255,
+        reduce_zero_label: bool = False,
+        split: str | None = None,
+        pipeline: Sequence[dict | Callable] = (),
+        test_mode: bool = False,
+        serialize_data: bool = True,
+        lazy_init: bool = False,
+        indices: int | Sequence[int] | None = None,
+        max_refetch: int = 1000,
+    ) -> None:
+        self.img_suffix = img_suffix
+        self.seg_map_suffix = seg_map_suffix
+        self.ignore_index = int(ignore_index)
+        self.reduce_zero_label = bool(reduce_zero_label)
+        prefix = {'img_path': img_dir} if ann_dir is None else {'img_path': img_dir, 'seg_map_path': ann_dir}
+        built = [TRANSFORMS.build(t) if isinstance(t, dict) else t for t in pipeline]
+        super().__init__(
+            ann_file=split or '',
+            metainfo=self._metainfo_from(classes, palette),
+            data_root=data_root or '',
+            data_prefix=prefix,
+            indices=indices,
+            serialize_data=serialize_data,
+            pipeline=built,
+            test_mode=test_mode,
+            lazy_init=lazy_init,
+            max_refetch=max_refetch,
+        )
+
+    def _metainfo_from(self, classes: Sequence[str] | None, palette: Sequence | None) -> dict:
+        owner = type(self).__name__
+        default_classes = self.METAINFO.get('classes')
+        if classes is None:
+            if default_classes is None:
+                raise ValueError(f"{owner}: 'classes' is required (the list of class names, background included)")
+            classes = default_classes
+        if isinstance(classes, str) or not classes:
+            raise ValueError(f"{owner}: 'classes' must be a non-empty list of names, got {classes!r}")
+        classes = tuple(str(c) for c in classes)
+        dupes = sorted({c for c in classes if classes.count(c) > 1})
+        if dupes:
+            raise ValueError(f'{owner}: duplicate class names {dupes}')
+        if palette is None:
+            same = default_classes is not None and tuple(default_classes) == classes and 'palette' in self.METAINFO
+            palette = self.METAINFO['palette'] if same else generate_palette(len(classes))
+        return dict(classes=classes, palette=_check_palette(palette, len(classes), owner),
+                    ignore_index=self.ignore_index, reduce_zero_label=self.reduce_zero_label)
+
+    @property
+    def num_classes(self) -> int:
+        return len(self.metainfo['classes'])
+
+    def _names(self, img_dir: str) -> list[str]:
+        if self.ann_file:
+            if not os.path.isfile(self.ann_file):
+                raise FileNotFoundError(f'split file not found: {self.ann_file}')
+            with open(self.ann_file, encoding='utf-8') as f:
+                names = [line.strip() for line in f if line.strip()]
+            if not names:
+                raise ValueError(f'split file {self.ann_file} lists no images')
+            return names
+        if not os.path.isdir(img_dir):
+            raise FileNotFoundError(f'image folder not found: {img_dir}')
+        names = _scan(img_dir, self.img_suffix)
+        if not names:
+            raise FileNotFoundError(f"no images ending with '{self.img_suffix}' under {img_dir}")
+        return names
+
+    def load_data_list(self) -> list[dict]:
+        """List every image (and its label map) once, in sorted order; fail on a missing label."""
+        img_dir = self.data_prefix['img_path']
+        ann_dir = self.data_prefix.get('seg_map_path')
+        data_list = []
+        for name in self._names(img_dir):
+            img_path = os.path.join(img_dir, name + self.img_suffix)
+            if self.ann_file and not os.path.isfile(img_path):
+                raise FileNotFoundError(f'image {img_path} listed in {self.ann_file} not found')
+            seg_map_path = None
+            if ann_dir is not None:
+                seg_map_path = os.path.join(ann_dir, name + self.seg_map_suffix)
+                if not os.path.isfile(seg_map_path):
+                    raise FileNotFoundError(f'label map {seg_map_path} not found for image {img_path}')
+            data_list.append(dict(img_path=img_path, seg_map_path=seg_map_path, num_classes=self.num_classes,
+                                  ignore_index=self.ignore_index, reduce_zero_label=self.reduce_zero_label))
+        return data_list

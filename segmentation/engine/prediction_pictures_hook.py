@@ -1,0 +1,63 @@
+"""Pictures of evaluation results: image | ground truth | prediction, plus a summary grid."""
+
+from __future__ import annotations
+
+import os
+import os.path as osp
+
+import cv2
+import numpy as np
+from mmengine.hooks import Hook
+
+from oars.visualization import get_palette, make_grid, overlay_mask, side_by_side
+from segmentation.registry import HOOKS
+
+
+def draw_sample(img_bgr: np.ndarray, pred: np.ndarray, palette: np.ndarray, gt: np.ndarray | None = None,
+                alpha: float = 0.5) -> np.ndarray:
+    """One row of panels: the image, its ground truth (when known) and the prediction, overlaid."""
+    panels, titles = [img_bgr], ["image"]
+    if gt is not None:
+        panels.append(overlay_mask(img_bgr, gt, palette, alpha=alpha))
+        titles.append("ground truth")
+    panels.append(overlay_mask(img_bgr, pred, palette, alpha=alpha))
+    titles.append("prediction")
+    return side_by_side(panels, titles)
+
+
+@HOOKS.register_module()
+class PredictionPicturesHook(Hook):
+    """During testing, write ``<out_dir>/<image>.png`` for the first ``max_images`` images and
+    ``<out_dir>/summary.png`` (a grid of them)."""
+
+    priority = "LOW"
+
+    def __init__(self, out_dir: str, max_images: int = 24, alpha: float = 0.5, grid_cols: int = 3) -> None:
+        self.out_dir = out_dir
+        self.max_images = max_images
+        self.alpha = alpha
+        self.grid_cols = grid_cols
+        self._rows: list[np.ndarray] = []
+
+    def before_test(self, runner) -> None:
+        os.makedirs(self.out_dir, exist_ok=True)
+        self._rows = []
+        meta = runner.test_dataloader.dataset.metainfo
+        self._palette = get_palette(len(meta["classes"]), meta.get("palette"))
+
+    def after_test_iter(self, runner, batch_idx: int, data_batch=None, outputs=None) -> None:
+        for sample in outputs or []:
+            if len(self._rows) >= self.max_images:
+                return
+            img_path = sample.metainfo["img_path"]
+            img = cv2.imread(img_path, cv2.IMREAD_COLOR)
+            pred = sample.pred_sem_seg.data[0].cpu().numpy()
+            gt = sample.gt_sem_seg.data[0].cpu().numpy() if "gt_sem_seg" in sample else None
+            row = draw_sample(img, pred, self._palette, gt, self.alpha)
+            cv2.imwrite(osp.join(self.out_dir, osp.splitext(osp.basename(img_path))[0] + ".png"), row)
+            self._rows.append(row)
+
+    def after_test(self, runner) -> None:
+        if self._rows:
+            cv2.imwrite(osp.join(self.out_dir, "summary.png"), make_grid(self._rows, ncols=self.grid_cols))
+            runner.logger.info(f"pictures of {len(self._rows)} predictions written to {self.out_dir}")

@@ -1,0 +1,134 @@
+"""Mean IoU (and Dice / F-score) over a dataset, from one confusion matrix per image."""
+
+from __future__ import annotations
+
+import difflib
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from mmengine.evaluator import BaseMetric
+from mmengine.logging import print_log
+
+from oars.evaluation.confusion import confusion_matrix, overall_accuracy, per_class_scores
+from oars.evaluation.report import format_table
+from segmentation.registry import METRICS
+
+# summary metric -> per-class scores it reports (each averaged into 'm<Score>')
+_METRIC_SCORES = {'mIoU': ('IoU', 'Acc'), 'mDice': ('Dice', 'Acc'), 'mFscore': ('Fscore', 'Precision', 'Recall')}
+
+
+def _pixel_data(sample: Any, field: str) -> torch.Tensor:
+    """``sample[field]['data']`` for the dicts the Evaluator passes (or attributes of a SegDataSample)."""
+    try:
+        if isinstance(sample, dict):
+            return sample[field]['data']
+        return getattr(sample, field).data
+    except (KeyError, AttributeError) as e:
+        raise KeyError(f"IoUMetric: a data sample has no '{field}' with 'data'; the model's predict mode must set "
+                       f'pred_sem_seg and the test pipeline must load annotations (LoadSegAnnotations)') from e
+
+
+@METRICS.register_module()
+class IoUMetric(BaseMetric):
+    """Semantic segmentation metrics: ``aAcc``, and per ``iou_metrics`` entry ``mIoU`` (+ ``mAcc``),
+    ``mDice`` (+ ``mAcc``), ``mFscore`` (+ ``mPrecision``, ``mRecall``), in percent with two decimals.
+
+    ``process`` keeps one C×C confusion matrix per image (pixels whose GT is ``ignore_index`` are
+    skipped). Class names come from ``dataset_meta['classes']``. Classes with no GT and no
+    prediction are NaN and left out of the means; ``nan_to_num`` replaces NaN per-class scores
+    (which then count in the means). After ``evaluate`` the per-class table is in
+    ``per_class_table()`` and the summed matrix in ``confusion``.
+    """
+
+    default_prefix: str | None = None
+
+    def __init__(
+        self,
+        iou_metrics: Sequence[str] = ('mIoU',),
+        ignore_index: int = 255,
+        nan_to_num: float | None = None,
+        beta: float = 1.0,
+        collect_device: str = 'cpu',
+        prefix: str | None = None,
+    ) -> None:
+        super().__init__(collect_device=collect_device, prefix=prefix)
+        if isinstance(iou_metrics, str):
+            iou_metrics = [iou_metrics]
+        for m in iou_metrics:
+            if m not in _METRIC_SCORES:
+                close = difflib.get_close_matches(str(m), list(_METRIC_SCORES), n=1)
+                hint = f' (did you mean {close[0]!r}?)' if close else ''
+                raise KeyError(f'IoUMetric: unknown metric {m!r}{hint}; choose from {list(_METRIC_SCORES)}')
+        self.iou_metrics = list(iou_metrics)
+        self.ignore_index = ignore_index
+        self.nan_to_num = nan_to_num
+        self.beta = beta
+        self.confusion: torch.Tensor | None = None
+        self._table: dict[str, list] | None = None
+
+    @property
+    def class_names(self) -> list[str]:
+        classes = (self.dataset_meta or {}).get('classes')
+        if not classes:
+            raise ValueError("IoUMetric needs dataset_meta['classes'] (the Runner sets it from the dataset's "
+                             'metainfo; set metric.dataset_meta yourself when using the metric alone)')
+        return list(classes)
+
+    def process(self, data_batch: Any, data_samples: Sequence[Any]) -> None:
+        """Add one confusion matrix per sample (prediction and GT both [1, H, W])."""
+        num_classes = len(self.class_names)
+        for sample in data_samples:
+            pred = _pixel_data(sample, 'pred_sem_seg')
+            gt = _pixel_data(sample, 'gt_sem_seg')
+            if pred.shape[-2:] != gt.shape[-2:]:
+                path = sample.get('img_path', '?') if isinstance(sample, dict) else '?'
+                raise ValueError(f'IoUMetric: prediction {tuple(pred.shape)} and GT {tuple(gt.shape)} differ in '
+                                 f'size for {path}; predictions must be at the original image size')
+            cm = confusion_matrix(pred, gt, num_classes, self.ignore_index)
+            self.results.append(cm.cpu())
+
+    def _scores(self, total: torch.Tensor) -> dict[str, torch.Tensor]:
+        scores = per_class_scores(total, beta=self.beta)
+        if self.nan_to_num is not None:
+            scores = {k: torch.nan_to_num(v, nan=float(self.nan_to_num)) for k, v in scores.items()}
+        return scores
+
+    def compute_metrics(self, results: list) -> dict[str, float]:
+        """Sum the matrices; return summary metrics in percent and log the per-class table."""
+        names = self.class_names
+        if not results:
+            raise ValueError('IoUMetric: no results to evaluate (empty dataset?)')
+        total = torch.stack([torch.as_tensor(r) for r in results]).sum(0)
+        if total.shape != (len(names), len(names)):
+            raise ValueError(f'IoUMetric: confusion matrices are {tuple(total.shape)} but there are {len(names)} '
+                             'classes in dataset_meta')
+        self.confusion = total
+        scores = self._scores(total)
+        keys = [k for m in self.iou_metrics for k in _METRIC_SCORES[m]]
+        keys = list(dict.fromkeys(keys))  # unique, in order
+        metrics = {'aAcc': _percent(overall_accuracy(total))}
+        for k in keys:
+            metrics[f'm{k}'] = _percent(_nanmean(scores[k]))
+        header = ['class', *keys]
+        rows = [[name, *(_percent(float(scores[k][i])) for k in keys)] for i, name in enumerate(names)]
+        self._table = {'header': header, 'rows': rows}
+        print_log('per class results:\n' + format_table(header, rows), logger='current')
+        return metrics
+
+    def per_class_table(self) -> dict[str, list]:
+        """``{'header': ['class', 'IoU', 'Acc', ...], 'rows': [[name, iou, acc, ...], ...]}`` in percent
+        (NaN for undefined scores) from the last ``compute_metrics``."""
+        if self._table is None:
+            raise RuntimeError('IoUMetric.per_class_table() is available after evaluate()/compute_metrics()')
+        return self._table
+
+
+def _nanmean(values: torch.Tensor) -> float:
+    finite = values[~torch.isnan(values)]
+    return float(finite.mean()) if finite.numel() else float('nan')
+
+
+def _percent(value: float) -> float:
+    return value if math.isnan(value) else round(value * 100, 2)

@@ -1,0 +1,26 @@
+"""Segmentation models: importing this package registers every class in ``segmentation.registry.MODELS``."""
+
+from . import backbones, heads, losses, segmentors
+from .backbones import UNet
+from .converters import convert_torchvision_deeplabv3
+from .data_preprocessor import SegDataPreprocessor
+from .heads import ASPPHead, BaseDecodeHead, DeepLabV3PlusHead, FCNHead
+from .losses import CrossEntropyLoss, DiceLoss
+from .segmentors import EncoderDecoder
+
+__all__ = [
+    "ASPPHead",
+    "BaseDecodeHead",
+    "CrossEntropyLoss",
+    "DeepLabV3PlusHead",
+    "DiceLoss",
+    "EncoderDecoder",
+    "FCNHead",
+    "SegDataPreprocessor",
+    "UNet",
+    "backbones",
+    "convert_torchvision_deeplabv3",
+    "heads",
+    "losses",
+    "segmentors",
+]

@@ -1,0 +1,16 @@
+"""Decode heads: features -> per-class logits at the head's resolution."""
+
+from .aspp_head import ASPP, ASPPHead, ASPPPooling, DepthwiseSeparableConv
+from .decode_head import BaseDecodeHead
+from .deeplabv3plus_head import DeepLabV3PlusHead
+from .fcn_head import FCNHead
+
+__all__ = [
+    "ASPP",
+    "ASPPHead",
+    "ASPPPooling",
+    "BaseDecodeHead",
+    "DeepLabV3PlusHead",
+    "DepthwiseSeparableConv",
+    "FCNHead",
+]

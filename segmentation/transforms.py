@@ -1,0 +1,132 @@
+"""Segmentation-specific pipeline steps: load label maps, pack a sample for the model.
+
+The generic transforms (LoadImageFromFile, Resize, RandomCrop, ...) live in ``oars.data`` and
+are found through the registry's parent; importing them here makes sure they are registered.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+from mmengine.structures import PixelData
+from PIL import Image
+
+import oars.data  # noqa: F401  (registers the core transforms)
+from segmentation.registry import TRANSFORMS
+from segmentation.structures import SegDataSample
+
+# PIL modes that hold one value per pixel; colour label maps are rejected with a clear message.
+_INDEX_MODES = {'P', 'L', '1', 'I', 'I;16', 'I;16B', 'I;16L'}
+
+
+def read_label_map(path: str) -> np.ndarray:
+    """Class ids of a label image as PIL reads them: palette PNGs give indices, not colours."""
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f'label map not found: {path}')
+    with Image.open(path) as im:
+        if im.mode not in _INDEX_MODES:
+            raise ValueError(f'{path}: label map has PIL mode {im.mode!r} (colour); expected a single-channel '
+                             f'class-index image (palette "P" or greyscale "L" PNG)')
+        seg = np.array(im)
+    return seg.astype(np.uint8) if seg.dtype == bool else seg
+
+
+def _present_values(seg: np.ndarray) -> np.ndarray:
+    if seg.dtype == np.uint8:
+        return np.flatnonzero(np.bincount(seg.ravel(), minlength=256))
+    return np.unique(seg)
+
+
+def check_label_values(values: np.ndarray, path: str, num_classes: int, ignore_index: int,
+                       reduce_zero_label: bool) -> None:
+    """Raise ValueError naming the file and the values outside the classes and ignore_index."""
+    if reduce_zero_label:
+        ok = (values >= 0) & (values <= num_classes) | (values == ignore_index)
+        expected = (f'0 (background, becomes ignore with reduce_zero_label), 1..{num_classes} for the '
+                    f'{num_classes} classes, or ignore_index {ignore_index}')
+    else:
+        ok = (values >= 0) & (values < num_classes) | (values == ignore_index)
+        expected = f'class ids 0..{num_classes - 1} (num_classes={num_classes}) or ignore_index {ignore_index}'
+    if not ok.all():
+        bad = values[~ok]
+        shown = ', '.join(str(int(v)) for v in bad[:20]) + (' ...' if len(bad) > 20 else '')
+        raise ValueError(f'{path}: label values [{shown}] are out of range; expected {expected}')
+
+
+def reduce_zero(seg: np.ndarray, ignore_index: int) -> np.ndarray:
+    """mmseg's reduce_zero_label: 0 -> ignore_index, k -> k - 1, ignore_index unchanged."""
+    out = seg.astype(np.int64) - 1
+    out[seg == 0] = ignore_index
+    out[seg == ignore_index] = ignore_index
+    return out
+
+
+@TRANSFORMS.register_module()
+class LoadSegAnnotations:
+    """Load ``results['seg_map_path']`` into ``gt_seg_map`` (H×W class ids, uint8 when they fit).
+
+    Reads with PIL so that palette PNGs give indices (cv2 would return the palette colours).
+    ``reduce_zero_label=None`` takes the dataset's value from ``results``. Values are checked
+    against ``results['num_classes']`` and ``results['ignore_index']`` when the dataset gives them.
+    """
+
+    def __init__(self, reduce_zero_label: bool | None = None) -> None:
+        self.reduce_zero_label = reduce_zero_label
+
+    def __call__(self, results: dict) -> dict:
+        path = results.get('seg_map_path')
+        if not path:
+            raise KeyError("LoadSegAnnotations needs results['seg_map_path']; was the dataset built without ann_dir?")
+        path = os.fspath(path)
+        seg = read_label_map(path)
+        reduce = results.get('reduce_zero_label', False) if self.reduce_zero_label is None else self.reduce_zero_label
+        ignore_index = int(results.get('ignore_index', 255))
+        values = _present_values(seg)
+        if results.get('num_classes') is not None:
+            check_label_values(values, path, int(results['num_classes']), ignore_index, reduce)
+        if reduce:
+            seg = reduce_zero(seg, ignore_index)
+            values = _present_values(seg)
+        fits = len(values) == 0 or (values.min() >= 0 and values.max() <= 255)
+        results['gt_seg_map'] = seg.astype(np.uint8 if fits else np.int32, copy=False)
+        results['reduce_zero_label'] = bool(reduce)
+        return results
+
+    def __repr__(self) -> str:
+        return f'{type(self).__name__}(reduce_zero_label={self.reduce_zero_label})'
+
+
+@TRANSFORMS.register_module()
+class PackSegInputs:
+    """Turn the results dict into ``{'inputs': [C, H, W] tensor, 'data_samples': SegDataSample}``.
+
+    ``inputs`` keeps the image's dtype (uint8 BGR unless Normalize ran); ``gt_sem_seg`` is a
+    long [1, H, W] map when a label map was loaded; ``meta_keys`` present in results become metainfo.
+    """
+
+    def __init__(
+        self,
+        meta_keys: Sequence[str] = ('img_path', 'seg_map_path', 'ori_shape', 'img_shape', 'pad_shape', 'flip',
+                                    'reduce_zero_label'),
+    ) -> None:
+        self.meta_keys = tuple(meta_keys)
+
+    def __call__(self, results: dict) -> dict:
+        if results.get('img') is None:
+            raise KeyError("PackSegInputs needs results['img']; put LoadImageFromFile first")
+        img = results['img']
+        if img.ndim == 2:
+            img = img[..., None]
+        inputs = torch.from_numpy(np.ascontiguousarray(img.transpose(2, 0, 1)))
+        sample = SegDataSample()
+        if results.get('gt_seg_map') is not None:
+            seg = torch.from_numpy(np.asarray(results['gt_seg_map']).astype(np.int64)[None])
+            sample.gt_sem_seg = PixelData(data=seg)
+        sample.set_metainfo({k: results[k] for k in self.meta_keys if k in results})
+        return {'inputs': inputs, 'data_samples': sample}
+
+    def __repr__(self) -> str:
+        return f'{type(self).__name__}(meta_keys={self.meta_keys})'

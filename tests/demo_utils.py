@@ -1,0 +1,36 @@
+"""Helpers for tests that run the shrunk demo config (importable: tests/ is on pythonpath)."""
+
+from __future__ import annotations
+
+import os
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DEMO_CFG = os.path.join(ROOT, "configs/segmentation/unet/unet_demo_shapes.yaml")
+
+
+def demo_overrides(data_root: str, epochs: int = 1, **extra) -> list[str]:
+    """Overrides that make the demo config tiny and single-process (fast, deterministic)."""
+    opts = {
+        "train_dataloader.dataset.data_root": data_root,
+        "val_dataloader.dataset.data_root": data_root,
+        "test_dataloader.dataset.data_root": data_root,
+        "train_dataloader.batch_size": 4,
+        "val_dataloader.batch_size": 4,
+        "test_dataloader.batch_size": 4,
+        "train_dataloader.num_workers": 0,
+        "val_dataloader.num_workers": 0,
+        "test_dataloader.num_workers": 0,
+        "train_dataloader.persistent_workers": False,
+        "val_dataloader.persistent_workers": False,
+        "test_dataloader.persistent_workers": False,
+        "model.backbone.base_channels": 4,
+        "model.decode_head.channels": 4,
+        "model.auxiliary_head.channels": 4,
+        "train_cfg.max_epochs": epochs,
+        "train_cfg.val_interval": 1,
+        "default_hooks.logger.interval": 1,
+        "default_hooks.checkpoint.interval": 1,
+        "default_hooks.checkpoint.max_keep_ckpts": 5,
+    }
+    opts.update(extra)
+    return [f"{k}={v}" for k, v in opts.items()]

@@ -1,0 +1,47 @@
+"""Predict images with a trained model: tools/infer.py -c CONFIG -w CKPT -i IMAGE_OR_DIR -o OUT_DIR.
+
+``-o`` takes both the output folder and ``key=value`` config overrides, as on every tool:
+``-o out/ test_dataloader.dataset.pipeline.1.scale=[256,256]``.
+"""
+
+import argparse
+import importlib
+
+from oars.cli import run_cli
+from oars.engine.entry import load
+from oars.errors import OarsError
+
+
+def split_output_and_overrides(values: list[str], output_dir: str | None) -> tuple[str, list[str]]:
+    overrides = [v for v in values if "=" in v]
+    plain = [v for v in values if "=" not in v]
+    if output_dir:
+        plain.append(output_dir)
+    if len(plain) != 1:
+        raise OarsError(f"-o: expected exactly one output folder (and any key=value overrides), got {plain or 'none'}")
+    return plain[0], overrides
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("-c", "--config", required=True, help="YAML config file")
+    parser.add_argument("-w", "--weights", required=True, help="checkpoint")
+    parser.add_argument("-i", "--input", required=True, help="an image or a folder of images")
+    parser.add_argument("-o", "--opt", dest="values", nargs="+", action="extend", default=[],
+                        metavar="OUT_DIR|KEY=VALUE", help="output folder and/or config overrides")
+    parser.add_argument("--output-dir", default=None, help="output folder (alternative to -o OUT_DIR)")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda")
+    args = parser.parse_args()
+    output, overrides = split_output_and_overrides(args.values, args.output_dir)
+    cfg = load(args.config, overrides)
+    scope = cfg.get("default_scope")
+    try:
+        apis = importlib.import_module(f"{scope}.apis")
+    except ImportError:
+        raise OarsError(f"{args.config}: default_scope {scope!r} has no inference entry point ({scope}.apis)") from None
+    written = apis.run_inference(cfg, args.weights, args.input, output, device=args.device)
+    print(f"wrote {len(written)} pictures (and raw label PNGs) to {output}")
+
+
+if __name__ == "__main__":
+    run_cli(main)

@@ -1,0 +1,24 @@
+"""Train a model from a YAML config: tools/train.py -c CONFIG [-o key=value ...]."""
+
+import argparse
+
+from oars.cli import base_parser, run_cli
+from oars.engine.entry import train
+
+
+def main() -> None:
+    parser = base_parser(__doc__)
+    parser.add_argument("--resume", nargs="?", const=True, default=None, metavar="CKPT",
+                        help="continue from the latest checkpoint in the work dir, or from CKPT")
+    parser.add_argument("--amp", action="store_true",
+                        help="mixed precision: FP16 + dynamic loss scaling on CUDA, bfloat16 on CPU")
+    parser.add_argument("--launcher", choices=["none", "pytorch"], default="none",
+                        help="'pytorch' under torchrun for multi-process training")
+    parser.add_argument("--local-rank", "--local_rank", type=int, default=0, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    train(args.config, args.overrides, work_dir=args.work_dir, resume=args.resume, amp=args.amp,
+          launcher=args.launcher)
+
+
+if __name__ == "__main__":
+    run_cli(main)
