@@ -25,7 +25,6 @@ def demo_overrides(data_root: str, epochs: int = 1, **extra) -> list[str]:
         "test_dataloader.persistent_workers": False,
         "model.backbone.base_channels": 4,
         "model.decode_head.channels": 4,
-        "model.auxiliary_head.channels": 4,
         "train_cfg.max_epochs": epochs,
         "train_cfg.val_interval": 1,
         "default_hooks.logger.interval": 1,

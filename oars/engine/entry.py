@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os.path as osp
 from collections.abc import Sequence
 
@@ -45,18 +46,29 @@ def evaluate(config: str, checkpoint: str, overrides: Sequence[str] = (), *, wor
     extra = _metric_details(runner)
     out = osp.join(cfg.work_dir, "metrics.json")
     with open(out, "w") as f:
-        json.dump({"checkpoint": checkpoint, "metrics": metrics, **extra}, f, indent=2)
+        json.dump(_json_safe({"checkpoint": checkpoint, "metrics": metrics, **extra}), f, indent=2)
     return {"metrics": metrics, "metrics_file": out, **extra}
 
 
 def _metric_details(runner: OarsRunner) -> dict:
-    """Per-class tables that metrics expose through ``details()``."""
+    """Per-class tables that metrics expose through ``per_class_table()``."""
     details = {}
     for metric in runner.test_evaluator.metrics:
-        fn = getattr(metric, "details", None)
+        fn = getattr(metric, "per_class_table", None)
         if callable(fn):
-            details.update(fn())
+            details[f"{type(metric).__name__} per class"] = fn()
     return {"details": details} if details else {}
+
+
+def _json_safe(value):
+    """NaN (a class absent from the data) becomes null: metrics.json stays strict JSON."""
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    return value
 
 
 def _plain(value):

@@ -7,6 +7,7 @@ call the same functions in-process.
 from __future__ import annotations
 
 import copy
+import logging
 import os
 import os.path as osp
 import uuid
@@ -15,6 +16,7 @@ from pathlib import Path
 import torch
 from mmengine.config import Config
 from mmengine.dist import is_main_process
+from mmengine.logging import print_log
 from mmengine.registry import DefaultScope
 from mmengine.runner import Runner
 from mmengine.runner.checkpoint import find_latest_checkpoint
@@ -62,6 +64,11 @@ def prepare_config(cfg: Config, *, work_dir: str | None = None, resume: bool | s
             cfg.setdefault("env_cfg", {}).setdefault("dist_cfg", {})["backend"] = "gloo"
         if cfg.get("sync_bn") is True:
             cfg.sync_bn = "torch"
+        if cfg.get("sync_bn") and not torch.cuda.is_available():
+            # torch's SyncBatchNorm only runs on GPU tensors.
+            print_log("sync_bn needs CUDA; running with per-process BatchNorm on the CPU",
+                      logger="current", level=logging.WARNING)
+            cfg.sync_bn = None
     elif cfg.get("sync_bn") is True:
         cfg.sync_bn = None  # single process: nothing to synchronise
     return cfg

@@ -9,20 +9,25 @@ import cv2
 import numpy as np
 from mmengine.hooks import Hook
 
-from oars.visualization import get_palette, make_grid, overlay_mask, side_by_side
+from oars.visualization import colorize_mask, draw_legend, get_palette, make_grid, side_by_side
 from segmentation.registry import HOOKS
 
 
 def draw_sample(img_bgr: np.ndarray, pred: np.ndarray, palette: np.ndarray, gt: np.ndarray | None = None,
-                alpha: float = 0.5) -> np.ndarray:
-    """One row of panels: the image, its ground truth (when known) and the prediction, overlaid."""
+                class_names: list[str] | None = None) -> np.ndarray:
+    """One row of panels: the image, its ground truth (when known) and the prediction as class
+    colours, with a legend of the classes present."""
     panels, titles = [img_bgr], ["image"]
     if gt is not None:
-        panels.append(overlay_mask(img_bgr, gt, palette, alpha=alpha))
+        panels.append(colorize_mask(gt, palette))
         titles.append("ground truth")
-    panels.append(overlay_mask(img_bgr, pred, palette, alpha=alpha))
+    panels.append(colorize_mask(pred, palette))
     titles.append("prediction")
-    return side_by_side(panels, titles)
+    row = side_by_side(panels, titles)
+    if class_names:
+        present = np.unique(pred) if gt is None else np.union1d(np.unique(gt), np.unique(pred))
+        row = draw_legend(row, class_names, palette, present_only_ids=present)
+    return row
 
 
 @HOOKS.register_module()
@@ -32,10 +37,9 @@ class PredictionPicturesHook(Hook):
 
     priority = "LOW"
 
-    def __init__(self, out_dir: str, max_images: int = 24, alpha: float = 0.5, grid_cols: int = 3) -> None:
+    def __init__(self, out_dir: str, max_images: int = 24, grid_cols: int = 3) -> None:
         self.out_dir = out_dir
         self.max_images = max_images
-        self.alpha = alpha
         self.grid_cols = grid_cols
         self._rows: list[np.ndarray] = []
 
@@ -43,7 +47,8 @@ class PredictionPicturesHook(Hook):
         os.makedirs(self.out_dir, exist_ok=True)
         self._rows = []
         meta = runner.test_dataloader.dataset.metainfo
-        self._palette = get_palette(len(meta["classes"]), meta.get("palette"))
+        self._classes = list(meta["classes"])
+        self._palette = get_palette(len(self._classes), meta.get("palette"))
 
     def after_test_iter(self, runner, batch_idx: int, data_batch=None, outputs=None) -> None:
         for sample in outputs or []:
@@ -53,7 +58,7 @@ class PredictionPicturesHook(Hook):
             img = cv2.imread(img_path, cv2.IMREAD_COLOR)
             pred = sample.pred_sem_seg.data[0].cpu().numpy()
             gt = sample.gt_sem_seg.data[0].cpu().numpy() if "gt_sem_seg" in sample else None
-            row = draw_sample(img, pred, self._palette, gt, self.alpha)
+            row = draw_sample(img, pred, self._palette, gt, self._classes)
             cv2.imwrite(osp.join(self.out_dir, osp.splitext(osp.basename(img_path))[0] + ".png"), row)
             self._rows.append(row)
 

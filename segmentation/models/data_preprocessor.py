@@ -108,7 +108,9 @@ class SegDataPreprocessor(BaseDataPreprocessor):
                     sample.set_metainfo(dict(img_shape=shape))
                 if "ori_shape" not in sample.metainfo:
                     sample.set_metainfo(dict(ori_shape=shape))
-                if "gt_sem_seg" in sample:
+                # Only training labels are padded to the batch: at test time the label stays at the
+                # original image size (the metric compares there), as in mmseg's test pipelines.
+                if training and "gt_sem_seg" in sample:
                     sample.gt_sem_seg = PixelData(data=self._pad_seg(sample.gt_sem_seg.data, (h, w), sample))
         return dict(inputs=batch, data_samples=samples)
 

@@ -74,9 +74,9 @@ class BaseDecodeHead(nn.Module):
         self.align_corners = align_corners
         self.ignore_index = ignore_index
         self.dropout = nn.Dropout(dropout_ratio) if dropout_ratio > 0 else nn.Identity()
+        # PyTorch's default init (as torchvision's heads). mmseg's normal(0, 0.01) left the classifier
+        # stuck predicting the majority class for hundreds of AdamW steps on the demo data.
         self.conv_seg = nn.Conv2d(channels, num_classes, kernel_size=1)
-        nn.init.normal_(self.conv_seg.weight, mean=0.0, std=0.01)
-        nn.init.zeros_(self.conv_seg.bias)
         self.loss_decode = self._build_losses(loss_decode)
 
     def _build_losses(self, loss_decode: LossSpec | None) -> nn.ModuleList:

@@ -34,9 +34,16 @@ def test_sync_bn_conversion():
 
 
 def test_prepare_config_maps_sync_bn(tmp_path, monkeypatch):
+    import oars.engine.runner as runner_mod
     from oars.engine.entry import load
-    from oars.engine.runner import prepare_config
 
     cfg = load(DEMO_CFG, ["sync_bn=true"])
-    single = prepare_config(cfg, work_dir=str(tmp_path))
-    assert single.sync_bn is None
+    assert runner_mod.prepare_config(cfg, work_dir=str(tmp_path)).sync_bn is None  # one process: plain BN
+    monkeypatch.setattr(runner_mod, "init_distributed", lambda launcher: True)
+    dist_cfg = runner_mod.prepare_config(cfg, work_dir=str(tmp_path), launcher="pytorch")
+    if torch.cuda.is_available():
+        assert dist_cfg.sync_bn == "torch"  # mmengine's Runner converts every BatchNorm to SyncBatchNorm
+    else:
+        assert dist_cfg.sync_bn is None  # SyncBatchNorm only runs on GPU tensors
+        assert dist_cfg.model_wrapper_cfg == {"type": "MMDistributedDataParallel", "device_ids": None}
+        assert dist_cfg.env_cfg.dist_cfg.backend == "gloo"

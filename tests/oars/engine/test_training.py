@@ -73,6 +73,14 @@ def test_config_and_checkpoint_contents(demo_data, tmp_path):
     assert not [f for f in os.listdir(tmp_path) if f.startswith(".tmp_")]
 
 
+def test_tensorboard_backend_by_config(demo_data, tmp_path):
+    pytest.importorskip("tensorboard")
+    backends = "[{type: LocalVisBackend}, {type: TensorboardVisBackend}]"
+    train(DEMO_CFG, demo_overrides(demo_data, epochs=1, **{"visualizer.vis_backends": backends}),
+          work_dir=str(tmp_path))
+    assert list(tmp_path.rglob("events.out.tfevents.*"))
+
+
 def test_amp_bfloat16_on_cpu(demo_data, tmp_path):
     runner = train(DEMO_CFG, demo_overrides(demo_data, epochs=1, **{"train_cfg.val_interval": 5}),
                    work_dir=str(tmp_path), amp=True)
