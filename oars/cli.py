@@ -40,5 +40,15 @@ def run_cli(main: Callable[[], object]) -> None:
     except user_errors() as err:
         if os.environ.get("OARS_DEBUG"):
             raise
-        print(f"error: {err}", file=sys.stderr)
+        print(f"error: {user_message(err)}", file=sys.stderr)
         sys.exit(2)
+
+
+def user_message(err: BaseException) -> str:
+    """The message alone; for an error re-raised from a DataLoader worker, its last line (the
+    worker's own message) instead of the worker's traceback text."""
+    text = str(err)
+    if "Original Traceback" in text:
+        last = [line for line in text.strip().splitlines() if line.strip()][-1]
+        return last.split(": ", 1)[1] if ": " in last else last
+    return text

@@ -3,3 +3,11 @@
 
 class OarsError(Exception):
     """An error whose message alone tells the user what to fix."""
+
+
+class DataError(OarsError, ValueError):
+    """Bad data or data settings (label values out of range, unreadable files, bad transform arguments)."""
+
+
+class DataFileNotFoundError(OarsError, FileNotFoundError):
+    """A file or folder that the config points to does not exist."""

@@ -15,6 +15,7 @@ from mmengine.structures import PixelData
 from PIL import Image
 
 import oars.data  # noqa: F401  (registers the core transforms)
+from oars.errors import DataError, DataFileNotFoundError
 from segmentation.registry import TRANSFORMS
 from segmentation.structures import SegDataSample
 
@@ -25,10 +26,10 @@ _INDEX_MODES = {'P', 'L', '1', 'I', 'I;16', 'I;16B', 'I;16L'}
 def read_label_map(path: str) -> np.ndarray:
     """Class ids of a label image as PIL reads them: palette PNGs give indices, not colours."""
     if not os.path.isfile(path):
-        raise FileNotFoundError(f'label map not found: {path}')
+        raise DataFileNotFoundError(f'label map not found: {path}')
     with Image.open(path) as im:
         if im.mode not in _INDEX_MODES:
-            raise ValueError(f'{path}: label map has PIL mode {im.mode!r} (colour); expected a single-channel '
+            raise DataError(f'{path}: label map has PIL mode {im.mode!r} (colour); expected a single-channel '
                              f'class-index image (palette "P" or greyscale "L" PNG)')
         seg = np.array(im)
     return seg.astype(np.uint8) if seg.dtype == bool else seg
@@ -53,7 +54,7 @@ def check_label_values(values: np.ndarray, path: str, num_classes: int, ignore_i
     if not ok.all():
         bad = values[~ok]
         shown = ', '.join(str(int(v)) for v in bad[:20]) + (' ...' if len(bad) > 20 else '')
-        raise ValueError(f'{path}: label values [{shown}] are out of range; expected {expected}')
+        raise DataError(f'{path}: label values [{shown}] are out of range; expected {expected}')
 
 
 def reduce_zero(seg: np.ndarray, ignore_index: int) -> np.ndarray:

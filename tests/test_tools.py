@@ -56,3 +56,10 @@ def test_unknown_type_is_reported_without_traceback(tmp_path):
 def test_missing_checkpoint_is_reported(tmp_path):
     proc = _tool("eval.py", "-c", DEMO_CFG, "-w", str(tmp_path / "none.pth"), check=False)
     assert proc.returncode == 2 and "none.pth" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_missing_data_folder_is_reported(tmp_path):
+    proc = _tool("train.py", "-c", DEMO_CFG, "--work-dir", str(tmp_path), "-o",
+                 f"train_dataloader.dataset.data_root={tmp_path / 'nowhere'}", check=False)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "image folder not found" in proc.stderr and "nowhere" in proc.stderr

@@ -7,31 +7,17 @@ from collections.abc import Callable, Sequence
 
 from mmengine.dataset import BaseDataset
 
+from oars.errors import DataError, DataFileNotFoundError
+from oars.visualization import get_palette
 from segmentation.registry import DATASETS, TRANSFORMS
 
 
-def generate_palette(num_classes: int) -> list[list[int]]:
-    """The PASCAL VOC colour map (bit-interleaved RGB): fixed, distinct, background black."""
-    palette = []
-    for i in range(num_classes):
-        c, r, g, b = i, 0, 0, 0
-        for j in range(8):
-            r |= ((c >> 0) & 1) << (7 - j)
-            g |= ((c >> 1) & 1) << (7 - j)
-            b |= ((c >> 2) & 1) << (7 - j)
-            c >>= 3
-        palette.append([r, g, b])
-    return palette
-
-
-def _check_palette(palette: Sequence, num_classes: int, owner: str) -> list[list[int]]:
-    rows = [list(p) for p in palette]
-    if len(rows) != num_classes:
-        raise ValueError(f'{owner}: palette has {len(rows)} colours but there are {num_classes} classes')
-    for i, p in enumerate(rows):
-        if len(p) != 3 or not all(isinstance(v, int) and 0 <= v <= 255 for v in p):
-            raise ValueError(f'{owner}: palette[{i}] = {p!r} is not an RGB triple of ints in 0..255')
-    return rows
+def _checked_palette(palette: Sequence | None, num_classes: int, owner: str) -> list[list[int]]:
+    """The given RGB palette validated, or the default VOC-style one (``oars.visualization.get_palette``)."""
+    try:
+        return get_palette(num_classes, palette).tolist()
+    except ValueError as err:
+        raise DataError(f'{owner}: {err}') from None
 
 
 def _scan(folder: str, suffix: str) -> list[str]:
@@ -103,18 +89,18 @@ class SegDataset(BaseDataset):
         default_classes = self.METAINFO.get('classes')
         if classes is None:
             if default_classes is None:
-                raise ValueError(f"{owner}: 'classes' is required (the list of class names, background included)")
+                raise DataError(f"{owner}: 'classes' is required (the list of class names, background included)")
             classes = default_classes
         if isinstance(classes, str) or not classes:
-            raise ValueError(f"{owner}: 'classes' must be a non-empty list of names, got {classes!r}")
+            raise DataError(f"{owner}: 'classes' must be a non-empty list of names, got {classes!r}")
         classes = tuple(str(c) for c in classes)
         dupes = sorted({c for c in classes if classes.count(c) > 1})
         if dupes:
-            raise ValueError(f'{owner}: duplicate class names {dupes}')
+            raise DataError(f'{owner}: duplicate class names {dupes}')
         if palette is None:
             same = default_classes is not None and tuple(default_classes) == classes and 'palette' in self.METAINFO
-            palette = self.METAINFO['palette'] if same else generate_palette(len(classes))
-        return dict(classes=classes, palette=_check_palette(palette, len(classes), owner),
+            palette = self.METAINFO['palette'] if same else None
+        return dict(classes=classes, palette=_checked_palette(palette, len(classes), owner),
                     ignore_index=self.ignore_index, reduce_zero_label=self.reduce_zero_label)
 
     @property
@@ -124,17 +110,17 @@ class SegDataset(BaseDataset):
     def _names(self, img_dir: str) -> list[str]:
         if self.ann_file:
             if not os.path.isfile(self.ann_file):
-                raise FileNotFoundError(f'split file not found: {self.ann_file}')
+                raise DataFileNotFoundError(f'split file not found: {self.ann_file}')
             with open(self.ann_file, encoding='utf-8') as f:
                 names = [line.strip() for line in f if line.strip()]
             if not names:
-                raise ValueError(f'split file {self.ann_file} lists no images')
+                raise DataError(f'split file {self.ann_file} lists no images')
             return names
         if not os.path.isdir(img_dir):
-            raise FileNotFoundError(f'image folder not found: {img_dir}')
+            raise DataFileNotFoundError(f'image folder not found: {img_dir}')
         names = _scan(img_dir, self.img_suffix)
         if not names:
-            raise FileNotFoundError(f"no images ending with '{self.img_suffix}' under {img_dir}")
+            raise DataFileNotFoundError(f"no images ending with '{self.img_suffix}' under {img_dir}")
         return names
 
     def load_data_list(self) -> list[dict]:
@@ -145,12 +131,12 @@ class SegDataset(BaseDataset):
         for name in self._names(img_dir):
             img_path = os.path.join(img_dir, name + self.img_suffix)
             if self.ann_file and not os.path.isfile(img_path):
-                raise FileNotFoundError(f'image {img_path} listed in {self.ann_file} not found')
+                raise DataFileNotFoundError(f'image {img_path} listed in {self.ann_file} not found')
             seg_map_path = None
             if ann_dir is not None:
                 seg_map_path = os.path.join(ann_dir, name + self.seg_map_suffix)
                 if not os.path.isfile(seg_map_path):
-                    raise FileNotFoundError(f'label map {seg_map_path} not found for image {img_path}')
+                    raise DataFileNotFoundError(f'label map {seg_map_path} not found for image {img_path}')
             data_list.append(dict(img_path=img_path, seg_map_path=seg_map_path, num_classes=self.num_classes,
                                   ignore_index=self.ignore_index, reduce_zero_label=self.reduce_zero_label))
         return data_list

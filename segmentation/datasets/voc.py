@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from oars.errors import DataError
 from segmentation.datasets.seg_dataset import SegDataset
 from segmentation.registry import DATASETS
 
@@ -44,7 +45,7 @@ class PascalVOCDataset(SegDataset):
         max_refetch: int = 1000,
     ) -> None:
         if not split:
-            raise ValueError('PascalVOCDataset needs split (e.g. ImageSets/Segmentation/train.txt): '
+            raise DataError('PascalVOCDataset needs split (e.g. ImageSets/Segmentation/train.txt): '
                              'most JPEGImages have no segmentation label')
         super().__init__(
             data_root=data_root, img_dir=img_dir, ann_dir=ann_dir, img_suffix=img_suffix,

@@ -1,0 +1,175 @@
+"""Run albumentations on the results dict of a pipeline, keeping image, masks and boxes in sync.
+
+Why one adapter: every geometric transform must move the image, the segmentation map and
+(for detection) the boxes together. albumentations' ``Compose`` already does that; this module
+is the single place that maps our results keys to its targets and back, and that makes its
+randomness follow numpy's global RNG (albumentations 2.x seeds itself from OS entropy, which
+would make ``randomness.seed`` useless).
+"""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+import random
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import albumentations as A
+import cv2
+import numpy as np
+
+from oars.errors import DataError
+from oars.registry import TRANSFORMS
+
+# results key -> albumentations target. Per-pixel targets only; boxes are handled below because
+# they need BboxParams and labels. Add instance masks here as 'gt_masks': 'masks' when needed.
+RESULTS_TO_ALBU: dict[str, str] = {'img': 'image', 'gt_seg_map': 'mask'}
+
+# Boxes: results['gt_bboxes'] is a float array [N, 4] (x1, y1, x2, y2 in pixels). albumentations
+# may drop boxes (crops); we pass each box's index as a label and re-index the per-box keys below.
+BOX_KEY = 'gt_bboxes'
+BOX_ALIGNED_KEYS: tuple[str, ...] = ('gt_bboxes_labels', 'gt_ignore_flags')
+_BOX_IDS = 'bbox_ids'
+
+
+def build_compose(transforms: Sequence[A.BasicTransform | A.BaseCompose], with_boxes: bool) -> A.Compose:
+    """An albumentations Compose; with BboxParams (pascal_voc, clipped) when boxes will be passed."""
+    bbox_params = (
+        A.BboxParams(format='pascal_voc', label_fields=[_BOX_IDS], clip=True) if with_boxes else None
+    )
+    return A.Compose(list(transforms), bbox_params=bbox_params)
+
+
+def seed_from_numpy(compose: A.BaseCompose) -> None:
+    """Reseed albumentations from numpy's global RNG, so mmengine's ``set_random_seed`` governs it.
+
+    One generator pair is shared by all transforms of the compose. (``Compose.set_random_seed``
+    would give every child its own generator with the same seed, so their draws, e.g. whether
+    each p=0.5 step runs, would be identical and the steps would always fire together.)
+    """
+    seed = int(np.random.randint(2**31))
+    compose.set_random_state(np.random.default_rng(seed), random.Random(seed))
+
+
+def run_albu(results: dict, compose: A.Compose, bgr_to_rgb: bool = False) -> dict:
+    """Apply ``compose`` to the keys of ``results`` it knows; update ``img_shape``.
+
+    ``bgr_to_rgb``: colour transforms of albumentations assume RGB while our images are BGR
+    (OpenCV); when set, a 3-channel image is swapped to RGB for the call and back after.
+    """
+    if results.get('img') is None:
+        raise KeyError("albumentations transforms need results['img']; put LoadImageFromFile first")
+    data: dict[str, Any] = {t: results[k] for k, t in RESULTS_TO_ALBU.items() if results.get(k) is not None}
+    swap = bgr_to_rgb and data['image'].ndim == 3 and data['image'].shape[2] == 3
+    if swap:
+        data['image'] = np.ascontiguousarray(data['image'][..., ::-1])
+    with_boxes = results.get(BOX_KEY) is not None
+    if with_boxes:
+        boxes = np.asarray(results[BOX_KEY], dtype=np.float32).reshape(-1, 4)
+        data['bboxes'] = boxes
+        data[_BOX_IDS] = np.arange(len(boxes))
+    seed_from_numpy(compose)
+    out = compose(**data)
+    image = out['image']
+    if swap:
+        image = np.ascontiguousarray(image[..., ::-1])
+    results['img'] = image
+    for key, target in RESULTS_TO_ALBU.items():
+        if key != 'img' and target in out:
+            results[key] = out[target]
+    if with_boxes:
+        keep = np.asarray(out[_BOX_IDS], dtype=np.int64).reshape(-1)
+        results[BOX_KEY] = np.asarray(out['bboxes'], dtype=np.float32).reshape(-1, 4)
+        for key in BOX_ALIGNED_KEYS:
+            if results.get(key) is not None:
+                results[key] = np.asarray(results[key])[keep]
+    results['img_shape'] = tuple(int(s) for s in image.shape[:2])
+    return results
+
+
+class AlbuAdapter:
+    """Base of transforms that run on albumentations.
+
+    Subclasses with fixed albumentations transforms implement ``_albu_transforms()`` and call
+    ``self._apply(results)``; the Compose is built once per "with boxes or not" and cached.
+    Subclasses whose albumentations parameters depend on the sample (sizes, crop windows) call
+    ``self._apply(results, [transform])`` with transforms built for that call.
+    """
+
+    bgr_to_rgb: bool = False
+
+    def _albu_transforms(self) -> list[A.BasicTransform | A.BaseCompose]:
+        raise NotImplementedError(f'{type(self).__name__} builds its albumentations transforms per call')
+
+    def _apply(self, results: dict, transforms: Sequence[A.BasicTransform] | None = None) -> dict:
+        with_boxes = results.get(BOX_KEY) is not None
+        if transforms is None:
+            cache = self.__dict__.setdefault('_compose_cache', {})
+            if with_boxes not in cache:
+                cache[with_boxes] = build_compose(self._albu_transforms(), with_boxes)
+            compose = cache[with_boxes]
+        else:
+            compose = build_compose(transforms, with_boxes)
+        return run_albu(results, compose, bgr_to_rgb=self.bgr_to_rgb)
+
+
+def _albu_class_names() -> list[str]:
+    """Public albumentations transform and compose classes, by name."""
+    bases = (A.BasicTransform, A.BaseCompose)
+    return sorted(n for n, obj in vars(A).items() if inspect.isclass(obj) and issubclass(obj, bases))
+
+
+def build_albu_transform(cfg: dict | A.BasicTransform | A.BaseCompose) -> A.BasicTransform | A.BaseCompose:
+    """Build an albumentations transform from ``{'type': 'HorizontalFlip', 'p': 0.5}``.
+
+    Composes (``OneOf``, ``SomeOf``, ``Sequential``...) build their ``transforms`` recursively.
+    """
+    if isinstance(cfg, (A.BasicTransform, A.BaseCompose)):
+        return cfg
+    if not isinstance(cfg, dict) or 'type' not in cfg:
+        raise TypeError(f"an albumentations transform must be a dict with a 'type' key, got {cfg!r}")
+    kwargs = dict(cfg)
+    name = kwargs.pop('type')
+    names = _albu_class_names()
+    if name not in names:
+        close = difflib.get_close_matches(str(name), names, n=5, cutoff=0.5)
+        hint = f'; closest names: {", ".join(close)}' if close else ''
+        raise DataError(f'{name!r} is not an albumentations transform{hint}')
+    cls: Callable[..., Any] = getattr(A, name)
+    if issubclass(cls, A.BaseCompose) and 'transforms' in kwargs:
+        kwargs['transforms'] = [build_albu_transform(c) for c in kwargs['transforms']]
+    try:
+        return cls(**kwargs)
+    except (TypeError, ValueError) as e:
+        raise DataError(f'could not build albumentations.{name} with {kwargs}: {e}') from e
+
+
+@TRANSFORMS.register_module()
+class Albu(AlbuAdapter):
+    """Any albumentations transforms, by name: ``Albu(transforms=[{type: HorizontalFlip, p: 0.5}])``.
+
+    ``bgr_to_rgb`` (default True) hands albumentations an RGB image, which its colour transforms
+    assume; turn it off for purely geometric lists to save two channel swaps.
+    """
+
+    def __init__(self, transforms: Sequence[dict], bgr_to_rgb: bool = True) -> None:
+        if not transforms:
+            raise DataError('Albu needs a non-empty list of albumentations transforms')
+        self.transforms_cfg = [dict(t) if isinstance(t, dict) else t for t in transforms]
+        self.bgr_to_rgb = bgr_to_rgb
+        self._albu_transforms()  # fail at build time on a bad name or argument
+
+    def _albu_transforms(self) -> list[A.BasicTransform | A.BaseCompose]:
+        return [build_albu_transform(c) for c in self.transforms_cfg]
+
+    def __call__(self, results: dict) -> dict:
+        return self._apply(results)
+
+    def __repr__(self) -> str:
+        return f'{type(self).__name__}(transforms={self.transforms_cfg}, bgr_to_rgb={self.bgr_to_rgb})'
+
+
+# Interpolation flags used by the named transforms: images bilinear, label maps nearest.
+IMG_INTERP = cv2.INTER_LINEAR
+MASK_INTERP = cv2.INTER_NEAREST
