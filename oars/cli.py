@@ -21,23 +21,11 @@ def base_parser(description: str) -> argparse.ArgumentParser:
     return parser
 
 
-def user_errors() -> tuple[type[BaseException], ...]:
-    """Exceptions whose message is meant for the user as it is."""
-    errors: list[type[BaseException]] = [OarsError]
-    try:
-        from oars.config import ConfigError
-
-        errors.append(ConfigError)
-    except ImportError:
-        pass
-    return tuple(errors)
-
-
 def run_cli(main: Callable[[], object]) -> None:
     """Run a tool's main; print user errors plainly (set OARS_DEBUG=1 for the traceback)."""
     try:
         main()
-    except user_errors() as err:
+    except OarsError as err:
         if os.environ.get("OARS_DEBUG"):
             raise
         print(f"error: {user_message(err)}", file=sys.stderr)

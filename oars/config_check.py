@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import inspect
 import sys
 from collections.abc import Mapping
 from typing import Any
@@ -73,6 +74,19 @@ def _layer_problems(kind: str, node: Mapping, path: Path_, describe) -> list[str
     return [f"{where}: {key}: unknown {kind.split(':')[1]} type {name!r}.{hint} Accepted: {', '.join(table)}"]
 
 
+def _runner_arguments() -> set[str]:
+    from mmengine.runner import Runner
+
+    return {n for n in inspect.signature(Runner.__init__).parameters if n not in ("self", "cfg")}
+
+
+# What a config may hold at its top level: the Runner's arguments plus the keys the engine and
+# tools read themselves. Anything else is a typo that would otherwise be ignored silently.
+TOP_LEVEL_KEYS = frozenset(_runner_arguments() | {
+    "export", "sync_bn", "model_wrapper_cfg", "find_unused_parameters", "dist_params", "gpu_ids",
+})
+
+
 def config_problems(cfg: Config | Mapping) -> list[str]:
     """Every unknown ``type`` and unknown constructor argument in ``cfg``, as messages."""
     data = cfg.to_dict() if isinstance(cfg, Config) else cfg
@@ -92,6 +106,12 @@ def config_problems(cfg: Config | Mapping) -> list[str]:
                 f"'segmentation', got {default_scope!r}"]
     registries = _Registries()
     problems: list[str] = []
+    for key in data:
+        if key not in TOP_LEVEL_KEYS:
+            where, _ = describe((key,))
+            near = closest(key, sorted(TOP_LEVEL_KEYS))
+            hint = f" Did you mean: {', '.join(near)}?" if near else ""
+            problems.append(f"{where}: {key}: unknown top-level key.{hint}")
     for path, node, scope in _typed_nodes(data, (), default_scope):
         kind = registry_kind(path, node)
         if kind is None:

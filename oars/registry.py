@@ -12,6 +12,7 @@ from __future__ import annotations
 from mmengine.registry import DATA_SAMPLERS as MMENGINE_DATA_SAMPLERS
 from mmengine.registry import DATASETS as MMENGINE_DATASETS
 from mmengine.registry import EVALUATOR as MMENGINE_EVALUATOR
+from mmengine.registry import FUNCTIONS as MMENGINE_FUNCTIONS
 from mmengine.registry import HOOKS as MMENGINE_HOOKS
 from mmengine.registry import LOG_PROCESSORS as MMENGINE_LOG_PROCESSORS
 from mmengine.registry import LOOPS as MMENGINE_LOOPS
@@ -37,6 +38,7 @@ CORE_LOCATIONS = {
     "hook": ["oars.engine"],
     "optim_wrapper": ["oars.engine"],
     "visualizer": ["oars.visualization"],
+    "function": ["oars.data"],
 }
 
 
@@ -64,6 +66,7 @@ LOG_PROCESSORS = _child("log_processor", MMENGINE_LOG_PROCESSORS, "oars")
 VISUALIZERS = _child("visualizer", MMENGINE_VISUALIZERS, "oars")
 VISBACKENDS = _child("vis_backend", MMENGINE_VISBACKENDS, "oars")
 WEIGHT_INITIALIZERS = _child("weight initializer", MMENGINE_WEIGHT_INITIALIZERS, "oars")
+FUNCTIONS = _child("function", MMENGINE_FUNCTIONS, "oars")
 
 ALL_REGISTRIES = {
     "MODELS": MODELS,
@@ -84,6 +87,7 @@ ALL_REGISTRIES = {
     "VISUALIZERS": VISUALIZERS,
     "VISBACKENDS": VISBACKENDS,
     "WEIGHT_INITIALIZERS": WEIGHT_INITIALIZERS,
+    "FUNCTIONS": FUNCTIONS,
 }
 
 

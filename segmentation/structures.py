@@ -6,8 +6,9 @@ from mmengine.structures import BaseDataElement, PixelData
 
 
 class SegDataSample(BaseDataElement):
-    """Fields: ``gt_sem_seg`` / ``pred_sem_seg`` (PixelData, ``data`` of shape [1, H, W], long)
-    and ``seg_logits`` (PixelData, ``data`` of shape [C, H, W], float).
+    """Fields: ``gt_sem_seg`` (PixelData, ``data`` [1, H, W] integer class ids, uint8 from the pipeline
+    to keep worker shared memory small; consumers widen with ``.long()``), ``pred_sem_seg``
+    ([1, H, W], long) and ``seg_logits`` (PixelData, ``data`` of shape [C, H, W], float).
 
     Metainfo keys used across the task: ``img_path``, ``seg_map_path``, ``ori_shape`` (H, W),
     ``img_shape`` (H, W after the pipeline), ``pad_shape``, ``batch_input_shape``,

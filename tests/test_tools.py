@@ -29,6 +29,11 @@ def test_train_eval_infer(demo_data, tmp_path):
     ckpt = (work / "last_checkpoint").read_text().strip()
     assert os.path.isfile(ckpt)
 
+    # a checkpoint that does not fit the configured model is refused, not evaluated half-loaded
+    bad = _tool("eval.py", "-c", DEMO_CFG, "-w", ckpt, "--work-dir", str(tmp_path / "bad"), "-o", *opts,
+                "model.backbone.base_channels=8", check=False)
+    assert bad.returncode == 2 and "does not fit" in bad.stderr and "Traceback" not in bad.stderr
+
     shows = tmp_path / "pictures"
     out = _tool("eval.py", "-c", DEMO_CFG, "-w", ckpt, "--work-dir", str(work), "--show-dir", str(shows), "-o", *opts)
     assert "mIoU" in out.stdout
@@ -56,6 +61,12 @@ def test_unknown_type_is_reported_without_traceback(tmp_path):
 def test_missing_checkpoint_is_reported(tmp_path):
     proc = _tool("eval.py", "-c", DEMO_CFG, "-w", str(tmp_path / "none.pth"), check=False)
     assert proc.returncode == 2 and "none.pth" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_bad_config_value_is_reported(tmp_path):
+    proc = _tool("train.py", "-c", DEMO_CFG, "--work-dir", str(tmp_path), "-o", "model.backbone.num_stages=1",
+                 check=False)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr and "num_stages" in proc.stderr
 
 
 def test_missing_data_folder_is_reported(tmp_path):

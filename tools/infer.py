@@ -6,6 +6,7 @@
 
 import argparse
 import importlib
+import importlib.util
 
 from oars.cli import run_cli
 from oars.engine.entry import load
@@ -35,10 +36,9 @@ def main() -> None:
     output, overrides = split_output_and_overrides(args.values, args.output_dir)
     cfg = load(args.config, overrides)
     scope = cfg.get("default_scope")
-    try:
-        apis = importlib.import_module(f"{scope}.apis")
-    except ImportError:
-        raise OarsError(f"{args.config}: default_scope {scope!r} has no inference entry point ({scope}.apis)") from None
+    if not scope or importlib.util.find_spec(scope) is None or importlib.util.find_spec(f"{scope}.apis") is None:
+        raise OarsError(f"{args.config}: default_scope {scope!r} has no inference entry point ({scope}.apis)")
+    apis = importlib.import_module(f"{scope}.apis")
     written = apis.run_inference(cfg, args.weights, args.input, output, device=args.device)
     print(f"wrote {len(written)} pictures (and raw label PNGs) to {output}")
 

@@ -1,6 +1,6 @@
 """Shared data pieces. Importing this package registers the core transforms."""
 
-from oars.data import transforms  # noqa: F401  (registers into oars.registry.TRANSFORMS)
+from oars.data import transforms, worker_seed  # noqa: F401  (registration on import)
 from oars.data.transforms import (
     Albu,
     AlbuAdapter,

@@ -11,7 +11,9 @@ from __future__ import annotations
 import os
 import os.path as osp
 import pickle
+import re
 import tempfile
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -42,10 +44,15 @@ def load_checkpoint_file(path: str | Path, map_location: Any = "cpu") -> Any:
     path = osp.expanduser(str(path))
     if not osp.isfile(path):
         raise CheckpointError(f"checkpoint file not found: {path}")
+    if not _looks_like_torch_file(path):
+        raise CheckpointError(f"{path} is not a PyTorch checkpoint (expected a file written by torch.save, "
+                              "e.g. work_dirs/<name>/epoch_N.pth)")
     try:
         with torch.serialization.safe_globals(get_torch_safe_globals()):
             return torch.load(path, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError as err:
+        if "Unsupported global" not in str(err) and "weights_only" not in str(err):
+            raise CheckpointError(f"{path} is not a readable PyTorch checkpoint: {err}") from None
         if _unsafe_allowed():
             return torch.load(path, map_location=map_location, weights_only=False)
         raise CheckpointError(
@@ -54,10 +61,37 @@ def load_checkpoint_file(path: str | Path, map_location: Any = "cpu") -> Any:
             f"If you trust the file's origin, set {UNSAFE_ENV}=1 to load it anyway, "
             "or re-save it as a plain state dict."
         ) from None
-    except (RuntimeError, EOFError) as err:
+    except (RuntimeError, EOFError, KeyError, ValueError) as err:
         raise CheckpointError(
             f"{path} is not a readable PyTorch checkpoint (truncated or corrupt?): {err}"
         ) from None
+
+
+def _looks_like_torch_file(path: str) -> bool:
+    """torch.save writes a zip archive (or, before torch 1.6, a pickle starting with protocol 2+)."""
+    if zipfile.is_zipfile(path):
+        return True
+    with open(path, "rb") as f:
+        head = f.read(2)
+    return len(head) == 2 and head[0] == 0x80 and head[1] >= 2
+
+
+_CKPT_NAME = re.compile(r"^(epoch|iter)_(\d+)\.pth$")
+
+
+def latest_checkpoint(work_dir: str) -> str | None:
+    """The checkpoint to resume from: the one ``last_checkpoint`` names, or, when that pointer is
+    missing, empty or stale (mmengine writes it non-atomically), the newest ``epoch_N``/``iter_N``."""
+    if not osp.isdir(work_dir):
+        return None
+    pointer = osp.join(work_dir, "last_checkpoint")
+    if osp.isfile(pointer):
+        with open(pointer) as f:
+            named = f.read().strip()
+        if named and osp.isfile(named):
+            return named
+    found = [(int(m.group(2)), name) for name in os.listdir(work_dir) if (m := _CKPT_NAME.match(name))]
+    return osp.join(work_dir, max(found)[1]) if found else None
 
 
 def state_dict_from_checkpoint(ckpt: Any, prefix: str | None = None) -> dict[str, torch.Tensor]:

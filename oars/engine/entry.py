@@ -6,8 +6,11 @@ import json
 import math
 import os.path as osp
 from collections.abc import Sequence
+from contextlib import contextmanager
 
 from mmengine.config import Config
+
+from oars.errors import OarsError
 
 from .runner import OarsRunner, build_runner, prepare_config
 
@@ -24,8 +27,26 @@ def train(config: str, overrides: Sequence[str] = (), *, work_dir: str | None = 
     """Train the model a config describes; returns the finished Runner."""
     cfg = prepare_config(load(config, overrides), work_dir=work_dir, resume=resume, amp=amp, launcher=launcher)
     runner = build_runner(cfg)
-    runner.train()
+    with setup_errors_are_config_errors(cfg, runner):
+        runner.train()
     return runner
+
+
+@contextmanager
+def setup_errors_are_config_errors(cfg: Config, runner: OarsRunner | None = None):
+    """Turn a ValueError/TypeError/KeyError raised while the run is being set up (building the
+    model, optimizer, schedulers, data loaders; before the first iteration finishes) into a
+    ConfigError: there it is a bad config value, and the message alone says which. Errors after
+    training has started keep their traceback."""
+    from oars.config import ConfigError
+
+    try:
+        yield
+    except (ValueError, TypeError, KeyError) as err:
+        if isinstance(err, OarsError) or (runner is not None and runner.iter > 0):
+            raise
+        raise ConfigError(f"{cfg.filename}: the run could not be set up: {type(err).__name__}: {err} "
+                          "(OARS_DEBUG=1 shows where)") from err
 
 
 def evaluate(config: str, checkpoint: str, overrides: Sequence[str] = (), *, work_dir: str | None = None,
@@ -34,14 +55,13 @@ def evaluate(config: str, checkpoint: str, overrides: Sequence[str] = (), *, wor
 
     ``show_dir`` adds the task's visualisation hook, which draws predictions next to the ground truth.
     """
-    from oars.engine.checkpoint import load_checkpoint_file
-
-    load_checkpoint_file(checkpoint)  # fail early, with the reason, on a missing or unsafe file
     cfg = prepare_config(load(config, overrides), work_dir=work_dir, load_from=checkpoint)
     if show_dir:
         cfg.custom_hooks.append({"type": "PredictionPicturesHook", "out_dir": show_dir, "max_images": max_show})
     runner = build_runner(cfg)
-    metrics = runner.test()
+    runner.strict_load = True
+    with setup_errors_are_config_errors(cfg):
+        metrics = runner.test()
     metrics = {k: _plain(v) for k, v in metrics.items()}
     extra = _metric_details(runner)
     out = osp.join(cfg.work_dir, "metrics.json")

@@ -18,7 +18,7 @@ from torch import nn
 
 from oars.registry import OPTIM_WRAPPERS
 
-_DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
+_DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16}
 
 
 @OPTIM_WRAPPERS.register_module()

@@ -19,10 +19,10 @@ from mmengine.dist import is_main_process
 from mmengine.logging import print_log
 from mmengine.registry import DefaultScope
 from mmengine.runner import Runner
-from mmengine.runner.checkpoint import find_latest_checkpoint
 
 from oars.errors import OarsError
 
+from .checkpoint import latest_checkpoint
 from .dist import init_distributed
 
 # Hooks every run needs for the guarantees oars makes (exact resume, NaN stop, config in
@@ -32,15 +32,43 @@ ENGINE_HOOKS = ("RNGStateHook", "NaNGuardHook", "ConfigInCheckpointHook", "Throu
 _AMP_REPLACEABLE = {None, "OptimWrapper", "AmpOptimWrapper", "MixedPrecisionOptimWrapper"}
 
 
+# Keys that describe one run (how it was started), not the experiment: left out of the saved
+# config so that training again from ``config.yaml`` does not silently resume a stale run.
+RUN_STATE_KEYS = ("resume", "load_from", "launcher", "experiment_name", "model_wrapper_cfg")
+
+
+def shareable_config(cfg: Config) -> Config:
+    """The resolved config without the run-state keys (what ``config.yaml`` and checkpoints store)."""
+    out = copy.deepcopy(cfg)
+    for key in RUN_STATE_KEYS:
+        out.pop(key, None)
+    return out
+
+
 class OarsRunner(Runner):
-    """mmengine's Runner, writing the resolved config as ``<work_dir>/config.yaml``."""
+    """mmengine's Runner, writing the resolved config as ``<work_dir>/config.yaml`` and loading
+    evaluation weights strictly (``strict_load``): a checkpoint that does not fit the model is an
+    error, not a warning followed by the metrics of a half-initialised network."""
+
+    strict_load = False
 
     def dump_config(self) -> None:
         if not is_main_process():
             return
         from oars.config import dump_config
 
-        dump_config(self.cfg, osp.join(self.work_dir, "config.yaml"))
+        dump_config(shareable_config(self.cfg), osp.join(self.work_dir, "config.yaml"))
+
+    def load_checkpoint(self, filename: str, map_location="cpu", strict: bool = False, revise_keys=None):
+        strict = strict or self.strict_load
+        kwargs = {} if revise_keys is None else {"revise_keys": revise_keys}
+        try:
+            return super().load_checkpoint(filename, map_location=map_location, strict=strict, **kwargs)
+        except RuntimeError as err:
+            if not strict or isinstance(err, OarsError):
+                raise
+            raise OarsError(f"{filename} does not fit the model of {self.cfg.filename} (was it trained with "
+                            f"other -o overrides? Its config is in the checkpoint's meta.config_yaml): {err}") from None
 
 
 def prepare_config(cfg: Config, *, work_dir: str | None = None, resume: bool | str | None = None,
@@ -57,6 +85,7 @@ def prepare_config(cfg: Config, *, work_dir: str | None = None, resume: bool | s
         _enable_amp(cfg)
     _add_engine_hooks(cfg)
     _make_checkpoints_atomic(cfg)
+    _seed_workers(cfg)
     cfg.launcher = launcher
     if init_distributed(launcher):
         if not torch.cuda.is_available():
@@ -83,7 +112,7 @@ def _apply_resume(cfg: Config, resume: bool | str | None) -> None:
             raise OarsError(f"--resume {resume}: no such checkpoint file")
         cfg.resume, cfg.load_from = True, resume
         return
-    latest = find_latest_checkpoint(cfg.work_dir) if osp.isdir(cfg.work_dir) else None
+    latest = latest_checkpoint(cfg.work_dir)
     if latest is None:
         print(f"--resume: no checkpoint in {cfg.work_dir} yet; starting from the beginning")
         cfg.resume = False
@@ -106,6 +135,19 @@ def _add_engine_hooks(cfg: Config) -> None:
     present = {h.get("type") for h in hooks if isinstance(h, dict)}
     hooks.extend({"type": name} for name in ENGINE_HOOKS if name not in present)
     cfg.custom_hooks = hooks
+
+
+def _seed_workers(cfg: Config) -> None:
+    """Workers seeded from the main generator (epoch-dependent, restored on resume); with
+    ``randomness.deterministic`` the training workers are restarted each epoch so that holds exactly."""
+    deterministic = bool(cfg.get("randomness", {}).get("deterministic"))
+    for split in ("train_dataloader", "val_dataloader", "test_dataloader"):
+        loader = cfg.get(split)
+        if not loader or not loader.get("num_workers"):
+            continue
+        loader.setdefault("worker_init_fn", {"type": "oars.seeded_worker_init_fn"})
+        if split == "train_dataloader" and deterministic and loader.get("persistent_workers"):
+            loader["persistent_workers"] = False
 
 
 def _make_checkpoints_atomic(cfg: Config) -> None:
@@ -142,7 +184,10 @@ def build_runner(cfg: Config) -> OarsRunner:
     """Validate the config, check dataset/model agreement, and build the Runner."""
     from oars.config_check import check_config
 
+    from .entry import setup_errors_are_config_errors
+
     check_config(cfg)
     check_dataset_classes(cfg)
     os.makedirs(cfg.work_dir, exist_ok=True)
-    return OarsRunner.from_cfg(cfg)
+    with setup_errors_are_config_errors(cfg):
+        return OarsRunner.from_cfg(cfg)

@@ -22,8 +22,9 @@ class SegDataPreprocessor(BaseDataPreprocessor):
     BGR->RGB if ``bgr_to_rgb``, normalised with ``mean``/``std`` (None: no normalisation), and padded at
     the bottom/right with ``pad_val`` to the largest image in the batch, at least ``size`` (H, W), rounded
     up to a multiple of ``size_divisor``. Each sample's ``gt_sem_seg`` (when present) is padded the same way
-    with ``seg_pad_val`` (the loss's ignore index). Metainfo gains ``batch_input_shape`` and ``pad_shape``
-    (and ``img_shape`` when the pipeline did not set it).
+    with ``seg_pad_val`` (the loss's ignore index), keeping its narrow dtype (uint8 from ``PackSegInputs``;
+    widened to long only when ``seg_pad_val`` does not fit; the segmentor casts to long).
+    Metainfo gains ``batch_input_shape`` and ``pad_shape`` (and ``img_shape`` when the pipeline did not set it).
     """
 
     def __init__(
@@ -123,6 +124,10 @@ class SegDataPreprocessor(BaseDataPreprocessor):
                 f"SegDataPreprocessor: label map of {sample.metainfo.get('seg_map_path', 'a sample')} has shape "
                 f"{tuple(seg.shape)}, larger than the padded batch {shape}; image and label must match in size"
             )
+        if not seg.dtype.is_floating_point and seg.dtype != torch.bool:
+            info = torch.iinfo(seg.dtype)
+            if not info.min <= self.seg_pad_val <= info.max:
+                seg = seg.long()  # labels arrive narrow (uint8) from the workers; widen only when needed
         out = seg.new_full((seg.shape[0], *shape), self.seg_pad_val)
         out[:, :sh, :sw] = seg
         return out

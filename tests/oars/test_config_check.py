@@ -417,3 +417,12 @@ def test_norm_and_act_specs_are_checked_against_their_tables(cfg_files, monkeypa
                           "Did you mean: num_groups?")
     monkeypatch.setitem(cc._LAYER_TABLES, "layer:norm", ("oars_cfgcheck_no_such_module", "X"))
     assert config_problems(load_config(cfg_files["top"], ["model.backbone.norm={type: Anything}"])) == []
+
+
+def test_unknown_top_level_key_is_named_with_closest():
+    from mmengine.config import Config
+
+    from oars.config_check import config_problems
+
+    problems = config_problems(Config({"trian_cfg": {"max_epochs": 2}, "train_cfg": {}}))
+    assert len(problems) == 1 and "trian_cfg: unknown top-level key" in problems[0] and "train_cfg" in problems[0]

@@ -88,13 +88,46 @@ def run_albu(results: dict, compose: A.Compose, bgr_to_rgb: bool = False) -> dic
     return results
 
 
+def apply_pixel_fns(
+    results: dict,
+    image_fn: Callable[[np.ndarray], np.ndarray],
+    mask_fn: Callable[[np.ndarray], np.ndarray],
+) -> dict:
+    """Apply a deterministic geometric op given as functions (``image_fn`` for the image, ``mask_fn``
+    for label maps) to the per-pixel keys of ``results``, without building an albumentations Compose.
+
+    For sample-dependent ops (resize to a drawn size, crop a drawn window) whose transform and Compose
+    would otherwise be constructed per sample (~0.3 ms, many times the op itself). The functions are
+    albumentations' functional API, so results equal the Compose path; outputs are made contiguous
+    as albumentations does. No boxes: callers route samples with boxes through ``AlbuAdapter._apply``.
+    """
+    if results.get('img') is None:
+        raise KeyError("albumentations transforms need results['img']; put LoadImageFromFile first")
+    for key, target in RESULTS_TO_ALBU.items():
+        value = results.get(key)
+        if value is None:
+            continue
+        if target == 'image':
+            results[key] = np.ascontiguousarray(image_fn(np.ascontiguousarray(value)))
+        elif target == 'mask':
+            results[key] = np.ascontiguousarray(mask_fn(np.ascontiguousarray(value)))
+        elif target == 'masks':
+            results[key] = [np.ascontiguousarray(mask_fn(np.ascontiguousarray(m))) for m in value]
+        else:
+            raise NotImplementedError(f'apply_pixel_fns: no function for albumentations target {target!r} ({key})')
+    results['img_shape'] = tuple(int(s) for s in results['img'].shape[:2])
+    return results
+
+
 class AlbuAdapter:
     """Base of transforms that run on albumentations.
 
     Subclasses with fixed albumentations transforms implement ``_albu_transforms()`` and call
     ``self._apply(results)``; the Compose is built once per "with boxes or not" and cached.
     Subclasses whose albumentations parameters depend on the sample (sizes, crop windows) call
-    ``self._apply(results, [transform])`` with transforms built for that call.
+    ``self._apply_fns(results, image_fn, mask_fn, make_transform)``: the functional ops run directly
+    on image and masks, and only a sample with boxes pays for ``make_transform()`` and a Compose
+    (which converts, clips and drops boxes).
     """
 
     bgr_to_rgb: bool = False
@@ -112,6 +145,17 @@ class AlbuAdapter:
         else:
             compose = build_compose(transforms, with_boxes)
         return run_albu(results, compose, bgr_to_rgb=self.bgr_to_rgb)
+
+    def _apply_fns(
+        self,
+        results: dict,
+        image_fn: Callable[[np.ndarray], np.ndarray],
+        mask_fn: Callable[[np.ndarray], np.ndarray],
+        make_transform: Callable[[], A.BasicTransform],
+    ) -> dict:
+        if results.get(BOX_KEY) is not None:
+            return self._apply(results, [make_transform()])
+        return apply_pixel_fns(results, image_fn, mask_fn)
 
 
 def _albu_class_names() -> list[str]:

@@ -2,7 +2,9 @@
 
 Random decisions (scale ratio, crop window, whether to flip) are drawn from numpy's global RNG,
 as mmcv/mmseg do, so a pipeline is reproducible under ``np.random.seed``; albumentations then
-applies a fixed operation to image, label map and boxes together.
+applies a fixed operation to image, label map and boxes together. Resize and crop, whose sizes
+change per sample, call albumentations' functional ops directly (building a Compose per sample
+costs many times the resize itself); flip and pad use the adapter's cached Compose.
 """
 
 from __future__ import annotations
@@ -12,9 +14,11 @@ from collections.abc import Sequence
 import albumentations as A
 import cv2
 import numpy as np
+from albumentations.augmentations.crops import functional as fcrops
+from albumentations.augmentations.geometric import functional as fgeometric
 
-from oars.errors import DataError
 from oars.data.transforms.albu import IMG_INTERP, MASK_INTERP, AlbuAdapter
+from oars.errors import DataError
 from oars.registry import TRANSFORMS
 
 MAX_CROP_TRIES = 10
@@ -45,8 +49,13 @@ def resize_results(results: dict, adapter: AlbuAdapter, scale: tuple[int, int], 
     h, w = results['img'].shape[:2]
     new_w, new_h = rescale_size(w, h, scale) if keep_ratio else scale
     if (new_w, new_h) != (w, h):
-        resize = A.Resize(new_h, new_w, interpolation=IMG_INTERP, mask_interpolation=MASK_INTERP)
-        results = adapter._apply(results, [resize])
+        size = (new_h, new_w)
+        results = adapter._apply_fns(
+            results,
+            lambda img: fgeometric.resize(img, size, interpolation=IMG_INTERP),
+            lambda mask: fgeometric.resize(mask, size, interpolation=MASK_INTERP),
+            lambda: A.Resize(new_h, new_w, interpolation=IMG_INTERP, mask_interpolation=MASK_INTERP),
+        )
     else:
         results['img_shape'] = (h, w)
     prev = results.get('scale_factor', (1.0, 1.0))
@@ -157,7 +166,10 @@ class RandomCrop(AlbuAdapter):
                     break
                 y1, y2, x1, x2 = self._window(h, w)
         if (y1, y2, x1, x2) != (0, h, 0, w):
-            results = self._apply(results, [A.Crop(x_min=x1, y_min=y1, x_max=x2, y_max=y2)])
+            def crop(a: np.ndarray) -> np.ndarray:
+                return fcrops.crop(a, x_min=x1, y_min=y1, x_max=x2, y_max=y2)
+
+            results = self._apply_fns(results, crop, crop, lambda: A.Crop(x_min=x1, y_min=y1, x_max=x2, y_max=y2))
         else:
             results['img_shape'] = (h, w)
         return results

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 import albumentations as A
 import numpy as np
 
-from oars.errors import DataError
 from oars.data.transforms.albu import AlbuAdapter
+from oars.errors import DataError
 from oars.registry import TRANSFORMS
 
 

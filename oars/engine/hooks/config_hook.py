@@ -15,5 +15,6 @@ class ConfigInCheckpointHook(Hook):
 
     def before_save_checkpoint(self, runner, checkpoint: dict) -> None:
         from oars.config import config_to_yaml
+        from oars.engine.runner import shareable_config
 
-        checkpoint.setdefault("meta", {})["config_yaml"] = config_to_yaml(runner.cfg)
+        checkpoint.setdefault("meta", {})["config_yaml"] = config_to_yaml(shareable_config(runner.cfg))

@@ -57,6 +57,7 @@ class RNGStateHook(Hook):
 
     def __init__(self) -> None:
         self._before_val: dict | None = None
+        self._resumed: dict | None = None
 
     def before_save_checkpoint(self, runner, checkpoint: dict) -> None:
         # mmengine re-saves the epoch checkpoint during validation when the best score improves;
@@ -65,9 +66,15 @@ class RNGStateHook(Hook):
         checkpoint.setdefault("meta", {})["rng_state"] = state
 
     def after_load_checkpoint(self, runner, checkpoint: dict) -> None:
-        state = checkpoint.get("meta", {}).get("rng_state")
-        if state is not None and getattr(runner, "_resume", False):
-            restore_rng_state(state)
+        if getattr(runner, "_resume", False):
+            self._resumed = checkpoint.get("meta", {}).get("rng_state")
+
+    def before_train(self, runner) -> None:
+        # Restored here, not at load time: mmengine's resume() re-seeds after loading when the
+        # checkpoint's seed differs from the config's (always, with ``randomness.seed: null``).
+        if self._resumed is not None:
+            restore_rng_state(self._resumed)
+            self._resumed = None
 
     def before_val(self, runner) -> None:
         self._before_val = capture_rng_state()

@@ -25,7 +25,7 @@ def _batch_size(data_batch) -> int:
 class ThroughputHook(Hook):
     """Logs ``train/samples_per_s`` (global: all processes) each iteration."""
 
-    priority = "LOW"
+    priority = "NORMAL"  # before LoggerHook (BELOW_NORMAL), so the line shows this iteration's value
 
     def __init__(self) -> None:
         self._start: float | None = None
@@ -33,6 +33,9 @@ class ThroughputHook(Hook):
     def before_train_epoch(self, runner) -> None:
         # Measured end to end (data loading included) from one iteration's end to the next.
         self._start = time.perf_counter()
+
+    def after_val(self, runner) -> None:
+        self._start = time.perf_counter()  # validation time is not training throughput
 
     def after_train_iter(self, runner, batch_idx: int, data_batch=None, outputs=None) -> None:
         if self._start is None:

@@ -35,7 +35,8 @@ class EncoderDecoder(BaseModel):
 
     Heads are built with ``in_channels`` = the backbone's (or neck's) ``out_channels`` list and the
     segmentor's ``num_classes`` (written once, here); each head picks its inputs with ``in_index``.
-    ``test_cfg``: ``{mode: whole}`` or ``{mode: slide, crop_size: [h, w], stride: [h, w], batch_size: n}``.
+    ``test_cfg``: ``{mode: whole}`` or ``{mode: slide, crop_size: [h, w], stride: [h, w], batch_size: n}``
+    (``batch_size``: windows per forward in slide mode, default 1, to bound memory).
 
     Modes: ``loss`` -> ``{'decode.loss_ce': ..., 'aux.loss_ce': ...}`` (``aux0.``, ``aux1.`` for a list);
     ``predict`` -> data samples with ``seg_logits`` / ``pred_sem_seg`` at each ``ori_shape``; ``tensor`` ->
@@ -126,6 +127,12 @@ class EncoderDecoder(BaseModel):
                         f"EncoderDecoder: test_cfg.mode=slide needs test_cfg.{key} as [h, w] positive ints, "
                         f"got {value!r}"
                     )
+            bs = cfg.get("batch_size")
+            if bs is not None and (isinstance(bs, bool) or not isinstance(bs, int) or bs < 1):
+                raise ValueError(
+                    f"EncoderDecoder: test_cfg.batch_size (windows per forward in slide mode) must be an int "
+                    f">= 1 or null (1), got {bs!r}"
+                )
         return cfg
 
     @property

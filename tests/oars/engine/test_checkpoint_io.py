@@ -84,3 +84,23 @@ def test_failed_write_keeps_the_previous_file(tmp_path, monkeypatch):
         backend.put(b"partial", target)
     assert target.read_bytes() == b"good"
     assert os.listdir(tmp_path) == ["ckpt.pth"]
+
+
+def test_non_checkpoint_files_are_named_as_such(tmp_path):
+    text = tmp_path / "config.yaml"
+    text.write_text("model: {}\n")
+    with pytest.raises(CheckpointError, match="not a PyTorch checkpoint") as err:
+        load_checkpoint_file(text)
+    assert "OARS_UNSAFE_LOAD" not in str(err.value)
+
+
+def test_latest_checkpoint_survives_a_torn_pointer(tmp_path):
+    from oars.engine.checkpoint import latest_checkpoint
+
+    assert latest_checkpoint(str(tmp_path / "missing")) is None
+    for n in (1, 2, 10):
+        torch.save({}, tmp_path / f"epoch_{n}.pth")
+    (tmp_path / "last_checkpoint").write_text("")  # killed while mmengine rewrote the pointer
+    assert latest_checkpoint(str(tmp_path)) == str(tmp_path / "epoch_10.pth")
+    (tmp_path / "last_checkpoint").write_text(str(tmp_path / "epoch_2.pth"))
+    assert latest_checkpoint(str(tmp_path)) == str(tmp_path / "epoch_2.pth")

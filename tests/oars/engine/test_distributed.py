@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 
@@ -14,7 +15,10 @@ from torch import nn
 def test_torchrun_two_processes_gloo(demo_data, tmp_path):
     work = tmp_path / "dist"
     opts = demo_overrides(demo_data, epochs=1, **{"train_cfg.val_interval": 5})
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--master_port=29517",
+    with socket.socket() as sock:  # a free port: parallel CI jobs must not collide
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", f"--master_port={port}",
            os.path.join(ROOT, "tools/train.py"), "-c", DEMO_CFG, "--launcher", "pytorch",
            "--work-dir", str(work), "-o", *opts]
     env = dict(os.environ, OMP_NUM_THREADS="1", CUDA_VISIBLE_DEVICES="")

@@ -28,8 +28,10 @@ class CrashAt(Hook):
             raise KeyboardInterrupt("simulated kill")
 
 
-def _deterministic(demo_data, epochs):
-    return demo_overrides(demo_data, epochs=epochs, **{"randomness.deterministic": True, "randomness.seed": 7})
+def _deterministic(demo_data, epochs, workers=0):
+    return demo_overrides(demo_data, epochs=epochs, **{"randomness.deterministic": True, "randomness.seed": 7,
+                                                         "train_dataloader.num_workers": workers,
+                                                         "train_dataloader.persistent_workers": workers > 0})
 
 
 def _weights(path):
@@ -37,8 +39,9 @@ def _weights(path):
     return ckpt["state_dict"], ckpt.get("ema_state_dict")
 
 
-def test_killed_and_resumed_run_matches_uninterrupted(demo_data, tmp_path):
-    opts = _deterministic(demo_data, epochs=3)
+@pytest.mark.parametrize("workers", [0, 2])
+def test_killed_and_resumed_run_matches_uninterrupted(demo_data, tmp_path, workers):
+    opts = _deterministic(demo_data, epochs=3, workers=workers)
     ref_dir, cut_dir = str(tmp_path / "ref"), str(tmp_path / "cut")
     train(DEMO_CFG, opts, work_dir=ref_dir)
 
@@ -62,6 +65,7 @@ def test_config_and_checkpoint_contents(demo_data, tmp_path):
     runner = train(DEMO_CFG, demo_overrides(demo_data, epochs=1), work_dir=str(tmp_path))
     saved = yaml.safe_load((tmp_path / "config.yaml").read_text())
     assert saved["model"]["backbone"]["base_channels"] == 4
+    assert not {"resume", "load_from", "launcher", "experiment_name"} & set(saved)  # run state stays out
     ckpt = load_checkpoint_file(tmp_path / "epoch_1.pth")
     meta = ckpt["meta"]
     assert yaml.safe_load(meta["config_yaml"])["model"]["num_classes"] == 4

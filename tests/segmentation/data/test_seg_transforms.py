@@ -89,8 +89,22 @@ def test_pack_seg_inputs():
     assert inputs.dtype == torch.uint8 and inputs.shape == (3, 5, 7) and inputs.is_contiguous()
     assert torch.equal(inputs, torch.from_numpy(img[:, ::-1].copy()).permute(2, 0, 1))
     gt = sample.gt_sem_seg.data
-    assert gt.dtype == torch.long and gt.shape == (1, 5, 7) and torch.equal(gt[0], torch.from_numpy(seg).long())
+    # 8-bit labels stay uint8 through the workers' shared memory (the model widens them on the device)
+    assert gt.dtype == torch.uint8 and gt.shape == (1, 5, 7) and torch.equal(gt[0], torch.from_numpy(seg))
     assert sample.metainfo == {'img_path': 'a.png', 'seg_map_path': 'a_l.png', 'ori_shape': (10, 14),
                                'img_shape': (5, 7), 'flip': True, 'reduce_zero_label': False}
     no_gt = PackSegInputs(meta_keys=('img_shape',))({'img': img, 'img_shape': (5, 7)})['data_samples']
     assert 'gt_sem_seg' not in no_gt and no_gt.metainfo == {'img_shape': (5, 7)}
+
+
+def test_pack_seg_inputs_keeps_labels_narrow():
+    img = np.zeros((2, 3, 3), np.uint8)
+    pack = PackSegInputs()
+    for values, dtype, expected in [([0, 255], np.int64, torch.uint8), ([0, 300], np.int64, torch.int16),
+                                    ([-1, 2], np.int64, torch.int16), ([0, 70000], np.int64, torch.int32),
+                                    ([0, 300], np.int32, torch.int32), ([0, 1], bool, torch.uint8)]:
+        seg = np.resize(np.array(values, dtype), (2, 3))
+        gt = pack({'img': img, 'gt_seg_map': seg})['data_samples'].gt_sem_seg.data
+        assert gt.dtype == expected and gt.tolist() == [np.asarray(seg, np.int64).tolist()]
+    with pytest.raises(ValueError, match='integer class ids'):
+        pack({'img': img, 'gt_seg_map': np.zeros((2, 3), np.float32)})

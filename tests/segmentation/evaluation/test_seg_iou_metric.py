@@ -22,7 +22,7 @@ def sample_dict(pred: np.ndarray, gt: np.ndarray) -> dict:
     """What mmengine's Evaluator hands to ``process``: ``SegDataSample.to_dict()``."""
     ds = SegDataSample()
     ds.pred_sem_seg = PixelData(data=torch.as_tensor(pred).long()[None])
-    ds.gt_sem_seg = PixelData(data=torch.as_tensor(gt).long()[None])
+    ds.gt_sem_seg = PixelData(data=torch.as_tensor(gt).to(torch.uint8)[None])  # uint8, as PackSegInputs packs it
     return ds.to_dict()
 
 

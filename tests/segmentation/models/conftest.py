@@ -61,7 +61,7 @@ def make_batch(seed: int = 0, with_gt: bool = True) -> dict:
             cells = torch.randint(0, NUM_CLASSES, (1, h // 8, w // 8), generator=gen)
             gt = cells.repeat_interleave(8, 1).repeat_interleave(8, 2)
             gt[:, :2, :2] = 255
-            sample.gt_sem_seg = PixelData(data=gt.long())
+            sample.gt_sem_seg = PixelData(data=gt.to(torch.uint8))  # uint8, as PackSegInputs packs it
         samples.append(sample)
     return dict(inputs=inputs, data_samples=samples)
 

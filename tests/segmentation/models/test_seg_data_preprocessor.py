@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from mmengine.structures import PixelData
 
 from segmentation.models import SegDataPreprocessor
 from segmentation.structures import SegDataSample
@@ -58,3 +59,16 @@ def test_errors():
         SegDataPreprocessor(mean=MEAN, std=STD)(dict(inputs=[torch.zeros(16, 12, 3)]))
     with pytest.raises(ValueError, match="2 images but 1 data samples"):
         SegDataPreprocessor()(dict(inputs=[torch.zeros(3, 4, 4)] * 2, data_samples=[SegDataSample()]))
+
+
+def test_uint8_labels_pad_narrow_and_widen_only_when_needed():
+    img = torch.zeros(3, 6, 5, dtype=torch.uint8)
+    gt = torch.randint(0, 4, (1, 6, 5), dtype=torch.uint8)
+    for pad_val, dtype in [(255, torch.uint8), (-1, torch.long)]:
+        sample = SegDataSample()
+        sample.gt_sem_seg = PixelData(data=gt.clone())
+        out = SegDataPreprocessor(size=(8, 8), seg_pad_val=pad_val)(
+            dict(inputs=[img], data_samples=[sample]), training=True)
+        padded = out["data_samples"][0].gt_sem_seg.data
+        assert padded.dtype == dtype and padded.shape == (1, 8, 8)
+        assert torch.equal(padded[:, :6, :5].long(), gt.long()) and torch.all(padded[:, 6:] == pad_val)

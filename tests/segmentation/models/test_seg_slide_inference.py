@@ -3,6 +3,7 @@ window-by-window loop (mmseg's algorithm) otherwise."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from segmentation.models.segmentors import slide_inference, window_starts
@@ -62,3 +63,34 @@ def test_slide_equals_whole_when_crop_covers_image(cfg_factory, batch_factory):
         torch.testing.assert_close(a.seg_logits.data, b.seg_logits.data)
         assert torch.equal(a.pred_sem_seg.data, b.pred_sem_seg.data)
     assert tiled.shape == (2, 4, 64, 64) and torch.isfinite(tiled).all()
+
+
+def test_windows_run_in_chunks_and_match_loop():
+    """Default: one window per forward (bounded memory); batch_size=n: at most n, across image borders."""
+    torch.manual_seed(0)
+    conv = torch.nn.Conv2d(3, 4, 3, padding=1)
+    seen: list[int] = []
+
+    def encode(x):
+        seen.append(x.shape[0])
+        return conv(x) + x.mean(dim=(1, 2, 3), keepdim=True)
+
+    x = torch.randn(2, 3, 20, 27)
+    windows = 2 * len(window_starts(20, 8, 6)) * len(window_starts(27, 9, 7))
+    with torch.no_grad():
+        ref = loop_reference(x, (8, 9), (6, 7), lambda t: conv(t) + t.mean(dim=(1, 2, 3), keepdim=True))
+        for bs, expected in [(None, [1] * windows), (5, [5] * (windows // 5) + [windows % 5] * (windows % 5 > 0))]:
+            seen.clear()
+            ours = slide_inference(x, (8, 9), (6, 7), encode, batch_size=bs)
+            assert seen == expected
+            torch.testing.assert_close(ours, ref)
+            assert ours.is_contiguous() and ours.shape == (2, 4, 20, 27)
+
+
+def test_bad_batch_size_is_rejected(cfg_factory):
+    with pytest.raises(ValueError, match="batch_size"):
+        slide_inference(torch.zeros(1, 3, 8, 8), (4, 4), (4, 4), lambda t: t, batch_size=0)
+    cfg = cfg_factory("unet")
+    cfg["test_cfg"] = dict(mode="slide", crop_size=[32, 32], stride=[16, 16], batch_size=0)
+    with pytest.raises(ValueError, match="test_cfg.batch_size"):
+        MODELS.build(cfg)
