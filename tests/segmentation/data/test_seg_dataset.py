@@ -160,7 +160,10 @@ def test_dataset_config_types_resolve(name):
     for split in ['train', 'val', 'test']:
         loader = cfg[f'{split}_dataloader']
         assert {'batch_size', 'num_workers', 'persistent_workers', 'sampler', 'dataset'} <= set(loader)
-        assert loader['sampler'] == {'type': 'DefaultSampler', 'shuffle': split == 'train'}
+        # iteration-based schedules (Cityscapes, VOC) train with InfiniteSampler: no epoch restarts
+        samplers = ('DefaultSampler', 'InfiniteSampler') if split == 'train' else ('DefaultSampler',)
+        assert loader['sampler']['type'] in samplers and loader['sampler']['shuffle'] == (split == 'train')
+        assert set(loader['sampler']) == {'type', 'shuffle'}
         assert DATASETS.get(loader['dataset']['type']) is not None
         types = [t['type'] for t in loader['dataset']['pipeline']]
         assert all(TRANSFORMS.get(t) is not None for t in types), types
