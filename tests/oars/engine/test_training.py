@@ -121,3 +121,10 @@ def test_class_count_mismatch_fails_at_build_time(demo_data, tmp_path):
 def test_resume_from_missing_file_is_a_clear_error(tmp_path):
     with pytest.raises(OarsError, match="no such checkpoint"):
         prepare_config(load(DEMO_CFG), work_dir=str(tmp_path), resume=str(tmp_path / "nope.pth"))
+
+
+def test_ignore_index_disagreement_fails_at_build_time(demo_data, tmp_path):
+    opts = demo_overrides(demo_data) + ["train_dataloader.dataset.ignore_index=254"]
+    cfg = prepare_config(load(DEMO_CFG, opts), work_dir=str(tmp_path))
+    with pytest.raises(OarsError, match=r"ignore_index is 254 but model.decode_head.ignore_index=255"):
+        build_runner(cfg)
