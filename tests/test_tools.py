@@ -44,8 +44,8 @@ def test_train_eval_infer(demo_data, tmp_path):
     infer_out = tmp_path / "infer"
     images = os.path.join(demo_data, "images", "val")
     _tool("infer.py", "-c", DEMO_CFG, "-w", ckpt, "-i", images, "-o", str(infer_out), *opts)
-    labels = sorted(p for p in infer_out.glob("*.png") if not p.name.endswith("_overlay.png"))
-    assert len(labels) == 8 and len(list(infer_out.glob("*_overlay.png"))) == 8
+    labels = sorted(p for p in infer_out.glob("*.png") if not p.name.endswith("_vis.png"))
+    assert len(labels) == 8 and len(list(infer_out.glob("*_vis.png"))) == 8
     label = np.array(Image.open(labels[0]))
     assert label.shape == (128, 128) and set(np.unique(label)) <= {0, 1, 2, 3}
 

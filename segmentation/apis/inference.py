@@ -12,7 +12,8 @@ from PIL import Image
 from tqdm import tqdm
 
 from oars.inference import batched_predict, build_test_pipeline, init_model, list_images
-from oars.visualization import get_palette, overlay_mask, side_by_side
+from oars.visualization import get_palette
+from segmentation.visualization import draw_sample
 
 ANNOTATION_LOADERS = ("LoadSegAnnotations",)
 
@@ -26,9 +27,9 @@ def save_label_png(label: np.ndarray, palette: np.ndarray, path: str) -> None:
     img.save(path)
 
 
-def run_inference(cfg: Config, checkpoint: str, inputs: str, out_dir: str, device: str = "cpu",
-                  alpha: float = 0.5) -> list[str]:
-    """Predict every image under ``inputs``; returns the written overlay paths."""
+def run_inference(cfg: Config, checkpoint: str, inputs: str, out_dir: str, device: str = "cpu") -> list[str]:
+    """Predict every image under ``inputs``; writes ``<stem>_vis.png`` (image | prediction | overlay,
+    with a legend) and ``<stem>.png`` (class ids); returns the picture paths."""
     model = init_model(cfg, checkpoint, device)
     classes = model.dataset_meta.get("classes") or [str(i) for i in range(model.num_classes)]
     palette = get_palette(len(classes), model.dataset_meta.get("palette"))
@@ -40,9 +41,8 @@ def run_inference(cfg: Config, checkpoint: str, inputs: str, out_dir: str, devic
         stem = osp.splitext(osp.basename(path))[0]
         label = sample.pred_sem_seg.data[0].cpu().numpy()
         img = cv2.imread(path, cv2.IMREAD_COLOR)
-        overlay = side_by_side([img, overlay_mask(img, label, palette, alpha=alpha)], ["image", "prediction"])
-        out = osp.join(out_dir, f"{stem}_overlay.png")
-        cv2.imwrite(out, overlay)
+        out = osp.join(out_dir, f"{stem}_vis.png")
+        cv2.imwrite(out, draw_sample(img, label, palette, class_names=list(classes)))
         save_label_png(label, palette, osp.join(out_dir, f"{stem}.png"))
         written.append(out)
     return written

@@ -9,25 +9,9 @@ import cv2
 import numpy as np
 from mmengine.hooks import Hook
 
-from oars.visualization import colorize_mask, draw_legend, get_palette, make_grid, side_by_side
+from oars.visualization import get_palette, make_grid
 from segmentation.registry import HOOKS
-
-
-def draw_sample(img_bgr: np.ndarray, pred: np.ndarray, palette: np.ndarray, gt: np.ndarray | None = None,
-                class_names: list[str] | None = None) -> np.ndarray:
-    """One row of panels: the image, its ground truth (when known) and the prediction as class
-    colours, with a legend of the classes present."""
-    panels, titles = [img_bgr], ["image"]
-    if gt is not None:
-        panels.append(colorize_mask(gt, palette))
-        titles.append("ground truth")
-    panels.append(colorize_mask(pred, palette))
-    titles.append("prediction")
-    row = side_by_side(panels, titles)
-    if class_names:
-        present = np.unique(pred) if gt is None else np.union1d(np.unique(gt), np.unique(pred))
-        row = draw_legend(row, class_names, palette, present_only_ids=present)
-    return row
+from segmentation.visualization import draw_sample
 
 
 @HOOKS.register_module()
