@@ -18,7 +18,7 @@ from mmengine.registry import MODELS, DefaultScope
 from PIL import Image
 
 from oars.config import load_config
-from oars.config_check import check_config
+from oars.config.check import check_config
 from oars.engine.runner import prepare_config
 
 CONFIGS = sorted(glob.glob(os.path.join(ROOT, "configs", "**", "*.yaml"), recursive=True))

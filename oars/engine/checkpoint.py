@@ -41,12 +41,7 @@ def load_checkpoint_file(path: str | Path, map_location: Any = "cpu") -> Any:
     A file that needs arbitrary unpickling is refused unless ``OARS_UNSAFE_LOAD=1``
     is set, because unpickling can execute code stored in the file.
     """
-    path = osp.expanduser(str(path))
-    if not osp.isfile(path):
-        raise CheckpointError(f"checkpoint file not found: {path}")
-    if not _looks_like_torch_file(path):
-        raise CheckpointError(f"{path} is not a PyTorch checkpoint (expected a file written by torch.save, "
-                              "e.g. work_dirs/<name>/epoch_N.pth)")
+    path = check_checkpoint_file(path)
     try:
         with torch.serialization.safe_globals(get_torch_safe_globals()):
             return torch.load(path, map_location=map_location, weights_only=True)
@@ -65,6 +60,17 @@ def load_checkpoint_file(path: str | Path, map_location: Any = "cpu") -> Any:
         raise CheckpointError(
             f"{path} is not a readable PyTorch checkpoint (truncated or corrupt?): {err}"
         ) from None
+
+
+def check_checkpoint_file(path: str | Path) -> str:
+    """Fail early (without reading the whole file) when ``path`` is missing or not a torch.save file."""
+    path = osp.expanduser(str(path))
+    if not osp.isfile(path):
+        raise CheckpointError(f"checkpoint file not found: {path}")
+    if not _looks_like_torch_file(path):
+        raise CheckpointError(f"{path} is not a PyTorch checkpoint (expected a file written by torch.save, "
+                              "e.g. work_dirs/<name>/epoch_N.pth)")
+    return path
 
 
 def _looks_like_torch_file(path: str) -> bool:

@@ -55,6 +55,9 @@ def evaluate(config: str, checkpoint: str, overrides: Sequence[str] = (), *, wor
 
     ``show_dir`` adds the task's visualisation hook, which draws predictions next to the ground truth.
     """
+    from oars.engine.checkpoint import check_checkpoint_file
+
+    check_checkpoint_file(checkpoint)  # before the data is touched: a wrong -w is the likelier mistake
     cfg = prepare_config(load(config, overrides), work_dir=work_dir, load_from=checkpoint)
     if show_dir:
         cfg.custom_hooks.append({"type": "PredictionPicturesHook", "out_dir": show_dir, "max_images": max_show})

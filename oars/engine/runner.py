@@ -208,7 +208,7 @@ def _check_ignore_index(cfg: Config, source: str, value: int) -> None:
 
 def build_runner(cfg: Config) -> OarsRunner:
     """Validate the config, check dataset/model agreement, and build the Runner."""
-    from oars.config_check import check_config
+    from oars.config.check import check_config
 
     from .entry import setup_errors_are_config_errors
 

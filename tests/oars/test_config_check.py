@@ -12,7 +12,7 @@ from mmengine.registry import Registry
 
 import oars.registry as core
 from oars.config import ConfigError, load_config
-from oars.config_check import (
+from oars.config.check import (
     accepted_arguments,
     check_config,
     closest,
@@ -405,7 +405,7 @@ def test_kwargs_forwarded_to_super_are_followed(cfg_files):
 
 
 def test_norm_and_act_specs_are_checked_against_their_tables(cfg_files, monkeypatch):
-    import oars.config_check as cc
+    import oars.config.check as cc
 
     monkeypatch.setitem(cc._LAYER_TABLES, "layer:norm", (__name__, "CFG_CHECK_NORMS"))
     ok = load_config(cfg_files["top"], ["model.backbone.norm={type: GN, num_groups: 8}"])
@@ -422,7 +422,7 @@ def test_norm_and_act_specs_are_checked_against_their_tables(cfg_files, monkeypa
 def test_unknown_top_level_key_is_named_with_closest():
     from mmengine.config import Config
 
-    from oars.config_check import config_problems
+    from oars.config.check import config_problems
 
     problems = config_problems(Config({"trian_cfg": {"max_epochs": 2}, "train_cfg": {}}))
     assert len(problems) == 1 and "trian_cfg: unknown top-level key" in problems[0] and "train_cfg" in problems[0]

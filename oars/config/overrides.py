@@ -13,11 +13,11 @@ from typing import Any
 import yaml
 from mmengine.config import Config
 
-from oars.config_error import ConfigError
-from oars.config_merge import _merge, _strip_delete
-from oars.config_mmengine import _PROVENANCE_ATTR, cfg_provenance, make_config
-from oars.config_provenance import Provenance, _forget, _record, join_key
-from oars.config_yaml import _StrictSafeLoader
+from oars.config.errors import ConfigError
+from oars.config.merge import _merge, _strip_delete
+from oars.config.mmengine_config import _PROVENANCE_ATTR, cfg_provenance, make_config
+from oars.config.provenance import Provenance, _forget, _record, join_key
+from oars.config.yaml_io import _StrictSafeLoader
 
 OVERRIDE_SOURCE = "-o"
 

@@ -13,7 +13,7 @@ from typing import Any
 import mmengine.registry as mm_registry
 from mmengine.registry import Registry
 
-from oars.config_error import ConfigError
+from oars.config.errors import ConfigError
 
 
 def _registry_constants() -> dict[str, Registry]:
@@ -121,7 +121,7 @@ def _unknown_type(where: str, key: str, name: str, registry: Registry, scope: st
     if scope and registry.scope != scope:
         scope_text += f", as scope '{scope}' has no {registry.name} registry"
     return (f"{where}: {key}: unknown {registry.name} type {name!r}.{hint} (registered: {len(names)} names "
-            f"visible from {scope_text}; list them with `python -m oars.config_check --list "
+            f"visible from {scope_text}; list them with `python -m oars.config.check --list "
             f"{registry.name.replace(' ', '_')}{' --scope ' + scope if scope else ''}`)")
 
 

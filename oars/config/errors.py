@@ -1,5 +1,5 @@
-"""The config error type, in its own module so every ``oars.config_*`` module can raise it without
-importing ``oars.config`` (which imports them)."""
+"""The config error type, in its own module so every ``oars.config.*`` module can raise it without
+importing the ``oars.config`` package (which imports them)."""
 
 from __future__ import annotations
 

@@ -11,9 +11,9 @@ from collections.abc import Mapping
 
 from mmengine.config import Config
 
-from oars.config_error import ConfigError
-from oars.config_provenance import Provenance, source_of
-from oars.config_yaml import _to_plain
+from oars.config.errors import ConfigError
+from oars.config.provenance import Provenance, source_of
+from oars.config.yaml_io import _to_plain
 
 _PROVENANCE_ATTR = "_oars_provenance"  # lives in Config.__dict__, outside _cfg_dict, so dumps never see it
 _RESERVED_TOP_KEYS = ("filename", "text", "pretty_text", "env_variables")  # mmengine's Config reserves these

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from oars.config_provenance import join_key
+from oars.config.provenance import join_key
 
 Path_ = tuple  # key path as a tuple of str keys and int list indices
 

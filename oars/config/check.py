@@ -5,11 +5,11 @@ Problems are reported the way a user fixes them: the file that set the key, the 
 wrong, and the closest valid names. The registry a ``type`` belongs to follows from where the dict
 sits (``model.**`` -> MODELS, ``*_dataloader.dataset`` -> DATASETS, ``*pipeline[i]`` -> TRANSFORMS, ...);
 the registry's scope is the config's ``default_scope`` (or a ``_scope_`` key), as mmengine builds it.
-Run ``python -m oars.config_check CONFIG [-o KEY=VALUE ...]`` to check a file, or
-``python -m oars.config_check --list model --scope segmentation`` to list names.
+Run ``python -m oars.config.check CONFIG [-o KEY=VALUE ...]`` to check a file, or
+``python -m oars.config.check --list model --scope segmentation`` to list names.
 
-The helpers live in ``config_registry_map`` (key path -> registry), ``config_registry_lookup``
-(registries, visible names, suggestions) and ``config_arguments`` (accepted constructor arguments).
+The helpers live in ``registry_map`` (key path -> registry), ``registry_lookup``
+(registries, visible names, suggestions) and ``arguments`` (accepted constructor arguments).
 """
 
 from __future__ import annotations
@@ -23,11 +23,14 @@ from typing import Any
 
 from mmengine.config import Config
 
-from oars.config import ConfigError, cfg_provenance, load_config, source_of
-from oars.config_arguments import accepted_arguments
-from oars.config_registry_lookup import _list_names, _lookup, _Registries, _unknown_type, closest
-from oars.config_registry_lookup import visible_names as visible_names  # re-exported: public API
-from oars.config_registry_map import _LAYER_TABLES, Path_, _key_text, _typed_nodes, registry_kind
+from oars.config.arguments import accepted_arguments
+from oars.config.errors import ConfigError
+from oars.config.load import load_config
+from oars.config.mmengine_config import cfg_provenance
+from oars.config.provenance import source_of
+from oars.config.registry_lookup import _list_names, _lookup, _Registries, _unknown_type, closest
+from oars.config.registry_lookup import visible_names as visible_names  # re-exported: public API
+from oars.config.registry_map import _LAYER_TABLES, Path_, _key_text, _typed_nodes, registry_kind
 
 # Keys that a builder pops before calling the class, so they are not constructor arguments.
 _BUILDER_KEYS = {

@@ -12,9 +12,9 @@ import os
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from oars.config_error import ConfigError
-from oars.config_provenance import Provenance, _forget, _record, _Source, join_key, source_of
-from oars.config_yaml import YAML_SUFFIXES, _read_yaml
+from oars.config.errors import ConfigError
+from oars.config.provenance import Provenance, _forget, _record, _Source, join_key, source_of
+from oars.config.yaml_io import YAML_SUFFIXES, _read_yaml
 
 MAX_BASE_DEPTH = 2  # levels of ``_base_`` allowed below the top file
 BASE_KEY = "_base_"

@@ -16,8 +16,8 @@ from typing import Any
 import yaml
 from mmengine.config import Config
 
-from oars.config_error import ConfigError
-from oars.config_provenance import join_key
+from oars.config.errors import ConfigError
+from oars.config.provenance import join_key
 
 YAML_SUFFIXES = (".yaml", ".yml")
 
