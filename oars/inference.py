@@ -13,7 +13,7 @@ from mmengine.config import Config
 from mmengine.dataset import Compose, pseudo_collate
 from mmengine.registry import MODELS, DefaultScope
 
-from oars.engine.checkpoint import load_checkpoint_file, state_dict_from_checkpoint
+from oars.engine.checkpoint import checkpoint_mismatch, load_checkpoint_file, state_dict_from_checkpoint
 from oars.errors import OarsError
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp")
@@ -28,16 +28,10 @@ def init_model(cfg: Config, checkpoint: str, device: str = "cpu") -> torch.nn.Mo
     with DefaultScope.overwrite_default_scope(cfg.get("default_scope")):
         model = MODELS.build(copy.deepcopy(cfg.model))
     state = state_dict_from_checkpoint(ckpt)
-    hint = ("was it trained with other -o overrides? The checkpoint stores the config it was trained with "
-            "(meta.config_yaml).")
     try:
-        missing, unexpected = model.load_state_dict(state, strict=False)
+        model.load_state_dict(state, strict=True)
     except RuntimeError as err:
-        raise OarsError(f"{checkpoint} does not fit the model of {cfg.filename} ({hint}): {err}") from None
-    if missing or unexpected:
-        raise OarsError(f"{checkpoint} does not fit the model of {cfg.filename} ({hint}): "
-                        f"missing keys {missing[:5]}{'…' if len(missing) > 5 else ''}, "
-                        f"unexpected keys {unexpected[:5]}{'…' if len(unexpected) > 5 else ''}")
+        raise checkpoint_mismatch(checkpoint, cfg.filename, err) from None
     meta = ckpt.get("meta", {}) if isinstance(ckpt, dict) else {}
     model.dataset_meta = meta.get("dataset_meta") or {}
     return model.to(device).eval()

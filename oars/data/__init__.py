@@ -1,28 +1,6 @@
-"""Shared data pieces. Importing this package registers the core transforms."""
+"""Shared data pieces. Importing this package registers the core transforms and the worker seeding."""
 
 from oars.data import transforms, worker_seed  # noqa: F401  (registration on import)
-from oars.data.transforms import (
-    Albu,
-    AlbuAdapter,
-    LoadImageFromFile,
-    Normalize,
-    Pad,
-    PhotoMetricDistortion,
-    RandomCrop,
-    RandomFlip,
-    RandomResize,
-    Resize,
-)
+from oars.data.transforms import *  # noqa: F403  (the public transforms, listed once in transforms/__init__)
 
-__all__ = [
-    'Albu',
-    'AlbuAdapter',
-    'LoadImageFromFile',
-    'Normalize',
-    'Pad',
-    'PhotoMetricDistortion',
-    'RandomCrop',
-    'RandomFlip',
-    'RandomResize',
-    'Resize',
-]
+__all__ = list(transforms.__all__)

@@ -29,7 +29,8 @@ from pathlib import Path
 
 import cv2
 import numpy as np
-from PIL import Image
+
+from oars.visualization.palette import save_label_png
 
 CLASSES: tuple[str, ...] = ('background', 'circle', 'square', 'triangle')
 # RGB colours of the label PNG palette, index = class id (255, the usual ignore index, is white).
@@ -39,14 +40,6 @@ MIN_VISIBLE_AREA = 20  # instances with fewer visible pixels get no COCO annotat
 FORMAT_VERSION = 1
 _GENERATOR_NAME = 'oars.data.demo_shapes'
 _MIN_CONTRAST = 100.0  # wanted L2 distance (0-255 units) between a shape colour and the background under it
-
-
-def _label_palette() -> list[int]:
-    """Flat 768-entry PIL palette: class colours, black elsewhere, white for 255."""
-    flat = np.zeros((256, 3), dtype=np.uint8)
-    flat[: len(PALETTE)] = PALETTE
-    flat[255] = (255, 255, 255)
-    return flat.reshape(-1).tolist()
 
 
 def _background(rng: np.random.Generator, size: int) -> np.ndarray:
@@ -160,7 +153,6 @@ def _write_split(root: Path, split: str, num: int, size: int, seed: int) -> int:
     img_dir, lbl_dir = root / 'images' / split, root / 'labels' / split
     img_dir.mkdir(parents=True, exist_ok=True)
     lbl_dir.mkdir(parents=True, exist_ok=True)
-    palette = _label_palette()
     digits = max(4, len(str(max(num - 1, 0))))
     images, annotations = [], []
     for idx in range(num):
@@ -170,9 +162,7 @@ def _write_split(root: Path, split: str, num: int, size: int, seed: int) -> int:
         if not cv2.imwrite(str(img_dir / name), img):
             raise OSError(f'cv2.imwrite failed for {img_dir / name}')
         lut = np.concatenate([[0], classes]).astype(np.uint8)
-        label = Image.fromarray(lut[inst])
-        label.putpalette(palette)
-        label.save(lbl_dir / name)
+        save_label_png(lut[inst], PALETTE, lbl_dir / name)
         image_id = idx + 1
         images.append({'id': image_id, 'file_name': name, 'width': size, 'height': size})
         for k, cls in enumerate(classes, start=1):

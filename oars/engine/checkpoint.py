@@ -62,6 +62,12 @@ def load_checkpoint_file(path: str | Path, map_location: Any = "cpu") -> Any:
         ) from None
 
 
+def checkpoint_mismatch(checkpoint: str, config: str | None, detail: object) -> CheckpointError:
+    """The error for a checkpoint whose tensors do not fit the model a config builds."""
+    return CheckpointError(f"{checkpoint} does not fit the model of {config} (was it trained with other -o "
+                           f"overrides? The checkpoint stores its training config in meta.config_yaml): {detail}")
+
+
 def check_checkpoint_file(path: str | Path) -> str:
     """Fail early (without reading the whole file) when ``path`` is missing or not a torch.save file."""
     path = osp.expanduser(str(path))

@@ -6,13 +6,10 @@ import json
 import math
 import os.path as osp
 from collections.abc import Sequence
-from contextlib import contextmanager
 
 from mmengine.config import Config
 
-from oars.errors import OarsError
-
-from .runner import OarsRunner, build_runner, prepare_config
+from .runner import OarsRunner, build_runner, prepare_config, setup_errors_are_config_errors
 
 
 def load(config: str, overrides: Sequence[str] = ()) -> Config:
@@ -30,23 +27,6 @@ def train(config: str, overrides: Sequence[str] = (), *, work_dir: str | None = 
     with setup_errors_are_config_errors(cfg, runner):
         runner.train()
     return runner
-
-
-@contextmanager
-def setup_errors_are_config_errors(cfg: Config, runner: OarsRunner | None = None):
-    """Turn a ValueError/TypeError/KeyError raised while the run is being set up (building the
-    model, optimizer, schedulers, data loaders; before the first iteration finishes) into a
-    ConfigError: there it is a bad config value, and the message alone says which. Errors after
-    training has started keep their traceback."""
-    from oars.config import ConfigError
-
-    try:
-        yield
-    except (ValueError, TypeError, KeyError) as err:
-        if isinstance(err, OarsError) or (runner is not None and runner.iter > 0):
-            raise
-        raise ConfigError(f"{cfg.filename}: the run could not be set up: {type(err).__name__}: {err} "
-                          "(OARS_DEBUG=1 shows where)") from err
 
 
 def evaluate(config: str, checkpoint: str, overrides: Sequence[str] = (), *, work_dir: str | None = None,

@@ -11,6 +11,7 @@ import logging
 import os
 import os.path as osp
 import uuid
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -22,7 +23,7 @@ from mmengine.runner import Runner
 
 from oars.errors import OarsError
 
-from .checkpoint import latest_checkpoint
+from .checkpoint import checkpoint_mismatch, latest_checkpoint
 from .dist import init_distributed
 
 # Hooks every run needs for the guarantees oars makes (exact resume, NaN stop, config in
@@ -67,8 +68,7 @@ class OarsRunner(Runner):
         except RuntimeError as err:
             if not strict or isinstance(err, OarsError):
                 raise
-            raise OarsError(f"{filename} does not fit the model of {self.cfg.filename} (was it trained with "
-                            f"other -o overrides? Its config is in the checkpoint's meta.config_yaml): {err}") from None
+            raise checkpoint_mismatch(filename, self.cfg.filename, err) from None
 
 
 def prepare_config(cfg: Config, *, work_dir: str | None = None, resume: bool | str | None = None,
@@ -210,10 +210,25 @@ def build_runner(cfg: Config) -> OarsRunner:
     """Validate the config, check dataset/model agreement, and build the Runner."""
     from oars.config.check import check_config
 
-    from .entry import setup_errors_are_config_errors
-
     check_config(cfg)
     check_dataset_agreement(cfg)
     os.makedirs(cfg.work_dir, exist_ok=True)
     with setup_errors_are_config_errors(cfg):
         return OarsRunner.from_cfg(cfg)
+
+
+@contextmanager
+def setup_errors_are_config_errors(cfg: Config, runner: OarsRunner | None = None):
+    """Turn a ValueError/TypeError/KeyError raised while the run is being set up (building the
+    model, optimizer, schedulers, data loaders; before the first iteration finishes) into a
+    ConfigError: there it is a bad config value, and the message alone says which. Errors after
+    training has started keep their traceback."""
+    from oars.config import ConfigError
+
+    try:
+        yield
+    except (ValueError, TypeError, KeyError) as err:
+        if isinstance(err, OarsError) or (runner is not None and runner.iter > 0):
+            raise
+        raise ConfigError(f"{cfg.filename}: the run could not be set up: {type(err).__name__}: {err} "
+                          "(OARS_DEBUG=1 shows where)") from err

@@ -6,25 +6,14 @@ import os
 import os.path as osp
 
 import cv2
-import numpy as np
 from mmengine.config import Config
-from PIL import Image
 from tqdm import tqdm
 
 from oars.inference import batched_predict, build_test_pipeline, init_model, list_images
-from oars.visualization import get_palette
+from oars.visualization import get_palette, save_label_png
 from segmentation.visualization import draw_sample
 
 ANNOTATION_LOADERS = ("LoadSegAnnotations",)
-
-
-def save_label_png(label: np.ndarray, palette: np.ndarray, path: str) -> None:
-    """Class ids as an 8-bit palette PNG: the values stay indices, viewers show colours."""
-    img = Image.fromarray(label.astype(np.uint8), mode="P")
-    flat = np.zeros((256, 3), np.uint8)
-    flat[: len(palette)] = palette  # palettes are RGB, as PNG palettes are
-    img.putpalette(flat.reshape(-1).tolist())
-    img.save(path)
 
 
 def run_inference(cfg: Config, checkpoint: str, inputs: str, out_dir: str, device: str = "cpu") -> list[str]:
