@@ -33,3 +33,26 @@ def demo_overrides(data_root: str, epochs: int = 1, **extra) -> list[str]:
     }
     opts.update(extra)
     return [f"{k}={v}" for k, v in opts.items()]
+
+
+DET_DEMO_CFG = os.path.join(ROOT, "configs/detection/yolov3/yolov3_darknet53_demo_shapes.yaml")
+
+
+def det_demo_overrides(data_root: str, epochs: int = 1, fit_train: bool = False, **extra) -> list[str]:
+    """Overrides that make the detection demo config tiny and single-process. ``fit_train`` evaluates on the
+    training images (to check that the model can fit them)."""
+    opts = {}
+    for split in ("train_dataloader", "val_dataloader", "test_dataloader"):
+        opts.update({f"{split}.dataset.data_root": data_root, f"{split}.num_workers": 0,
+                     f"{split}.persistent_workers": False, f"{split}.batch_size": 4})
+        if fit_train and split != "train_dataloader":
+            opts.update({f"{split}.dataset.ann_file": "annotations/instances_train.json",
+                         f"{split}.dataset.data_prefix.img": "images/train"})
+    opts.update({
+        "train_cfg.max_epochs": epochs,
+        "train_cfg.val_interval": epochs,
+        "default_hooks.logger.interval": 1,
+        "default_hooks.checkpoint.interval": epochs,
+    })
+    opts.update(extra)
+    return [f"{k}={v}" for k, v in opts.items()]

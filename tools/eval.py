@@ -1,4 +1,4 @@
-"""Evaluate a checkpoint: tools/eval.py -c CONFIG -w CKPT [--show-dir DIR]."""
+"""Evaluate a checkpoint: tools/eval.py -c CONFIG -w CKPT [--show-dir DIR] [--report]."""
 
 from oars.cli import base_parser, run_cli
 from oars.engine.entry import evaluate
@@ -10,11 +10,16 @@ def main() -> None:
     parser.add_argument("-w", "--weights", required=True, help="checkpoint to evaluate")
     parser.add_argument("--show-dir", default=None, help="write pictures of predictions next to the ground truth")
     parser.add_argument("--max-show", type=int, default=24, help="how many pictures --show-dir writes")
+    parser.add_argument("--report", action="store_true",
+                        help="detection: write <work_dir>/report.html (metrics, PR curves, confusion matrix, "
+                             "images with the most errors)")
     args = parser.parse_args()
     result = evaluate(args.config, args.weights, args.overrides, work_dir=args.work_dir,
-                      show_dir=args.show_dir, max_show=args.max_show)
+                      show_dir=args.show_dir, max_show=args.max_show, report=args.report)
     print(format_metrics(result))
     print(f"metrics written to {result['metrics_file']}")
+    if result.get("report_file"):
+        print(f"report written to {result['report_file']}")
 
 
 if __name__ == "__main__":

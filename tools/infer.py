@@ -7,6 +7,7 @@
 import argparse
 import importlib
 import importlib.util
+import inspect
 
 from oars.cli import run_cli
 from oars.engine.entry import load
@@ -32,6 +33,8 @@ def main() -> None:
                         metavar="OUT_DIR|KEY=VALUE", help="output folder and/or config overrides")
     parser.add_argument("--output-dir", default=None, help="output folder (alternative to -o OUT_DIR)")
     parser.add_argument("--device", default="cpu", help="cpu or cuda")
+    parser.add_argument("--draw-threshold", type=float, default=None,
+                        help="detection: draw boxes with a score at or above this (default 0.3)")
     args = parser.parse_args()
     output, overrides = split_output_and_overrides(args.values, args.output_dir)
     cfg = load(args.config, overrides)
@@ -39,8 +42,13 @@ def main() -> None:
     if not scope or importlib.util.find_spec(scope) is None or importlib.util.find_spec(f"{scope}.apis") is None:
         raise OarsError(f"{args.config}: default_scope {scope!r} has no inference entry point ({scope}.apis)")
     apis = importlib.import_module(f"{scope}.apis")
-    written = apis.run_inference(cfg, args.weights, args.input, output, device=args.device)
-    print(f"wrote {len(written)} pictures (and raw label PNGs) to {output}")
+    extra = {}
+    if args.draw_threshold is not None:
+        if "draw_threshold" not in inspect.signature(apis.run_inference).parameters:
+            raise OarsError(f"--draw-threshold applies to detection configs, not to default_scope {scope!r}")
+        extra["draw_threshold"] = args.draw_threshold
+    written = apis.run_inference(cfg, args.weights, args.input, output, device=args.device, **extra)
+    print(f"wrote {len(written)} pictures to {output}")
 
 
 if __name__ == "__main__":

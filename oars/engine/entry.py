@@ -30,10 +30,11 @@ def train(config: str, overrides: Sequence[str] = (), *, work_dir: str | None = 
 
 
 def evaluate(config: str, checkpoint: str, overrides: Sequence[str] = (), *, work_dir: str | None = None,
-             show_dir: str | None = None, max_show: int = 24) -> dict:
+             show_dir: str | None = None, max_show: int = 24, report: bool = False) -> dict:
     """Evaluate ``checkpoint`` on the config's test set; writes ``<work_dir>/metrics.json``.
 
-    ``show_dir`` adds the task's visualisation hook, which draws predictions next to the ground truth.
+    ``show_dir`` adds the task's visualisation hook, which draws predictions next to the ground truth;
+    ``report`` adds the task's ``EvaluationReportHook``, which writes ``<work_dir>/report.html``.
     """
     from oars.engine.checkpoint import check_checkpoint_file
 
@@ -41,6 +42,11 @@ def evaluate(config: str, checkpoint: str, overrides: Sequence[str] = (), *, wor
     cfg = prepare_config(load(config, overrides), work_dir=work_dir, load_from=checkpoint)
     if show_dir:
         cfg.custom_hooks.append({"type": "PredictionPicturesHook", "out_dir": show_dir, "max_images": max_show})
+    report_file = None
+    if report:
+        report_file = osp.join(cfg.work_dir, "report.html")
+        _require_hook(cfg, "EvaluationReportHook", "--report")
+        cfg.custom_hooks.append({"type": "EvaluationReportHook", "out_file": report_file})
     runner = build_runner(cfg)
     runner.strict_load = True
     with setup_errors_are_config_errors(cfg):
@@ -50,7 +56,23 @@ def evaluate(config: str, checkpoint: str, overrides: Sequence[str] = (), *, wor
     out = osp.join(cfg.work_dir, "metrics.json")
     with open(out, "w") as f:
         json.dump(_json_safe({"checkpoint": checkpoint, "metrics": metrics, **extra}), f, indent=2)
-    return {"metrics": metrics, "metrics_file": out, **extra}
+    result = {"metrics": metrics, "metrics_file": out, **extra}
+    if report_file:
+        result["report_file"] = report_file
+    return result
+
+
+def _require_hook(cfg: Config, name: str, option: str) -> None:
+    """A clear error when the config's task has no hook ``name`` (e.g. --report on segmentation)."""
+    from mmengine.registry import HOOKS
+
+    scope = cfg.get("default_scope")
+    with HOOKS.switch_scope_and_registry(scope) as registry:
+        found = registry.get(name) is not None
+    if not found:
+        from oars.errors import OarsError
+
+        raise OarsError(f"{option} is not available for default_scope {scope!r} (no {name} in that task)")
 
 
 def _metric_details(runner: OarsRunner) -> dict:

@@ -2,13 +2,18 @@
 (it is that registry's ``location``)."""
 
 from . import backbones, layers
-from .backbones import MobileNetV2, ResNet
+from .backbones import DarkNet, MobileNetV1, MobileNetV2, MobileNetV3, ResNet
+from .data_preprocessor import ImageDataPreprocessor
 from .layers import ConvNormAct, build_activation_layer, build_norm_layer
 from .utils import load_pretrained
 
 __all__ = [
     "ConvNormAct",
+    "DarkNet",
+    "ImageDataPreprocessor",
+    "MobileNetV1",
     "MobileNetV2",
+    "MobileNetV3",
     "ResNet",
     "backbones",
     "build_activation_layer",

@@ -32,11 +32,37 @@ BOX_KEY = 'gt_bboxes'
 BOX_ALIGNED_KEYS: tuple[str, ...] = ('gt_bboxes_labels', 'gt_ignore_flags')
 _BOX_IDS = 'bbox_ids'
 
+# One rule for degenerate boxes, wherever boxes move: after clipping to the image, a box narrower or
+# shorter than MIN_BOX_SIZE pixels is dropped together with its label and ignore flag. albumentations
+# applies it through BboxParams; transforms that move boxes themselves (Mosaic, crops) call valid_boxes.
+MIN_BOX_SIZE = 1.0
+# float32 round trips through albumentations' normalised coordinates move sizes by ~1e-4 px.
+_BOX_SIZE_TOL = 1e-3
+
+
+def valid_boxes(boxes: np.ndarray, min_size: float = MIN_BOX_SIZE) -> np.ndarray:
+    """Boolean mask [N] of the (x1, y1, x2, y2) boxes at least ``min_size`` wide and high (the MIN_BOX_SIZE rule)."""
+    boxes = np.asarray(boxes).reshape(-1, 4)
+    return ((boxes[:, 2] - boxes[:, 0]) >= min_size - _BOX_SIZE_TOL) & (
+        (boxes[:, 3] - boxes[:, 1]) >= min_size - _BOX_SIZE_TOL)
+
+
+def _pixel_only(transform: A.BasicTransform | A.BaseCompose) -> bool:
+    """Whether a transform (or every transform inside a compose) changes pixel values only."""
+    if isinstance(transform, A.BaseCompose):
+        return all(_pixel_only(t) for t in transform.transforms)
+    return isinstance(transform, A.ImageOnlyTransform)
+
 
 def build_compose(transforms: Sequence[A.BasicTransform | A.BaseCompose], with_boxes: bool) -> A.Compose:
-    """An albumentations Compose; with BboxParams (pascal_voc, clipped) when boxes will be passed."""
+    """An albumentations Compose; with BboxParams (pascal_voc, clipped, degenerate boxes dropped by the
+    MIN_BOX_SIZE rule) when boxes will be passed."""
+    min_size = MIN_BOX_SIZE - _BOX_SIZE_TOL
+    # Pixel-only transforms (colour) leave boxes alone: no box processor, boxes are not passed at all.
+    with_boxes = with_boxes and not all(_pixel_only(t) for t in transforms)
     bbox_params = (
-        A.BboxParams(format='pascal_voc', label_fields=[_BOX_IDS], clip=True) if with_boxes else None
+        A.BboxParams(format='pascal_voc', label_fields=[_BOX_IDS], clip=True, min_width=min_size,
+                     min_height=min_size) if with_boxes else None
     )
     return A.Compose(list(transforms), bbox_params=bbox_params)
 
@@ -64,7 +90,7 @@ def run_albu(results: dict, compose: A.Compose, bgr_to_rgb: bool = False) -> dic
     swap = bgr_to_rgb and data['image'].ndim == 3 and data['image'].shape[2] == 3
     if swap:
         data['image'] = np.ascontiguousarray(data['image'][..., ::-1])
-    with_boxes = results.get(BOX_KEY) is not None
+    with_boxes = results.get(BOX_KEY) is not None and 'bboxes' in compose.processors
     if with_boxes:
         boxes = np.asarray(results[BOX_KEY], dtype=np.float32).reshape(-1, 4)
         data['bboxes'] = boxes

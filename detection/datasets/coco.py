@@ -1,0 +1,209 @@
+"""COCO-format detection data set (instances json), read once with pycocotools."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+from collections.abc import Callable, Sequence
+
+from mmengine.dataset import BaseDataset
+from pycocotools.coco import COCO
+
+from detection.datasets import annotation_checks as checks
+from detection.registry import DATASETS, TRANSFORMS
+from oars.errors import DataError, DataFileNotFoundError
+
+COCO_CLASSES: tuple[str, ...] = (
+    'person', 'bicycle', 'car', 'motorcycle', 'airplane', 'bus', 'train', 'truck', 'boat', 'traffic light',
+    'fire hydrant', 'stop sign', 'parking meter', 'bench', 'bird', 'cat', 'dog', 'horse', 'sheep', 'cow',
+    'elephant', 'bear', 'zebra', 'giraffe', 'backpack', 'umbrella', 'handbag', 'tie', 'suitcase', 'frisbee',
+    'skis', 'snowboard', 'sports ball', 'kite', 'baseball bat', 'baseball glove', 'skateboard', 'surfboard',
+    'tennis racket', 'bottle', 'wine glass', 'cup', 'fork', 'knife', 'spoon', 'bowl', 'banana', 'apple',
+    'sandwich', 'orange', 'broccoli', 'carrot', 'hot dog', 'pizza', 'donut', 'cake', 'chair', 'couch',
+    'potted plant', 'bed', 'dining table', 'toilet', 'tv', 'laptop', 'mouse', 'remote', 'keyboard', 'cell phone',
+    'microwave', 'oven', 'toaster', 'sink', 'refrigerator', 'book', 'clock', 'vase', 'scissors', 'teddy bear',
+    'hair drier', 'toothbrush',
+)
+
+
+def load_coco(ann_file: str, owner: str = 'CocoDataset') -> COCO:
+    """The annotation json as a pycocotools ``COCO`` (its prints silenced); clear errors for a missing or
+    unparsable file."""
+    if not os.path.isfile(ann_file):
+        raise DataFileNotFoundError(f'{owner}: annotation file {ann_file} not found')
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            coco = COCO(ann_file)
+    except (ValueError, KeyError, TypeError, AssertionError) as err:
+        raise DataError(f'{owner}: cannot read COCO annotation file {ann_file} ({type(err).__name__}: {err}); '
+                        "expected a COCO instances json object with 'images', 'annotations' and 'categories'") from None
+    missing = [k for k in ('images', 'categories') if k not in coco.dataset]
+    if missing:
+        raise DataError(f'{owner}: COCO annotation file {ann_file} has no {missing} list; '
+                        "expected 'images', 'annotations' and 'categories'")
+    return coco
+
+
+def match_categories(coco: COCO, classes: Sequence[str], ann_file: str, owner: str = 'CocoDataset') -> list[int]:
+    """The file's category id of each class name, in the order of ``classes`` (matched by name)."""
+    by_name: dict[str, list[int]] = {}
+    for cat in coco.dataset['categories']:
+        by_name.setdefault(str(cat.get('name')), []).append(cat['id'])
+    cat_ids = []
+    for name in classes:
+        ids = by_name.get(name)
+        if not ids:
+            raise DataError(f"{owner}: class {name!r} is not a category of {ann_file}; the file's categories are "
+                            f'{sorted(by_name)}; fix `classes` (names are matched exactly)')
+        if len(ids) > 1:
+            raise DataError(f'{owner}: {ann_file} has {len(ids)} categories named {name!r} (ids {ids}); '
+                            'expected unique category names')
+        cat_ids.append(ids[0])
+    return cat_ids
+
+
+def _polygons(segmentation: object) -> list[list[float]] | None:
+    """Polygons ``[[x, y, ...], ...]`` with >= 3 points each, or None (RLE, empty or malformed)."""
+    if not isinstance(segmentation, list):
+        return None
+    polys = [[float(v) for v in p] for p in segmentation
+             if isinstance(p, list) and len(p) >= 6 and len(p) % 2 == 0]
+    return polys or None
+
+
+@DATASETS.register_module()
+class CocoDataset(BaseDataset):
+    """COCO instances json: ``data_root/ann_file`` with images under ``data_root/data_prefix['img']``.
+
+    ``classes`` are names (default: the 80 COCO classes in the standard order) matched by name to the
+    file's categories, so class indices follow ``classes`` and not the file's ids; annotations of other
+    categories are dropped (the way to train on a subset). Crowd annotations (``iscrowd=1``) become
+    ignored instances. Polygon segmentations are kept as ``mask``; RLE ones are left out. Boxes are
+    converted from xywh to xyxy and clipped to the image. Bad annotations follow ``on_bad_annotation``
+    (see ``detection.datasets.annotation_checks``). Outside ``test_mode``, ``filter_empty_gt`` drops
+    images without a non-ignored box.
+
+    ``metainfo`` holds ``classes`` and ``palette`` from construction on (also with ``lazy_init``), plus
+    ``cat_ids`` (category id per class index) and ``ann_file`` (absolute path) once loaded.
+    """
+
+    METAINFO: dict = {'classes': COCO_CLASSES}
+
+    def __init__(
+        self,
+        data_root: str = '',
+        ann_file: str = '',
+        data_prefix: dict | None = None,
+        classes: Sequence[str] | None = None,
+        palette: Sequence[Sequence[int]] | None = None,
+        filter_empty_gt: bool = True,
+        on_bad_annotation: str = 'fail',
+        pipeline: Sequence[dict | Callable] = (),
+        test_mode: bool = False,
+        lazy_init: bool = False,
+        indices: int | Sequence[int] | None = None,
+        serialize_data: bool = True,
+        max_refetch: int = 1000,
+    ) -> None:
+        owner = type(self).__name__
+        self.on_bad_annotation = checks.check_policy(on_bad_annotation, owner)
+        self.filter_empty_gt = bool(filter_empty_gt)
+        if not ann_file:
+            raise DataError(f'{owner}: ann_file is required (the COCO json, relative to data_root)')
+        data_prefix = {'img': 'images/train'} if data_prefix is None else dict(data_prefix)
+        if not isinstance(data_prefix.get('img'), str):
+            raise DataError(f"{owner}: data_prefix must be a dict with an 'img' folder, got {data_prefix!r}")
+        metainfo = checks.class_metainfo(owner, classes, palette, self.METAINFO)
+        super().__init__(
+            ann_file=ann_file, metainfo=metainfo, data_root=data_root or '', data_prefix=data_prefix,
+            indices=indices, serialize_data=serialize_data,
+            pipeline=[TRANSFORMS.build(t) if isinstance(t, dict) else t for t in pipeline],
+            test_mode=test_mode, lazy_init=lazy_init, max_refetch=max_refetch)
+        self._metainfo['ann_file'] = os.path.abspath(self.ann_file)
+
+    def load_data_list(self) -> list[dict]:
+        """Read the json once and return one data info per image (see the class docstring)."""
+        owner = type(self).__name__
+        ann_file = os.path.abspath(self.ann_file)
+        coco = load_coco(ann_file, owner)
+        classes = self._metainfo['classes']
+        cat_ids = match_categories(coco, classes, ann_file, owner)
+        self._metainfo.update(cat_ids=cat_ids, ann_file=ann_file)
+        label_of = {cid: i for i, cid in enumerate(cat_ids)}
+        problems = checks.AnnotationProblems(self.on_bad_annotation, ann_file, owner)
+
+        for ann in coco.dataset.get('annotations', []):
+            if ann['image_id'] not in coco.imgs:
+                problems.report(checks.UNKNOWN_IMAGE, f"{ann_file}: annotation id {ann.get('id')}: image_id "
+                                f"{ann['image_id']!r} is not in 'images'; expected the id of a listed image")
+        data_list = []
+        for img_id, img in coco.imgs.items():
+            info = self._image_info(img_id, img, coco, label_of, ann_file, problems)
+            if info is not None:
+                data_list.append(info)
+        problems.warn()
+        return data_list
+
+    def _image_info(self, img_id, img: dict, coco: COCO, label_of: dict, ann_file: str,
+                    problems: checks.AnnotationProblems) -> dict | None:
+        file_name = img.get('file_name')
+        if not isinstance(file_name, str) or not file_name:
+            raise DataError(f"{type(self).__name__}: {ann_file}: image id {img_id!r} has no 'file_name'")
+        img_path = os.path.join(self.data_prefix['img'], file_name)
+        where = f'{ann_file}: image id {img_id} ({file_name})'
+        if not checks.checked_image(img_path, problems, where):
+            return None
+        height, width = img.get('height'), img.get('width')
+        if not (isinstance(height, int | float) and isinstance(width, int | float) and height > 0 and width > 0):
+            size = checks.image_size(img_path)
+            if size is None:
+                problems.report(checks.UNREADABLE_IMAGE, f'{where}: no width/height in the file and OpenCV cannot '
+                                f'read {img_path}; expected a readable image')
+                return None
+            height, width = size
+        instances = []
+        for ann in coco.imgToAnns.get(img_id, []):
+            inst = self._instance(ann, label_of, coco, int(width), int(height), where, problems)
+            if inst is not None:
+                instances.append(inst)
+        return {'img_path': img_path, 'img_id': img_id, 'height': int(height), 'width': int(width),
+                'instances': instances}
+
+    @staticmethod
+    def _instance(ann: dict, label_of: dict, coco: COCO, width: int, height: int, where: str,
+                  problems: checks.AnnotationProblems) -> dict | None:
+        at = f"{where}, annotation id {ann.get('id')}"
+        cat_id = ann.get('category_id')
+        if cat_id not in coco.cats:
+            problems.report(checks.UNKNOWN_CATEGORY, f"{at}: category_id {cat_id!r} is not among the file's "
+                            f'categories; expected one of {sorted(coco.cats)}')
+            return None
+        if cat_id not in label_of:  # a category the config did not ask for
+            return None
+        xywh = checks.as_box(ann.get('bbox'))
+        if xywh is None:
+            problems.report(checks.MALFORMED_BOX, f"{at}: bbox {ann.get('bbox')!r}; expected [x, y, width, height] "
+                            'of 4 finite numbers')
+            return None
+        x, y, w, h = xywh
+        box = [x, y, x + w, y + h]
+        bad = checks.box_problem(box, width, height)
+        if bad is not None:
+            problems.report(bad[0], f'{at}: bbox (xywh) {checks.fmt_box(xywh)}: {bad[1]}')
+            return None
+        inst = {'bbox': checks.clip_box(box, width, height), 'bbox_label': label_of[cat_id],
+                'ignore_flag': int(bool(ann.get('iscrowd', 0)))}
+        polys = _polygons(ann.get('segmentation'))
+        if polys is not None:
+            inst['mask'] = polys
+        return inst
+
+    def filter_data(self) -> list[dict]:
+        """Drop images without a non-ignored box (``filter_empty_gt``, training only); fail when none is left."""
+        drop_empty = self.filter_empty_gt and not self.test_mode
+        return checks.filter_images(self.data_list, drop_empty, type(self).__name__, os.path.abspath(self.ann_file))
+
+    def get_cat_ids(self, idx: int) -> list[int]:
+        """Class indices of the image's instances (for class-balanced sampling)."""
+        return [inst['bbox_label'] for inst in self.get_data_info(idx)['instances']]

@@ -1,0 +1,184 @@
+"""PASCAL VOC detection data set: an ImageSets list plus one Annotations/<id>.xml per image."""
+
+from __future__ import annotations
+
+import os
+import xml.etree.ElementTree as ET
+from collections.abc import Callable, Iterable, Sequence
+
+from mmengine.dataset import BaseDataset
+
+from detection.datasets import annotation_checks as checks
+from detection.registry import DATASETS, TRANSFORMS
+from oars.errors import DataError, DataFileNotFoundError
+
+VOC_CLASSES: tuple[str, ...] = (
+    'aeroplane', 'bicycle', 'bird', 'boat', 'bottle', 'bus', 'car', 'cat', 'chair', 'cow', 'diningtable', 'dog',
+    'horse', 'motorbike', 'person', 'pottedplant', 'sheep', 'sofa', 'train', 'tvmonitor',
+)
+
+
+def read_split(split_file: str, owner: str = 'VOCDataset') -> list[str]:
+    """Image ids (first word of each non-empty line) of an ImageSets list."""
+    if not os.path.isfile(split_file):
+        raise DataFileNotFoundError(f'{owner}: image list {split_file} not found (ann_file, relative to data_root)')
+    try:
+        with open(split_file, encoding='utf-8') as f:
+            ids = [line.split()[0] for line in f if line.strip()]
+    except (OSError, UnicodeDecodeError) as err:
+        raise DataError(f'{owner}: cannot read image list {split_file}: {err}') from None
+    if not ids:
+        raise DataError(f'{owner}: image list {split_file} names no images; expected one image id per line')
+    return ids
+
+
+def parse_xml(xml_path: str) -> ET.Element:
+    """The root of a VOC annotation XML; ``DataError`` naming the file when it is not well-formed XML."""
+    try:
+        return ET.parse(xml_path).getroot()
+    except ET.ParseError as err:
+        raise DataError(f'VOC annotation {xml_path} is not well-formed XML: {err}') from None
+
+
+def object_names(xml_paths: Iterable[str]) -> list[str]:
+    """Sorted distinct object names over VOC XML files (missing files are left out)."""
+    names = set()
+    for path in xml_paths:
+        if os.path.isfile(path):
+            names.update((obj.findtext('name') or '').strip() for obj in parse_xml(path).iter('object'))
+    return sorted(names - {''})
+
+
+def _int_text(node: ET.Element | None, tag: str) -> int | None:
+    try:
+        return int(float(node.findtext(tag)))  # type: ignore[union-attr,arg-type]
+    except (AttributeError, TypeError, ValueError):
+        return None
+
+
+@DATASETS.register_module()
+class VOCDataset(BaseDataset):
+    """PASCAL VOC layout under ``data_root`` (e.g. ``data/VOCdevkit/VOC2007``): ``ann_file`` lists image
+    ids (``ImageSets/Main/trainval.txt``), images are ``data_prefix['img']/<id><img_suffix>`` and
+    annotations ``data_prefix['ann']/<id>.xml``.
+
+    Coordinates: VOC ``bndbox`` values are 1-based pixel indices with both ends inclusive, so a box is
+    converted to 0-based corner coordinates as ``(xmin - 1, ymin - 1, xmax, ymax)`` (as mmdetection does)
+    and then clipped to the image. ``difficult=1`` objects become ignored instances. Object names not in
+    ``classes`` (default: the 20 VOC classes) are bad annotations ("unknown class name"), handled by
+    ``on_bad_annotation`` like the other problems (see ``detection.datasets.annotation_checks``); so is a
+    missing or malformed XML file. The image size comes from ``<size>``, or from the image when absent.
+    ``img_id`` is the id string from the list (hashable, used as the key by the metrics).
+    """
+
+    METAINFO: dict = {'classes': VOC_CLASSES}
+
+    def __init__(
+        self,
+        data_root: str = '',
+        ann_file: str = '',
+        data_prefix: dict | None = None,
+        img_suffix: str = '.jpg',
+        classes: Sequence[str] | None = None,
+        palette: Sequence[Sequence[int]] | None = None,
+        filter_empty_gt: bool = True,
+        on_bad_annotation: str = 'fail',
+        pipeline: Sequence[dict | Callable] = (),
+        test_mode: bool = False,
+        lazy_init: bool = False,
+        indices: int | Sequence[int] | None = None,
+        serialize_data: bool = True,
+        max_refetch: int = 1000,
+    ) -> None:
+        owner = type(self).__name__
+        self.on_bad_annotation = checks.check_policy(on_bad_annotation, owner)
+        self.filter_empty_gt = bool(filter_empty_gt)
+        self.img_suffix = img_suffix
+        if not ann_file:
+            raise DataError(f'{owner}: ann_file is required (the image list, e.g. ImageSets/Main/trainval.txt)')
+        data_prefix = {'img': 'JPEGImages', 'ann': 'Annotations'} if data_prefix is None else dict(data_prefix)
+        if not all(isinstance(data_prefix.get(k), str) for k in ('img', 'ann')):
+            raise DataError(f"{owner}: data_prefix must be a dict with 'img' and 'ann' folders, got {data_prefix!r}")
+        metainfo = checks.class_metainfo(owner, classes, palette, self.METAINFO)
+        super().__init__(
+            ann_file=ann_file, metainfo=metainfo, data_root=data_root or '', data_prefix=data_prefix,
+            indices=indices, serialize_data=serialize_data,
+            pipeline=[TRANSFORMS.build(t) if isinstance(t, dict) else t for t in pipeline],
+            test_mode=test_mode, lazy_init=lazy_init, max_refetch=max_refetch)
+
+    def load_data_list(self) -> list[dict]:
+        """Read the list and every XML once; one data info per image."""
+        owner = type(self).__name__
+        split_file = os.path.abspath(self.ann_file)
+        problems = checks.AnnotationProblems(self.on_bad_annotation, split_file, owner)
+        label_of = {name: i for i, name in enumerate(self._metainfo['classes'])}
+        data_list = []
+        for img_id in read_split(split_file, owner):
+            info = self._image_info(img_id, label_of, problems)
+            if info is not None:
+                data_list.append(info)
+        problems.warn()
+        return data_list
+
+    def _image_info(self, img_id: str, label_of: dict, problems: checks.AnnotationProblems) -> dict | None:
+        xml_path = os.path.join(self.data_prefix['ann'], img_id + '.xml')
+        img_path = os.path.join(self.data_prefix['img'], img_id + self.img_suffix)
+        if not os.path.isfile(xml_path):
+            problems.report(checks.MISSING_XML, f'{self.ann_file}: image {img_id}: annotation {xml_path} not '
+                            'found; expected an XML file per listed image', error=DataFileNotFoundError)
+            return None
+        try:
+            root = parse_xml(xml_path)
+        except DataError as err:
+            problems.report(checks.MALFORMED_XML, str(err))
+            return None
+        if not checks.checked_image(img_path, problems, xml_path):
+            return None
+        size = root.find('size')
+        width, height = _int_text(size, 'width'), _int_text(size, 'height')
+        if not width or not height or width <= 0 or height <= 0:
+            shape = checks.image_size(img_path)
+            if shape is None:
+                problems.report(checks.UNREADABLE_IMAGE, f'{xml_path}: no <size> and OpenCV cannot read {img_path}; '
+                                'expected a readable image')
+                return None
+            height, width = shape
+        instances = []
+        for index, obj in enumerate(root.iter('object')):
+            inst = self._instance(obj, index, label_of, width, height, xml_path, img_path, problems)
+            if inst is not None:
+                instances.append(inst)
+        return {'img_path': img_path, 'img_id': img_id, 'height': height, 'width': width, 'instances': instances}
+
+    @staticmethod
+    def _instance(obj: ET.Element, index: int, label_of: dict, width: int, height: int, xml_path: str,
+                  img_path: str, problems: checks.AnnotationProblems) -> dict | None:
+        name = (obj.findtext('name') or '').strip()
+        at = f'{xml_path}: object {index} ({name or "no name"}) of image {img_path}'
+        if name not in label_of:
+            problems.report(checks.UNKNOWN_CLASS, f'{at}: class name {name!r} is not in classes; expected one of '
+                            f'{list(label_of)}')
+            return None
+        bnd = obj.find('bndbox')
+        raw = None if bnd is None else [bnd.findtext(t) for t in ('xmin', 'ymin', 'xmax', 'ymax')]
+        vals = checks.as_box(raw)
+        if vals is None:
+            problems.report(checks.MALFORMED_BOX, f'{at}: bndbox {raw!r}; expected numeric xmin, ymin, xmax, ymax')
+            return None
+        box = [vals[0] - 1.0, vals[1] - 1.0, vals[2], vals[3]]  # 1-based inclusive pixels -> 0-based corners
+        bad = checks.box_problem(box, width, height)
+        if bad is not None:
+            problems.report(bad[0], f'{at}: bndbox (xmin, ymin, xmax, ymax) {checks.fmt_box(vals)}: {bad[1]}')
+            return None
+        difficult = _int_text(obj, 'difficult') or 0
+        return {'bbox': checks.clip_box(box, width, height), 'bbox_label': label_of[name],
+                'ignore_flag': int(difficult != 0)}
+
+    def filter_data(self) -> list[dict]:
+        """Drop images without a non-ignored box (``filter_empty_gt``, training only); fail when none is left."""
+        drop_empty = self.filter_empty_gt and not self.test_mode
+        return checks.filter_images(self.data_list, drop_empty, type(self).__name__, os.path.abspath(self.ann_file))
+
+    def get_cat_ids(self, idx: int) -> list[int]:
+        """Class indices of the image's instances (for class-balanced sampling)."""
+        return [inst['bbox_label'] for inst in self.get_data_info(idx)['instances']]

@@ -1,0 +1,281 @@
+"""COCO box mAP with pycocotools, against the annotation file or ground truth collected from the samples."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import os.path as osp
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from mmengine.evaluator import BaseMetric
+from mmengine.logging import print_log
+from pycocotools.coco import COCO
+from pycocotools.cocoeval import COCOeval
+
+from detection.evaluation.gt_utils import has_gt, image_record
+from detection.registry import METRICS
+from oars.errors import DataError, DataFileNotFoundError
+from oars.evaluation.report import format_table
+
+# COCOeval.stats index -> metric name ('{md}' is a max_dets value)
+_STAT_NAMES = ('mAP', 'mAP_50', 'mAP_75', 'mAP_s', 'mAP_m', 'mAP_l',
+               'AR@{0}', 'AR@{1}', 'AR@{2}', 'AR_s@{2}', 'AR_m@{2}', 'AR_l@{2}')
+
+
+def xyxy_to_xywh(bboxes: np.ndarray) -> np.ndarray:
+    """COCO boxes are (x, y, width, height)."""
+    b = np.asarray(bboxes, dtype=np.float64).reshape(-1, 4)
+    return np.concatenate([b[:, :2], b[:, 2:] - b[:, :2]], axis=1)
+
+
+def detections_json(results: Sequence[dict[str, Any]], cat_ids: Sequence[int]) -> list[dict[str, Any]]:
+    """Predictions of the collected records in the COCO results format."""
+    cat_arr = np.asarray(cat_ids)
+    out: list[dict[str, Any]] = []
+    for rec in results:
+        pred = rec['pred']
+        labels = pred['labels']
+        if len(labels) and (labels.min() < 0 or labels.max() >= len(cat_arr)):
+            raise DataError(f"CocoMetric: image {rec['img_id']} has predicted labels {np.unique(labels).tolist()} "
+                            f'outside [0, {len(cat_arr)}) ({len(cat_arr)} classes)')
+        boxes = xyxy_to_xywh(pred['bboxes']).tolist()
+        cats = cat_arr[labels].tolist()
+        scores = np.asarray(pred['scores'], np.float64).tolist()
+        out += [{'image_id': rec['img_id'], 'bbox': b, 'score': s, 'category_id': c}
+                for b, s, c in zip(boxes, scores, cats)]
+    return out
+
+
+def coco_from_records(results: Sequence[dict[str, Any]], cat_ids: Sequence[int],
+                      class_names: Sequence[str]) -> COCO:
+    """A COCO ground-truth object built in memory (ignored boxes become ``iscrowd=1``; area = w * h)."""
+    images, anns = [], []
+    for rec in results:
+        h, w = rec['ori_shape'] if rec['ori_shape'] is not None else (0, 0)
+        images.append({'id': rec['img_id'], 'height': h, 'width': w})
+        gt = rec['gt']
+        for boxes, labels, crowd in ((gt['bboxes'], gt['labels'], 0), (gt['ignore_bboxes'], gt['ignore_labels'], 1)):
+            xywh = xyxy_to_xywh(boxes)
+            for (x, y, bw, bh), label in zip(xywh.tolist(), np.asarray(labels).tolist()):
+                anns.append({'id': len(anns) + 1, 'image_id': rec['img_id'], 'category_id': int(cat_ids[label]),
+                             'bbox': [x, y, bw, bh], 'area': bw * bh, 'iscrowd': crowd})
+    coco = COCO()
+    coco.dataset = {'images': images, 'annotations': anns,
+                    'categories': [{'id': int(c), 'name': str(n)} for c, n in zip(cat_ids, class_names)]}
+    with contextlib.redirect_stdout(io.StringIO()):
+        coco.createIndex()
+    return coco
+
+
+@METRICS.register_module()
+class CocoMetric(BaseMetric):
+    """COCO ``bbox`` mAP (pycocotools ``COCOeval``), values in [0, 1] as pycocotools reports them.
+
+    Ground truth, in this order: ``ann_file``; else ``dataset_meta['ann_file']`` (CocoDataset sets it);
+    else the samples' ``gt_instances`` / ``ignored_instances`` (back in original pixels; ignored boxes
+    become crowd boxes, areas are w * h). Class ``i`` is category ``dataset_meta['cat_ids'][i]``; without
+    ``cat_ids`` the classes are looked up by name in the annotation file, or are ``i + 1`` in memory.
+    Evaluation covers only the processed images and the dataset's classes.
+
+    Returns ``bbox_mAP``, ``bbox_mAP_50``, ``bbox_mAP_75``, ``bbox_mAP_s/m/l`` and ``bbox_AR@{max_dets}``,
+    ``bbox_AR_s/m/l@{max_dets[-1]}``. After ``evaluate``: ``per_class_table()`` (AP in percent),
+    ``precision`` (``COCOeval.eval['precision']`` [T, R, K, A, M], K in ``cat_ids`` order) and
+    ``class_pr_curves()``. With ``format_only`` the detections are written to
+    ``{outfile_prefix}.bbox.json`` and nothing is evaluated; ``outfile_prefix`` alone also writes them.
+    """
+
+    default_prefix: str | None = 'coco'
+
+    def __init__(self, ann_file: str | None = None, metric: str | Sequence[str] = 'bbox', classwise: bool = True,
+                 iou_thrs: Sequence[float] | None = None, max_dets: Sequence[int] = (1, 10, 100),
+                 format_only: bool = False, outfile_prefix: str | None = None, collect_device: str = 'cpu',
+                 prefix: str | None = None) -> None:
+        super().__init__(collect_device=collect_device, prefix=prefix)
+        metrics = [metric] if isinstance(metric, str) else list(metric)
+        for m in metrics:
+            if m == 'segm':
+                raise NotImplementedError("CocoMetric: metric 'segm' (mask AP) is not supported yet; use 'bbox'")
+            if m != 'bbox':
+                raise ValueError(f"CocoMetric: unknown metric {m!r}; only 'bbox' is supported")
+        if ann_file is not None and not osp.isfile(ann_file):
+            raise DataFileNotFoundError(f'CocoMetric: ann_file {ann_file!r} does not exist')
+        if len(tuple(max_dets)) != 3:
+            raise ValueError(f'CocoMetric: max_dets must hold 3 numbers (as COCOeval), got {max_dets!r}')
+        if format_only and not outfile_prefix:
+            raise ValueError('CocoMetric: format_only=True needs outfile_prefix (where to write the detections)')
+        self.ann_file = ann_file
+        self.classwise = classwise
+        self.iou_thrs = None if iou_thrs is None else [float(t) for t in iou_thrs]
+        self.max_dets = [int(m) for m in max_dets]
+        self.format_only = format_only
+        self.outfile_prefix = outfile_prefix
+        self.precision: np.ndarray | None = None
+        self.iou_thrs_used: np.ndarray | None = None
+        self.rec_thrs: np.ndarray | None = None
+        self._table: dict[str, list] | None = None
+        self._coco_cache: tuple[str, COCO] | None = None
+
+    # ---- ground truth -------------------------------------------------------------------------------
+    def _gt_file(self) -> str | None:
+        if self.ann_file is not None:
+            return self.ann_file
+        path = (self.dataset_meta or {}).get('ann_file')
+        return str(path) if path else None
+
+    def _load_gt_file(self, path: str) -> COCO:
+        if self._coco_cache is not None and self._coco_cache[0] == path:
+            return self._coco_cache[1]
+        if not osp.isfile(path):
+            raise DataFileNotFoundError(f'CocoMetric: annotation file {path!r} does not exist')
+        with contextlib.redirect_stdout(io.StringIO()):
+            coco = COCO(path)
+        self._coco_cache = (path, coco)
+        return coco
+
+    def _class_names(self) -> list[str]:
+        return [str(c) for c in (self.dataset_meta or {}).get('classes') or []]
+
+    def _cat_ids(self, coco_gt: COCO | None, num_labels: int) -> list[int]:
+        meta = self.dataset_meta or {}
+        names = self._class_names()
+        if meta.get('cat_ids') is not None:
+            ids = [int(c) for c in meta['cat_ids']]
+            if names and len(ids) != len(names):
+                raise DataError(f"CocoMetric: dataset_meta has {len(names)} classes but {len(ids)} cat_ids")
+            return ids
+        if coco_gt is not None and names:
+            by_name = {c['name']: c['id'] for c in coco_gt.dataset.get('categories', [])}
+            missing = [n for n in names if n not in by_name]
+            if missing:
+                raise DataError(f'CocoMetric: classes {missing} are not categories of the annotation file '
+                                f'(it has {sorted(by_name)[:20]}); set dataset_meta cat_ids')
+            return [int(by_name[n]) for n in names]
+        if coco_gt is not None:
+            return sorted(int(c) for c in coco_gt.getCatIds())
+        return list(range(1, max(len(names), num_labels) + 1))
+
+    # ---- mmengine BaseMetric ------------------------------------------------------------------------
+    def process(self, data_batch: Any, data_samples: Sequence[Any]) -> None:
+        """Keep img_id, ori_shape, predictions and (when no annotation file will be used) original-pixel gt."""
+        need_gt = self._gt_file() is None and not self.format_only
+        for sample in data_samples:
+            if need_gt and not has_gt(sample):
+                raise DataError('CocoMetric: no ann_file was given and the dataset provides none, so the '
+                                'samples must carry gt_instances (LoadAnnotations in the test pipeline)')
+            rec = image_record(sample, with_gt=need_gt)
+            if rec['img_id'] is None:
+                raise DataError(f"CocoMetric: sample {rec['img_path']!r} has no 'img_id' in its metainfo")
+            rec.pop('img_path')
+            self.results.append(rec)
+
+    def compute_metrics(self, results: list) -> dict[str, float]:
+        if not results:
+            raise ValueError('CocoMetric: no results to evaluate (empty dataset?)')
+        gt_file = self._gt_file()
+        coco_gt = self._load_gt_file(gt_file) if gt_file and not self.format_only else None
+        num_labels = max((int(r['pred']['labels'].max()) + 1 for r in results if len(r['pred']['labels'])),
+                         default=0)
+        cat_ids = self._cat_ids(coco_gt, num_labels)
+        dets = detections_json(results, cat_ids)
+        if self.outfile_prefix:
+            out = f'{self.outfile_prefix}.bbox.json'
+            os.makedirs(osp.dirname(osp.abspath(out)), exist_ok=True)
+            with open(out, 'w') as f:
+                json.dump(dets, f)
+            print_log(f'CocoMetric: detections written to {out}', logger='current')
+        if self.format_only:
+            return {}
+        if coco_gt is None:
+            names = self._class_names()
+            if not names:
+                raise ValueError("CocoMetric needs dataset_meta['classes'] to build the ground truth in memory")
+            coco_gt = coco_from_records(results, cat_ids, names)
+        img_ids = sorted({r['img_id'] for r in results})
+        unknown = sorted(set(img_ids) - set(coco_gt.getImgIds()))
+        if unknown:
+            raise DataError(f'CocoMetric: image ids {unknown[:10]} are not in the annotation file {gt_file!r}')
+        return self._evaluate(coco_gt, dets, img_ids, cat_ids)
+
+    def _evaluate(self, coco_gt: COCO, dets: list[dict[str, Any]], img_ids: list, cat_ids: list[int]) -> dict:
+        log = io.StringIO()
+        with contextlib.redirect_stdout(log):
+            if dets:
+                coco_dt = coco_gt.loadRes(dets)
+            else:  # loadRes cannot take an empty list
+                coco_dt = COCO()
+                coco_dt.dataset = {'images': list(coco_gt.dataset['images']), 'annotations': [],
+                                   'categories': list(coco_gt.dataset.get('categories', []))}
+                coco_dt.createIndex()
+            ev = COCOeval(coco_gt, coco_dt, 'bbox')
+            ev.params.imgIds = img_ids
+            ev.params.catIds = list(cat_ids)
+            ev.params.maxDets = list(self.max_dets)
+            if self.iou_thrs is not None:
+                ev.params.iouThrs = np.array(self.iou_thrs, dtype=np.float64)
+            ev.evaluate()
+            ev.accumulate()
+            summary = io.StringIO()
+            with contextlib.redirect_stdout(summary):
+                ev.summarize()
+        print_log('COCO bbox evaluation:\n' + summary.getvalue().rstrip(), logger='current')
+        self.precision = ev.eval['precision']
+        self.iou_thrs_used = np.asarray(ev.params.iouThrs)
+        self.rec_thrs = np.asarray(ev.params.recThrs)
+        self._cat_order = [int(c) for c in ev.params.catIds]  # COCOeval sorts them
+        self._eval_cat_ids = list(cat_ids)
+        self._table = self._class_table(ev, cat_ids)
+        if self.classwise:
+            print_log('per class results (AP in percent):\n' + format_table(self._table['header'], self._table['rows']),
+                      logger='current')
+        md = self.max_dets
+        return {'bbox_' + name.format(*md): float(v) for name, v in zip(_STAT_NAMES, ev.stats)}
+
+    def _class_table(self, ev: COCOeval, cat_ids: list[int]) -> dict[str, list]:
+        names = self._class_names() or [str(c) for c in cat_ids]
+        k_of = {c: k for k, c in enumerate(self._cat_order)}
+        thrs = np.asarray(ev.params.iouThrs)
+        num_gt = dict.fromkeys(cat_ids, 0)
+        for (_, cat), gts in ev._gts.items():
+            if cat in num_gt:
+                num_gt[cat] += sum(1 for g in gts if not g.get('iscrowd', 0))
+
+        def ap(k: int, area: int, thr: float | None = None) -> float:
+            p = self.precision[:, :, k, area, -1]
+            if thr is not None:
+                t = np.flatnonzero(np.isclose(thrs, thr))
+                p = p[t]
+            p = p[p > -1]
+            return round(float(p.mean()) * 100, 2) if p.size else float('nan')
+
+        header = ['class', '#gt', 'AP', 'AP50', 'AP75', 'APs', 'APm', 'APl']
+        rows = []
+        for name, cid in zip(names, cat_ids):
+            k = k_of[int(cid)]
+            rows.append([name, num_gt[cid], ap(k, 0), ap(k, 0, 0.5), ap(k, 0, 0.75), ap(k, 1), ap(k, 2), ap(k, 3)])
+        return {'header': header, 'rows': rows}
+
+    def per_class_table(self) -> dict[str, list]:
+        """``{'header': ['class', '#gt', 'AP', 'AP50', 'AP75', 'APs', 'APm', 'APl'], 'rows': [...]}``, AP in
+        percent (NaN for a class without gt), from the last evaluation."""
+        if self._table is None:
+            raise RuntimeError('CocoMetric.per_class_table() is available after evaluate()/compute_metrics()')
+        return self._table
+
+    def class_pr_curves(self, iou_thr: float = 0.5) -> list[dict[str, np.ndarray]]:
+        """Per class (dataset order) ``{'recall': recThrs, 'precision'}`` at ``iou_thr``, all areas and the
+        largest max_dets, from COCOeval's interpolated precision (NaN where the class has no gt)."""
+        if self.precision is None:
+            raise RuntimeError('CocoMetric.class_pr_curves() is available after evaluate()/compute_metrics()')
+        t = np.flatnonzero(np.isclose(self.iou_thrs_used, iou_thr))
+        if not t.size:
+            raise ValueError(f'CocoMetric: IoU {iou_thr} was not evaluated (thresholds {self.iou_thrs_used.tolist()})')
+        k_of = {c: k for k, c in enumerate(self._cat_order)}
+        out = []
+        for cid in self._eval_cat_ids:
+            p = self.precision[t[0], :, k_of[int(cid)], 0, -1].astype(np.float64)
+            out.append({'recall': self.rec_thrs.copy(), 'precision': np.where(p < 0, np.nan, p)})
+        return out

@@ -1,0 +1,120 @@
+"""Read one image's predictions and ground truth out of a data sample, in ORIGINAL image pixels.
+
+Metrics, the report hook and the analysis all go through these functions, so that "where the boxes
+are" is decided once. A sample is either a ``DetDataSample`` (what hooks see) or its ``to_dict()``
+form (what mmengine's Evaluator hands to ``BaseMetric.process``: metainfo keys at the top level,
+``InstanceData`` fields as plain dicts).
+
+Ground truth travels in the *pipeline's* pixels (after resize, maybe flip); predictions are already in
+the original image's pixels. ``gt_in_original`` undoes the flip (in ``img_shape`` coordinates) and
+then divides by ``scale_factor`` (w, h). Crops cannot be undone; evaluation pipelines must not crop.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+_EMPTY_BOXES = np.zeros((0, 4), dtype=np.float64)
+
+
+def _get(sample: Any, key: str, default: Any = None) -> Any:
+    """``sample[key]`` for dicts, the attribute / metainfo entry for data elements."""
+    if isinstance(sample, dict):
+        return sample.get(key, default)
+    if hasattr(sample, 'metainfo_keys') and key in sample.metainfo_keys():
+        return sample.metainfo[key]
+    return getattr(sample, key, default)
+
+
+def _numpy(value: Any, dtype: Any) -> np.ndarray:
+    if value is None:
+        return np.zeros((0,), dtype=dtype)
+    if hasattr(value, 'detach'):  # torch tensor
+        value = value.detach().cpu().numpy()
+    return np.asarray(value, dtype=dtype)
+
+
+def _instances(sample: Any, field: str) -> tuple[np.ndarray, np.ndarray, np.ndarray | None] | None:
+    """(bboxes [N, 4] float64, labels [N] int64, scores [N] float64 or None) of ``field``, or None if absent."""
+    inst = _get(sample, field)
+    if inst is None:
+        return None
+    bboxes = inst.get('bboxes') if isinstance(inst, dict) else getattr(inst, 'bboxes', None)
+    labels = inst.get('labels') if isinstance(inst, dict) else getattr(inst, 'labels', None)
+    scores = inst.get('scores') if isinstance(inst, dict) else getattr(inst, 'scores', None)
+    boxes = _numpy(bboxes, np.float64).reshape(-1, 4)
+    labs = _numpy(labels, np.int64).reshape(-1)
+    if len(boxes) != len(labs):
+        raise ValueError(f"{field}: {len(boxes)} bboxes but {len(labs)} labels in image "
+                         f"{_get(sample, 'img_path', _get(sample, 'img_id', '?'))}")
+    return boxes, labs, None if scores is None else _numpy(scores, np.float64).reshape(-1)
+
+
+def predictions(sample: Any) -> dict[str, np.ndarray]:
+    """``{'bboxes' [K, 4] float64, 'scores' [K] float64, 'labels' [K] int64}`` (original pixels, xyxy)."""
+    got = _instances(sample, 'pred_instances')
+    if got is None:
+        raise KeyError("a data sample has no 'pred_instances'; the detector's predict mode must set it "
+                       f"(image {_get(sample, 'img_path', _get(sample, 'img_id', '?'))})")
+    boxes, labels, scores = got
+    if scores is None:
+        scores = np.ones(len(boxes), dtype=np.float64)
+    if len(scores) != len(boxes):
+        raise ValueError(f'pred_instances: {len(boxes)} bboxes but {len(scores)} scores')
+    return {'bboxes': boxes, 'scores': scores, 'labels': labels}
+
+
+def has_gt(sample: Any) -> bool:
+    """Whether the sample carries ``gt_instances`` (the test pipeline loaded annotations)."""
+    return _get(sample, 'gt_instances') is not None
+
+
+def to_original(bboxes: np.ndarray, meta: Any) -> np.ndarray:
+    """Map xyxy boxes from pipeline pixels back to original pixels: undo flip, divide by scale_factor."""
+    boxes = np.array(bboxes, dtype=np.float64).reshape(-1, 4)
+    if _get(meta, 'flip', False):
+        direction = _get(meta, 'flip_direction', 'horizontal') or 'horizontal'
+        img_shape = _get(meta, 'img_shape')
+        if img_shape is None:
+            raise ValueError("a flipped sample has no 'img_shape' in its metainfo; cannot undo the flip")
+        h, w = float(img_shape[0]), float(img_shape[1])
+        if direction in ('horizontal', 'diagonal'):
+            boxes[:, [0, 2]] = w - boxes[:, [2, 0]]
+        if direction in ('vertical', 'diagonal'):
+            boxes[:, [1, 3]] = h - boxes[:, [3, 1]]
+        if direction not in ('horizontal', 'vertical', 'diagonal'):
+            raise ValueError(f"unknown flip_direction {direction!r}; expected 'horizontal', 'vertical' or 'diagonal'")
+    scale = _get(meta, 'scale_factor')
+    if scale is not None:
+        sw, sh = (float(v) for v in np.asarray(scale, dtype=np.float64).reshape(-1)[:2])
+        boxes /= np.array([sw, sh, sw, sh])
+    return boxes
+
+
+def gt_in_original(sample: Any) -> dict[str, np.ndarray]:
+    """Ground truth of one sample in original pixels:
+    ``{'bboxes' [N, 4], 'labels' [N], 'ignore_bboxes' [M, 4], 'ignore_labels' [M]}`` (float64 / int64).
+    A sample without ``gt_instances`` raises ``KeyError``."""
+    gt = _instances(sample, 'gt_instances')
+    if gt is None:
+        raise KeyError("a data sample has no 'gt_instances'; the test pipeline must load annotations "
+                       "(LoadAnnotations before PackDetInputs) or the metric needs an ann_file "
+                       f"(image {_get(sample, 'img_path', _get(sample, 'img_id', '?'))})")
+    ign = _instances(sample, 'ignored_instances') or (_EMPTY_BOXES, np.zeros((0,), np.int64), None)
+    return {'bboxes': to_original(gt[0], sample), 'labels': gt[1],
+            'ignore_bboxes': to_original(ign[0], sample), 'ignore_labels': ign[1]}
+
+
+def image_record(sample: Any, with_gt: bool = True) -> dict[str, Any]:
+    """Everything the detection metrics and report keep per image:
+    ``{'img_id', 'img_path', 'ori_shape' (h, w), 'pred': predictions(), 'gt': gt_in_original() or None}``."""
+    ori_shape = _get(sample, 'ori_shape')
+    return {
+        'img_id': _get(sample, 'img_id'),
+        'img_path': _get(sample, 'img_path'),
+        'ori_shape': None if ori_shape is None else (int(ori_shape[0]), int(ori_shape[1])),
+        'pred': predictions(sample),
+        'gt': gt_in_original(sample) if with_gt else None,
+    }

@@ -1,0 +1,27 @@
+"""Detection models: importing this package registers every class in ``detection.registry.MODELS``."""
+
+from . import batch_augments, data_preprocessor, detectors, heads, losses, necks, task_utils
+from .batch_augments import BatchRandomResize
+from .data_preprocessor import DetDataPreprocessor
+from .detectors import SingleStageDetector, YOLOv3
+from .heads import YOLOv3Head
+from .necks import YOLOv3Neck
+from .task_utils import YOLOAssigner, multiclass_nms
+
+__all__ = [
+    "BatchRandomResize",
+    "DetDataPreprocessor",
+    "SingleStageDetector",
+    "YOLOAssigner",
+    "YOLOv3",
+    "YOLOv3Head",
+    "YOLOv3Neck",
+    "batch_augments",
+    "data_preprocessor",
+    "detectors",
+    "heads",
+    "losses",
+    "multiclass_nms",
+    "necks",
+    "task_utils",
+]

@@ -1,0 +1,5 @@
+"""Detection necks."""
+
+from .yolov3_neck import DetectionBlock, YOLOv3Neck
+
+__all__ = ["DetectionBlock", "YOLOv3Neck"]

@@ -1,0 +1,53 @@
+"""Box bookkeeping shared by the detection transforms that move boxes themselves.
+
+Every such transform ends with :func:`clip_and_drop`: boxes are clipped to the image and the ones that
+became degenerate are dropped with their labels and ignore flags, by the same rule albumentations applies
+in the core adapter (``oars.data.transforms.albu.valid_boxes``, ``MIN_BOX_SIZE``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from oars.data.transforms.albu import BOX_ALIGNED_KEYS, BOX_KEY, valid_boxes
+
+BOX_FIELDS: tuple[str, ...] = (BOX_KEY, *BOX_ALIGNED_KEYS)
+
+
+def box_fields(results: dict) -> dict[str, np.ndarray]:
+    """``gt_bboxes`` float32 [N, 4], ``gt_bboxes_labels`` int64 [N], ``gt_ignore_flags`` bool [N] of ``results``
+    (empty arrays when a key is missing), so that samples can be concatenated."""
+    boxes = np.asarray(results.get(BOX_KEY, np.zeros((0, 4))), dtype=np.float32).reshape(-1, 4)
+    n = len(boxes)
+    labels = np.asarray(results.get('gt_bboxes_labels', np.zeros(n)), dtype=np.int64).reshape(-1)
+    flags = np.asarray(results.get('gt_ignore_flags', np.zeros(n)), dtype=bool).reshape(-1)
+    if len(labels) != n or len(flags) != n:
+        raise ValueError(f'{results.get("img_path", "a sample")}: {n} gt_bboxes but {len(labels)} gt_bboxes_labels '
+                         f'and {len(flags)} gt_ignore_flags; they must be aligned')
+    return {BOX_KEY: boxes, 'gt_bboxes_labels': labels, 'gt_ignore_flags': flags}
+
+
+def select(results: dict, keep: np.ndarray) -> dict:
+    """Index the boxes and every box-aligned key present in ``results`` with ``keep`` (mask or indices)."""
+    for key in BOX_FIELDS:
+        if results.get(key) is not None:
+            results[key] = np.asarray(results[key])[keep]
+    return results
+
+
+def clip_boxes(boxes: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
+    """Clip (x1, y1, x2, y2) boxes to an image of ``shape`` (H, W)."""
+    h, w = shape
+    out = boxes.copy()
+    out[:, 0::2] = np.clip(out[:, 0::2], 0, w)
+    out[:, 1::2] = np.clip(out[:, 1::2], 0, h)
+    return out
+
+
+def clip_and_drop(results: dict, shape: tuple[int, int]) -> dict:
+    """Clip ``results['gt_bboxes']`` to ``shape`` (H, W) and drop degenerate boxes with their labels/flags."""
+    if results.get(BOX_KEY) is None:
+        return results
+    boxes = clip_boxes(np.asarray(results[BOX_KEY], dtype=np.float32).reshape(-1, 4), shape)
+    results[BOX_KEY] = boxes
+    return select(results, valid_boxes(boxes))

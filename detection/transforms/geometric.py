@@ -1,0 +1,132 @@
+"""SSD-style geometric augmentation that albumentations lacks: zoom out (Expand) and IoU-constrained crops.
+
+Random draws use numpy's global RNG (seeded by the engine), as the core transforms do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from detection.registry import TRANSFORMS
+from detection.transforms.boxes import clip_and_drop, select
+from oars.errors import DataError
+
+
+def _check_range(value: Sequence[float], name: str, low: float) -> tuple[float, float]:
+    if len(value) != 2 or not low <= value[0] <= value[1]:
+        raise DataError(f'{name} must be (min, max) with {low} <= min <= max, got {value!r}')
+    return float(value[0]), float(value[1])
+
+
+@TRANSFORMS.register_module()
+class Expand:
+    """Zoom out (SSD's expand, PaddleDetection's RandomExpand): with probability ``prob``, put the image at a
+    random place on a canvas ``r`` times its size, ``r ~ U(ratio_range)``, filled with ``mean`` (in the image's
+    channel order, BGR for OpenCV images). Boxes are shifted with the image. Image and boxes only."""
+
+    def __init__(self, mean: float | Sequence[float] = (0, 0, 0), ratio_range: Sequence[float] = (1, 4),
+                 prob: float = 0.5) -> None:
+        self.ratio_range = _check_range(ratio_range, 'Expand.ratio_range', 1.0)
+        if not 0 <= prob <= 1:
+            raise DataError(f'Expand.prob must be in [0, 1], got {prob!r}')
+        self.mean = np.asarray(mean, dtype=np.float64).reshape(-1)
+        self.prob = float(prob)
+
+    def __call__(self, results: dict) -> dict:
+        if np.random.random_sample() >= self.prob:
+            return results
+        img = results['img']
+        h, w = img.shape[:2]
+        ratio = np.random.uniform(*self.ratio_range)
+        left = int(np.random.uniform(0, w * ratio - w))
+        top = int(np.random.uniform(0, h * ratio - h))
+        channels = img.shape[2:]
+        if channels and len(self.mean) not in (1, channels[0]):
+            raise DataError(f'Expand.mean has {len(self.mean)} values for a {channels[0]}-channel image')
+        canvas = np.empty((max(int(h * ratio), h + top), max(int(w * ratio), w + left), *channels), img.dtype)
+        canvas[...] = self.mean.astype(img.dtype) if channels else self.mean[0].astype(img.dtype)
+        canvas[top:top + h, left:left + w] = img
+        results['img'] = canvas
+        results['img_shape'] = canvas.shape[:2]
+        if results.get('gt_bboxes') is not None:
+            results['gt_bboxes'] = (np.asarray(results['gt_bboxes'], dtype=np.float32).reshape(-1, 4)
+                                    + np.array([left, top, left, top], dtype=np.float32))
+        return results
+
+    def __repr__(self) -> str:
+        return f'{type(self).__name__}(mean={self.mean.tolist()}, ratio_range={self.ratio_range}, prob={self.prob})'
+
+
+def iou_one_to_many(patch: np.ndarray, boxes: np.ndarray) -> np.ndarray:
+    """IoU of one (x1, y1, x2, y2) ``patch`` with each of ``boxes`` [N, 4] (vectorised)."""
+    lt = np.maximum(patch[:2], boxes[:, :2])
+    rb = np.minimum(patch[2:], boxes[:, 2:])
+    inter = np.clip(rb - lt, 0, None).prod(axis=1)
+    area_p = (patch[2] - patch[0]) * (patch[3] - patch[1])
+    area_b = (boxes[:, 2] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1])
+    return inter / np.maximum(area_p + area_b - inter, 1e-6)
+
+
+@TRANSFORMS.register_module()
+class MinIoURandomCrop:
+    """SSD's crop: draw a minimum IoU from ``min_ious`` (or "no crop", or "any overlap"), then up to
+    ``max_trials`` windows of ``min_crop_size``..1 times the image size and aspect (h/w) in
+    ``aspect_ratio_range``, until one has IoU >= the minimum with every box and holds at least one box centre.
+    Boxes whose centre is outside the window are dropped (with labels and flags); the rest are clipped, and
+    those that become degenerate are dropped. Images without boxes are left as they are. Image and boxes only.
+    """
+
+    def __init__(self, min_ious: Sequence[float] = (0.1, 0.3, 0.5, 0.7, 0.9), min_crop_size: float = 0.3,
+                 aspect_ratio_range: Sequence[float] = (0.5, 2.0), max_trials: int = 50) -> None:
+        if not all(0 <= v <= 1 for v in min_ious):
+            raise DataError(f'MinIoURandomCrop.min_ious must be in [0, 1], got {min_ious!r}')
+        if not 0 < min_crop_size <= 1:
+            raise DataError(f'MinIoURandomCrop.min_crop_size must be in (0, 1], got {min_crop_size!r}')
+        self.min_ious = tuple(float(v) for v in min_ious)
+        self.min_crop_size = float(min_crop_size)
+        self.aspect_ratio_range = _check_range(aspect_ratio_range, 'MinIoURandomCrop.aspect_ratio_range', 0.0)
+        self.max_trials = int(max_trials)
+        # 1: keep the image as it is; 0: any window holding a box centre.
+        self._modes = (1.0, *self.min_ious, 0.0)
+
+    def _try_window(self, boxes: np.ndarray, h: int, w: int, min_iou: float) -> tuple[np.ndarray, np.ndarray] | None:
+        new_w = np.random.uniform(self.min_crop_size * w, w)
+        new_h = np.random.uniform(self.min_crop_size * h, h)
+        if not self.aspect_ratio_range[0] <= new_h / new_w <= self.aspect_ratio_range[1]:
+            return None
+        left = np.random.uniform(w - new_w)
+        top = np.random.uniform(h - new_h)
+        patch = np.array([int(left), int(top), int(left + new_w), int(top + new_h)], dtype=np.float32)
+        if patch[2] <= patch[0] or patch[3] <= patch[1]:
+            return None
+        if iou_one_to_many(patch, boxes).min() < min_iou:
+            return None
+        centres = (boxes[:, :2] + boxes[:, 2:]) / 2
+        inside = (centres > patch[:2]).all(axis=1) & (centres < patch[2:]).all(axis=1)
+        return (patch.astype(np.int64), inside) if inside.any() else None
+
+    def __call__(self, results: dict) -> dict:
+        if results.get('gt_bboxes') is None or len(results['gt_bboxes']) == 0:
+            return results
+        boxes = np.asarray(results['gt_bboxes'], dtype=np.float32).reshape(-1, 4)
+        h, w = results['img'].shape[:2]
+        while True:  # ends: each round picks "keep the image" with probability 1 / len(modes)
+            min_iou = self._modes[np.random.randint(len(self._modes))]
+            if min_iou == 1.0:
+                return results
+            for _ in range(self.max_trials):
+                found = self._try_window(boxes, h, w, min_iou)
+                if found is None:
+                    continue
+                (x1, y1, x2, y2), inside = found
+                results['img'] = np.ascontiguousarray(results['img'][y1:y2, x1:x2])
+                results['img_shape'] = (int(y2 - y1), int(x2 - x1))
+                results['gt_bboxes'] = boxes - np.array([x1, y1, x1, y1], dtype=np.float32)
+                results = select(results, inside)
+                return clip_and_drop(results, results['img_shape'])
+
+    def __repr__(self) -> str:
+        return (f'{type(self).__name__}(min_ious={self.min_ious}, min_crop_size={self.min_crop_size}, '
+                f'aspect_ratio_range={self.aspect_ratio_range}, max_trials={self.max_trials})')

@@ -1,0 +1,78 @@
+"""Turn a data_info's ``instances`` into box arrays, and drop boxes too small to learn from."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from detection.registry import TRANSFORMS
+from detection.transforms.boxes import select
+from oars.errors import DataError
+
+
+@TRANSFORMS.register_module()
+class LoadAnnotations:
+    """``results['instances']`` -> ``gt_bboxes`` float32 [N, 4] (x1, y1, x2, y2 pixels), ``gt_bboxes_labels``
+    int64 [N] (0-based) and ``gt_ignore_flags`` bool [N] (crowd / difficult boxes); empty arrays of those
+    shapes when the image has no instances."""
+
+    def __init__(self, with_bbox: bool = True) -> None:
+        self.with_bbox = with_bbox
+
+    def __call__(self, results: dict) -> dict:
+        if not self.with_bbox:
+            return results
+        if 'instances' not in results:
+            raise KeyError(f"LoadAnnotations needs results['instances'] (the dataset's per-image annotations), "
+                           f"missing for {results.get('img_path', 'a sample')}")
+        instances = results['instances']
+        try:
+            boxes = np.array([inst['bbox'] for inst in instances], dtype=np.float32).reshape(-1, 4)
+            labels = np.array([inst['bbox_label'] for inst in instances], dtype=np.int64).reshape(-1)
+        except (KeyError, TypeError, ValueError) as e:
+            raise DataError(f"{results.get('img_path', 'a sample')}: each instance needs 'bbox' [x1, y1, x2, y2] and "
+                            f"'bbox_label' (int): {e}") from e
+        if len(boxes) != len(instances) or len(labels) != len(instances):
+            raise DataError(f"{results.get('img_path', 'a sample')}: each instance's 'bbox' must have 4 numbers, "
+                            f"got {len(instances)} instances and {boxes.size} box values")
+        results['gt_bboxes'] = boxes
+        results['gt_bboxes_labels'] = labels
+        results['gt_ignore_flags'] = np.array([bool(inst.get('ignore_flag', 0)) for inst in instances],
+                                              dtype=bool).reshape(-1)
+        return results
+
+    def __repr__(self) -> str:
+        return f'{type(self).__name__}(with_bbox={self.with_bbox})'
+
+
+@TRANSFORMS.register_module()
+class FilterAnnotations:
+    """Drop boxes narrower than ``min_gt_bbox_wh[0]`` or shorter than ``min_gt_bbox_wh[1]`` pixels, with their
+    labels and ignore flags.
+
+    ``keep_empty=True`` keeps a sample whose boxes were all dropped (it trains as background);
+    ``keep_empty=False`` returns None for it, so the dataset fetches another sample. (Note: mmdet's flag of
+    the same name means the opposite.)
+    """
+
+    def __init__(self, min_gt_bbox_wh: Sequence[float] = (1, 1), keep_empty: bool = True) -> None:
+        if len(min_gt_bbox_wh) != 2 or min(min_gt_bbox_wh) < 0:
+            raise DataError(f'FilterAnnotations.min_gt_bbox_wh must be (min_w, min_h) >= 0, got {min_gt_bbox_wh!r}')
+        self.min_gt_bbox_wh = (float(min_gt_bbox_wh[0]), float(min_gt_bbox_wh[1]))
+        self.keep_empty = keep_empty
+
+    def __call__(self, results: dict) -> dict | None:
+        if results.get('gt_bboxes') is None:
+            return results
+        boxes = np.asarray(results['gt_bboxes'], dtype=np.float32).reshape(-1, 4)
+        min_w, min_h = self.min_gt_bbox_wh
+        keep = ((boxes[:, 2] - boxes[:, 0]) >= min_w) & ((boxes[:, 3] - boxes[:, 1]) >= min_h)
+        results['gt_bboxes'] = boxes
+        results = select(results, keep)
+        if not keep.any() and not self.keep_empty:
+            return None
+        return results
+
+    def __repr__(self) -> str:
+        return f'{type(self).__name__}(min_gt_bbox_wh={self.min_gt_bbox_wh}, keep_empty={self.keep_empty})'

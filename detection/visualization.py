@@ -1,0 +1,28 @@
+"""Pictures of detection results, shared by evaluation (--show-dir) and tools/infer.py."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from oars.visualization.box_draw import draw_boxes
+from oars.visualization.layout import side_by_side
+
+
+def draw_detection_sample(img_bgr: np.ndarray, pred: dict[str, np.ndarray], class_names: Sequence[str],
+                          palette: np.ndarray, score_thr: float = 0.3,
+                          gt: dict[str, np.ndarray] | None = None) -> np.ndarray:
+    """One row: ground truth boxes (when known) | predicted boxes with scores at or above ``score_thr``.
+
+    All boxes are in the pixels of ``img_bgr`` (the original image).
+    """
+    panels, titles = [], []
+    if gt is not None:
+        panels.append(draw_boxes(img_bgr, gt["bboxes"], gt["labels"], None, class_names, palette))
+        titles.append(f"ground truth ({len(gt['labels'])})")
+    kept = int((pred["scores"] >= score_thr).sum())
+    panels.append(draw_boxes(img_bgr, pred["bboxes"], pred["labels"], pred["scores"], class_names, palette,
+                             score_thr=score_thr))
+    titles.append(f"prediction ({kept} >= {score_thr:g})")
+    return side_by_side(panels, titles)

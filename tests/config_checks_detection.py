@@ -1,0 +1,110 @@
+"""Config checks of detection configs (used by tests/test_configs.py): shrink the model, run it in all
+modes on a synthetic batch, run the pipelines on a synthetic image with boxes (one of them ignored)."""
+
+from __future__ import annotations
+
+import copy
+
+import cv2
+import numpy as np
+import torch
+from mmengine.dataset import Compose, pseudo_collate
+from mmengine.registry import DefaultScope
+from mmengine.structures import InstanceData
+
+SIZE = 64
+
+
+def shrink_model(model_cfg: dict) -> dict:
+    """Depth 18 / narrow backbones, one 64-px training scale: same architecture, test-sized."""
+    cfg = copy.deepcopy(model_cfg)
+    backbone = cfg["backbone"]
+    if backbone["type"] == "ResNet":
+        backbone.update(depth=18, base_channels=8)
+    elif backbone["type"] == "DarkNet":
+        backbone.update(base_channels=4)
+    elif backbone["type"] in ("MobileNetV3", "MobileNetV1"):
+        backbone.update(widen_factor=0.25)
+    for aug in cfg.get("data_preprocessor", {}).get("batch_augments") or []:
+        if aug.get("type") == "BatchRandomResize":
+            aug["sizes"] = [SIZE]
+    return cfg
+
+
+def _batch(num_classes: int, n: int = 2) -> dict:
+    from detection.structures import DetDataSample
+
+    g = torch.Generator().manual_seed(0)
+    inputs, samples = [], []
+    for i in range(n):
+        inputs.append(torch.randint(0, 256, (3, SIZE, SIZE), dtype=torch.uint8, generator=g))
+        s = DetDataSample(metainfo={"img_shape": (SIZE, SIZE), "ori_shape": (SIZE * 2, SIZE * 2),
+                                    "scale_factor": (0.5, 0.5)})
+        boxes = torch.tensor([[4.0, 6.0, 30.0, 40.0], [20.0, 10.0, 60.0, 50.0]])[: i + 1]
+        s.gt_instances = InstanceData(bboxes=boxes, labels=torch.arange(len(boxes)) % num_classes)
+        s.ignored_instances = InstanceData(bboxes=torch.zeros(0, 4), labels=torch.zeros(0, dtype=torch.long))
+        samples.append(s)
+    return {"inputs": inputs, "data_samples": samples}
+
+
+def run_all_modes(model, num_classes: int) -> None:
+    model.train()
+    data = model.data_preprocessor(_batch(num_classes), training=True)
+    losses = model(**data, mode="loss")
+    total = sum(v for k, v in losses.items() if "loss" in k)
+    assert torch.isfinite(total)
+    total.backward()
+    model.eval()
+    with torch.no_grad():
+        data = model.data_preprocessor(_batch(num_classes), training=False)
+        preds = model(**data, mode="predict")
+        pred = preds[0].pred_instances
+        assert pred.bboxes.shape[1] == 4 and len(pred.scores) == len(pred.labels) == len(pred.bboxes)
+        if len(pred.bboxes):
+            assert pred.bboxes.max() <= SIZE * 2 and int(pred.labels.max()) < num_classes
+        raw = model(data["inputs"], mode="tensor")
+        assert len(raw) == len(model.bbox_head.anchor_masks)
+
+
+def _pipelines(ds: dict) -> list[list[dict]]:
+    """The pipelines a dataset config runs (wrappers and concatenations unrolled)."""
+    if "datasets" in ds:
+        return [p for sub in ds["datasets"] for p in _pipelines(sub)]
+    if "dataset" in ds:  # a mixing wrapper: the inner loading pipeline, then the wrapper's
+        return [list(ds["dataset"].get("pipeline", [])) + list(ds.get("pipeline", []))]
+    return [list(ds["pipeline"])]
+
+
+def run_pipelines(cfg, tmp_path) -> None:
+    """Each train/test pipeline runs on a synthetic 96x128 image with two boxes and one ignored box, and
+    packs boxes that lie inside the packed image."""
+    rng = np.random.default_rng(0)
+    img_path = tmp_path / "img.png"
+    cv2.imwrite(str(img_path), rng.integers(0, 256, (96, 128, 3), dtype=np.uint8))
+    instances = [{"bbox": [10.0, 12.0, 60.0, 70.0], "bbox_label": 0, "ignore_flag": 0},
+                 {"bbox": [70.0, 20.0, 120.0, 90.0], "bbox_label": cfg.model.num_classes - 1, "ignore_flag": 0},
+                 {"bbox": [30.0, 30.0, 50.0, 50.0], "bbox_label": 0, "ignore_flag": 1}]
+    for split in ("train_dataloader", "test_dataloader"):
+        for steps in _pipelines(cfg[split]["dataset"]):
+            with DefaultScope.overwrite_default_scope(cfg.default_scope):
+                pipeline = Compose(copy.deepcopy(steps))
+            np.random.seed(0)
+            results = {"img_path": str(img_path), "img_id": 0, "height": 96, "width": 128,
+                       "instances": copy.deepcopy(instances)}
+            if any(hasattr(t, "get_indexes") for t in pipeline.transforms):
+                results["mix_results"] = [
+                    Compose([t for t in pipeline.transforms if not hasattr(t, "get_indexes")][:2])(
+                        {"img_path": str(img_path), "img_id": 1, "height": 96, "width": 128,
+                         "instances": copy.deepcopy(instances)}) for _ in range(3)]
+            out = pipeline(results)
+            packed = pseudo_collate([out])
+            image, sample = packed["inputs"][0], packed["data_samples"][0]
+            assert image.dtype == torch.uint8 and image.shape[0] == 3
+            boxes = sample.gt_instances.bboxes
+            h, w = image.shape[-2:]
+            assert boxes.dtype == torch.float32 and sample.gt_instances.labels.dtype == torch.int64
+            if len(boxes):
+                assert boxes[:, 0].min() >= 0 and boxes[:, 2].max() <= w + 1e-3 and boxes[:, 3].max() <= h + 1e-3
+            if split == "test_dataloader":
+                assert len(boxes) == 2 and len(sample.ignored_instances.bboxes) == 1
+                assert sample.metainfo["ori_shape"] == (96, 128)
