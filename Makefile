@@ -1,4 +1,5 @@
-# make demo: set up .venv, generate the demo data, train a small U-Net on the CPU, evaluate it, draw pictures.
+# make demo: set up .venv, generate the demo data, train a small U-Net and a small YOLOv3 on the CPU, evaluate
+# them, draw pictures (demo-seg / demo-det run one of the two).
 # make test: set up .venv and run the test suite.
 PYTHON ?= python3
 VENV := .venv
@@ -6,8 +7,10 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 DEMO_CFG := configs/segmentation/unet/unet_demo_shapes.yaml
 DEMO_DIR := work_dirs/demo
+DET_CFG := configs/detection/yolov3/yolov3_darknet53_demo_shapes.yaml
+DET_DIR := work_dirs/demo_det
 
-.PHONY: demo test lint setup clean-demo
+.PHONY: demo demo-seg demo-det demo-data test bench lint setup clean-demo
 
 setup: $(STAMP)
 
@@ -18,20 +21,35 @@ $(STAMP): pyproject.toml
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 
-demo: $(STAMP)
+demo: demo-seg demo-det
+	@echo "demo done: segmentation in $(DEMO_DIR), detection in $(DET_DIR) (metrics.json, pictures/, infer/, report.html)"
+
+demo-data: $(STAMP)
 	$(PY) -m oars.data.demo_shapes --out data/demo_shapes
+
+demo-seg: demo-data
 	$(PY) tools/train.py -c $(DEMO_CFG) --work-dir $(DEMO_DIR)
 	$(PY) tools/eval.py -c $(DEMO_CFG) -w "$$(cat $(DEMO_DIR)/last_checkpoint)" --work-dir $(DEMO_DIR) \
 		--show-dir $(DEMO_DIR)/pictures
 	$(PY) tools/infer.py -c $(DEMO_CFG) -w "$$(cat $(DEMO_DIR)/last_checkpoint)" \
 		-i data/demo_shapes/images/val -o $(DEMO_DIR)/infer
-	@echo "demo done: metrics in $(DEMO_DIR)/metrics.json, pictures in $(DEMO_DIR)/pictures (summary.png) and $(DEMO_DIR)/infer"
+
+demo-det: demo-data
+	$(PY) tools/train.py -c $(DET_CFG) --work-dir $(DET_DIR)
+	$(PY) tools/eval.py -c $(DET_CFG) -w "$$(cat $(DET_DIR)/last_checkpoint)" --work-dir $(DET_DIR) \
+		--show-dir $(DET_DIR)/pictures --report
+	$(PY) tools/infer.py -c $(DET_CFG) -w "$$(cat $(DET_DIR)/last_checkpoint)" \
+		-i data/demo_shapes/images/val -o $(DET_DIR)/infer
 
 test: $(STAMP)
 	$(PY) -m pytest -q
+
+bench: $(STAMP)
+	$(PY) benchmarks/train_step.py
+	$(PY) benchmarks/data_pipeline.py
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 
 clean-demo:
-	rm -rf $(DEMO_DIR)
+	rm -rf $(DEMO_DIR) $(DET_DIR)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEMO_CFG = os.path.join(ROOT, "configs/segmentation/unet/unet_demo_shapes.yaml")
@@ -56,3 +58,12 @@ def det_demo_overrides(data_root: str, epochs: int = 1, fit_train: bool = False,
     })
     opts.update(extra)
     return [f"{k}={v}" for k, v in opts.items()]
+
+
+def run_tool(name: str, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    """Run tools/<name> in a subprocess from the repository root; assert success unless ``check`` is False."""
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "tools", name), *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=600, env=dict(os.environ, OMP_NUM_THREADS="2"))
+    if check:
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc

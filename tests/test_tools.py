@@ -4,20 +4,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
-from demo_utils import DEMO_CFG, ROOT, demo_overrides
+from demo_utils import DEMO_CFG, demo_overrides
+from demo_utils import run_tool as _tool
 from PIL import Image
-
-
-def _tool(name, *args, check=True):
-    proc = subprocess.run([sys.executable, os.path.join(ROOT, "tools", name), *args], cwd=ROOT,
-                          capture_output=True, text=True, timeout=600, env=dict(os.environ, OMP_NUM_THREADS="2"))
-    if check:
-        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return proc
 
 
 def test_train_eval_infer(demo_data, tmp_path):

@@ -59,14 +59,14 @@ class Expand:
         return f'{type(self).__name__}(mean={self.mean.tolist()}, ratio_range={self.ratio_range}, prob={self.prob})'
 
 
-def iou_one_to_many(patch: np.ndarray, boxes: np.ndarray) -> np.ndarray:
-    """IoU of one (x1, y1, x2, y2) ``patch`` with each of ``boxes`` [N, 4] (vectorised)."""
-    lt = np.maximum(patch[:2], boxes[:, :2])
-    rb = np.minimum(patch[2:], boxes[:, 2:])
-    inter = np.clip(rb - lt, 0, None).prod(axis=1)
-    area_p = (patch[2] - patch[0]) * (patch[3] - patch[1])
+def iou_many_to_many(patches: np.ndarray, boxes: np.ndarray) -> np.ndarray:
+    """IoU of each (x1, y1, x2, y2) of ``patches`` [T, 4] with each of ``boxes`` [N, 4] -> [T, N] (vectorised)."""
+    lt = np.maximum(patches[:, None, :2], boxes[None, :, :2])
+    rb = np.minimum(patches[:, None, 2:], boxes[None, :, 2:])
+    inter = np.clip(rb - lt, 0, None).prod(axis=2)
+    area_p = (patches[:, 2] - patches[:, 0]) * (patches[:, 3] - patches[:, 1])
     area_b = (boxes[:, 2] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1])
-    return inter / np.maximum(area_p + area_b - inter, 1e-6)
+    return inter / np.maximum(area_p[:, None] + area_b[None, :] - inter, 1e-6)
 
 
 @TRANSFORMS.register_module()
@@ -91,21 +91,26 @@ class MinIoURandomCrop:
         # 1: keep the image as it is; 0: any window holding a box centre.
         self._modes = (1.0, *self.min_ious, 0.0)
 
-    def _try_window(self, boxes: np.ndarray, h: int, w: int, min_iou: float) -> tuple[np.ndarray, np.ndarray] | None:
-        new_w = np.random.uniform(self.min_crop_size * w, w)
-        new_h = np.random.uniform(self.min_crop_size * h, h)
-        if not self.aspect_ratio_range[0] <= new_h / new_w <= self.aspect_ratio_range[1]:
-            return None
-        left = np.random.uniform(w - new_w)
-        top = np.random.uniform(h - new_h)
-        patch = np.array([int(left), int(top), int(left + new_w), int(top + new_h)], dtype=np.float32)
-        if patch[2] <= patch[0] or patch[3] <= patch[1]:
-            return None
-        if iou_one_to_many(patch, boxes).min() < min_iou:
-            return None
+    def _first_window(self, boxes: np.ndarray, h: int, w: int, min_iou: float) -> tuple[np.ndarray, np.ndarray] | None:
+        """All ``max_trials`` windows drawn and tested at once; the first that passes (as a loop over trials
+        would pick it), with the mask of the boxes whose centre it holds; None when none passes."""
+        n = self.max_trials
+        new_w = np.random.uniform(self.min_crop_size * w, w, n)
+        new_h = np.random.uniform(self.min_crop_size * h, h, n)
+        left = np.random.uniform(0.0, 1.0, n) * (w - new_w)
+        top = np.random.uniform(0.0, 1.0, n) * (h - new_h)
+        patches = np.stack([left, top, left + new_w, top + new_h], axis=1).astype(np.int64).astype(np.float32)
+        aspect = new_h / new_w
+        ok = (aspect >= self.aspect_ratio_range[0]) & (aspect <= self.aspect_ratio_range[1])
+        ok &= (patches[:, 2] > patches[:, 0]) & (patches[:, 3] > patches[:, 1])
+        ok &= iou_many_to_many(patches, boxes).min(axis=1) >= min_iou
         centres = (boxes[:, :2] + boxes[:, 2:]) / 2
-        inside = (centres > patch[:2]).all(axis=1) & (centres < patch[2:]).all(axis=1)
-        return (patch.astype(np.int64), inside) if inside.any() else None
+        inside = ((centres[None] > patches[:, None, :2]) & (centres[None] < patches[:, None, 2:])).all(axis=2)
+        ok &= inside.any(axis=1)
+        if not ok.any():
+            return None
+        first = int(np.argmax(ok))
+        return patches[first].astype(np.int64), inside[first]
 
     def __call__(self, results: dict) -> dict:
         if results.get('gt_bboxes') is None or len(results['gt_bboxes']) == 0:
@@ -116,16 +121,15 @@ class MinIoURandomCrop:
             min_iou = self._modes[np.random.randint(len(self._modes))]
             if min_iou == 1.0:
                 return results
-            for _ in range(self.max_trials):
-                found = self._try_window(boxes, h, w, min_iou)
-                if found is None:
-                    continue
-                (x1, y1, x2, y2), inside = found
-                results['img'] = np.ascontiguousarray(results['img'][y1:y2, x1:x2])
-                results['img_shape'] = (int(y2 - y1), int(x2 - x1))
-                results['gt_bboxes'] = boxes - np.array([x1, y1, x1, y1], dtype=np.float32)
-                results = select(results, inside)
-                return clip_and_drop(results, results['img_shape'])
+            found = self._first_window(boxes, h, w, min_iou)
+            if found is None:
+                continue
+            (x1, y1, x2, y2), inside = found
+            results['img'] = np.ascontiguousarray(results['img'][y1:y2, x1:x2])
+            results['img_shape'] = (int(y2 - y1), int(x2 - x1))
+            results['gt_bboxes'] = boxes - np.array([x1, y1, x1, y1], dtype=np.float32)
+            results = select(results, inside)
+            return clip_and_drop(results, results['img_shape'])
 
     def __repr__(self) -> str:
         return (f'{type(self).__name__}(min_ious={self.min_ious}, min_crop_size={self.min_crop_size}, '

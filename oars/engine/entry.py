@@ -38,14 +38,16 @@ def evaluate(config: str, checkpoint: str, overrides: Sequence[str] = (), *, wor
     """
     from oars.engine.checkpoint import check_checkpoint_file
 
+    cfg = load(config, overrides)
+    if report:
+        _require_hook(cfg, "EvaluationReportHook", "--report")
     check_checkpoint_file(checkpoint)  # before the data is touched: a wrong -w is the likelier mistake
-    cfg = prepare_config(load(config, overrides), work_dir=work_dir, load_from=checkpoint)
+    cfg = prepare_config(cfg, work_dir=work_dir, load_from=checkpoint)
     if show_dir:
         cfg.custom_hooks.append({"type": "PredictionPicturesHook", "out_dir": show_dir, "max_images": max_show})
     report_file = None
     if report:
         report_file = osp.join(cfg.work_dir, "report.html")
-        _require_hook(cfg, "EvaluationReportHook", "--report")
         cfg.custom_hooks.append({"type": "EvaluationReportHook", "out_file": report_file})
     runner = build_runner(cfg)
     runner.strict_load = True
