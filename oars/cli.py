@@ -21,6 +21,21 @@ def base_parser(description: str) -> argparse.ArgumentParser:
     return parser
 
 
+def split_output_and_overrides(values: list[str], output_dir: str | None,
+                               default: str | None = None) -> tuple[str, list[str]]:
+    """``-o`` values -> (the one output folder, the ``key=value`` overrides); ``default`` when no folder is given
+    (None: a folder is required)."""
+    overrides = [v for v in values if "=" in v]
+    plain = [v for v in values if "=" not in v]
+    if output_dir:
+        plain.append(output_dir)
+    if not plain and default is not None:
+        return default, overrides
+    if len(plain) != 1:
+        raise OarsError(f"-o: expected exactly one output folder (and any key=value overrides), got {plain or 'none'}")
+    return plain[0], overrides
+
+
 def run_cli(main: Callable[[], object]) -> None:
     """Run a tool's main; print user errors plainly (set OARS_DEBUG=1 for the traceback)."""
     try:

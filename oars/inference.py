@@ -4,8 +4,6 @@ test pipeline without its annotation-loading steps, and list input images."""
 from __future__ import annotations
 
 import copy
-import os
-import os.path as osp
 from collections.abc import Iterator, Sequence
 
 import torch
@@ -15,8 +13,7 @@ from mmengine.registry import MODELS, DefaultScope
 
 from oars.engine.checkpoint import checkpoint_mismatch, load_checkpoint_file, state_dict_from_checkpoint
 from oars.errors import OarsError
-
-IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp")
+from oars.image_files import IMAGE_SUFFIXES, list_images  # noqa: F401  (part of this module's API)
 
 
 def init_model(cfg: Config, checkpoint: str, device: str = "cpu") -> torch.nn.Module:
@@ -45,18 +42,6 @@ def build_test_pipeline(cfg: Config, drop: Sequence[str] = ()) -> Compose:
     steps = [copy.deepcopy(t) for t in loader["dataset"]["pipeline"] if t.get("type") not in set(drop)]
     with DefaultScope.overwrite_default_scope(cfg.get("default_scope")):
         return Compose(steps)
-
-
-def list_images(path: str) -> list[str]:
-    """``path`` itself when it is an image, else the images in the folder (sorted)."""
-    if osp.isfile(path):
-        return [path]
-    if not osp.isdir(path):
-        raise OarsError(f"input {path!r} is neither an image file nor a folder")
-    files = sorted(osp.join(path, f) for f in os.listdir(path) if f.lower().endswith(IMAGE_SUFFIXES))
-    if not files:
-        raise OarsError(f"no images ({', '.join(IMAGE_SUFFIXES)}) in folder {path}")
-    return files
 
 
 def batched_predict(model: torch.nn.Module, pipeline: Compose, paths: Sequence[str],

@@ -9,19 +9,9 @@ import importlib
 import importlib.util
 import inspect
 
-from oars.cli import run_cli
+from oars.cli import run_cli, split_output_and_overrides
 from oars.engine.entry import load
 from oars.errors import OarsError
-
-
-def split_output_and_overrides(values: list[str], output_dir: str | None) -> tuple[str, list[str]]:
-    overrides = [v for v in values if "=" in v]
-    plain = [v for v in values if "=" not in v]
-    if output_dir:
-        plain.append(output_dir)
-    if len(plain) != 1:
-        raise OarsError(f"-o: expected exactly one output folder (and any key=value overrides), got {plain or 'none'}")
-    return plain[0], overrides
 
 
 def main() -> None:

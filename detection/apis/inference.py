@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import os.path as osp
 
@@ -11,6 +10,7 @@ from mmengine.config import Config
 from tqdm import tqdm
 
 from detection.evaluation.gt_utils import predictions
+from detection.records import detection_record, write_records
 from detection.visualization import draw_detection_sample
 from oars.inference import batched_predict, build_test_pipeline, init_model, list_images
 from oars.visualization import get_palette
@@ -36,12 +36,6 @@ def run_inference(cfg: Config, checkpoint: str, inputs: str, out_dir: str, devic
         out = osp.join(out_dir, f"{stem}_vis.png")
         cv2.imwrite(out, draw_detection_sample(img, pred, classes, palette, draw_threshold))
         written.append(out)
-        records.append({"image": path, "detections": [
-            {"bbox": [round(float(v), 2) for v in box], "score": round(float(score), 5),
-             "label": int(label), "class": classes[int(label)]}
-            for box, score, label in zip(pred["bboxes"], pred["scores"], pred["labels"])]})
-    tmp = osp.join(out_dir, "detections.json.tmp")
-    with open(tmp, "w") as f:
-        json.dump(records, f, indent=1)
-    os.replace(tmp, osp.join(out_dir, "detections.json"))
+        records.append(detection_record(path, pred, classes))
+    write_records(records, osp.join(out_dir, "detections.json"))
     return written

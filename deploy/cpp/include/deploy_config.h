@@ -1,0 +1,75 @@
+// deploy.yaml, parsed once into plain structs (the schema is written by oars/export/deploy_config.py).
+#pragma once
+
+#include <opencv2/core.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace oars {
+
+struct ResizeStep {
+  int width = 0, height = 0;   // size: [W, H]
+  bool keep_ratio = false;     // fit inside (W, H): scale by min(W / w, H / h), sizes rounded half up
+  int interpolation = 1;       // cv::INTER_LINEAR
+};
+
+struct NormalizeStep {
+  float mean[3] = {0.f, 0.f, 0.f};
+  float std[3] = {1.f, 1.f, 1.f};
+  bool to_rgb = false;
+};
+
+struct PadStep {
+  int width = 0, height = 0;   // size: [W, H]; 0 = none (then the input spec or size_divisor decides)
+  int size_divisor = 0;        // informational (W and H are multiples of it)
+  float value[3] = {0.f, 0.f, 0.f};  // per channel of the (normalised) image
+};
+
+struct PreprocessStep {
+  enum class Kind { Resize, Normalize, Pad, Permute } kind;
+  ResizeStep resize;
+  NormalizeStep normalize;
+  PadStep pad;
+};
+
+struct TensorSpec {
+  std::string name;
+  std::vector<int64_t> shape;  // -1 = dynamic
+  std::string dtype;
+};
+
+struct PostprocessSpec {
+  std::string type;                     // segmentation | detection
+  // segmentation
+  std::string output_op = "argmax";     // argmax | softmax | none
+  std::string resize_to_original = "nearest";
+  // detection
+  std::vector<std::string> inside_graph;
+  float score_thr = 0.f, conf_thr = 0.f, iou_threshold = 0.45f;
+  int max_per_img = 100, nms_pre = 1000;
+  bool has(const std::string& step) const;
+};
+
+struct DeployConfig {
+  std::string model_dir, yaml_path;
+  std::string model_name, task, onnx_file, engine_file;
+  std::vector<std::string> labels;
+  std::vector<cv::Vec3b> palette;       // RGB, one per label
+  TensorSpec input;
+  std::vector<PreprocessStep> preprocess;
+  std::vector<TensorSpec> outputs;
+  PostprocessSpec postprocess;
+
+  std::string onnx_path() const { return model_dir + "/" + onnx_file; }
+  std::string engine_path() const { return model_dir + "/" + engine_file; }
+  int input_height() const { return static_cast<int>(input.shape.size() == 4 ? input.shape[2] : -1); }
+  int input_width() const { return static_cast<int>(input.shape.size() == 4 ? input.shape[3] : -1); }
+  int output_index(const std::string& name) const;  // -1 when absent
+};
+
+// Reads MODEL_DIR/deploy.yaml; throws std::runtime_error naming the file, key and what was expected.
+DeployConfig load_deploy_config(const std::string& model_dir);
+
+}  // namespace oars

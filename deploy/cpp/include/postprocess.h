@@ -1,0 +1,32 @@
+// Model outputs -> results in original-image pixels, as deploy.yaml's postprocess section says.
+#pragma once
+
+#include "deploy_config.h"
+#include "preprocess.h"
+
+#include <opencv2/core.hpp>
+
+#include <vector>
+
+namespace oars {
+
+struct Detection {
+  float x1, y1, x2, y2, score;
+  int label;
+};
+
+// Segmentation: the label map (CV_32S) at the original image size. Handles `label` [B, H, W] (argmax in the
+// graph) and `logits`/`prob` [B, C, H, W]: crop to the resized region, resize to the original (nearest for
+// labels; for scores as postprocess.resize_to_original says), argmax (first maximum wins, as numpy/torch).
+cv::Mat segmentation_labels(const std::vector<cv::Mat>& outputs, const DeployConfig& cfg, const ImageMeta& meta);
+
+// Detection, sorted by decreasing score: in-graph NMS outputs (num_dets/boxes/scores/labels) are unpadded; raw
+// outputs (boxes [B, N, 4], scores [B, N, C], optional objectness) go through score/conf thresholds, nms_pre,
+// per-class NMS (cv::dnn::NMSBoxes) and max_per_img. Boxes are then divided by the scale factor and clipped.
+std::vector<Detection> detections(const std::vector<cv::Mat>& outputs, const DeployConfig& cfg, const ImageMeta& meta);
+
+// The pure NMS stage on one image (exposed for tests): boxes [N, 4] xyxy, scores [N, C], objectness [N] or empty.
+std::vector<Detection> multiclass_nms(const float* boxes, const float* scores, const float* objectness, int n,
+                                      int num_classes, const PostprocessSpec& spec, float clip_w, float clip_h);
+
+}  // namespace oars

@@ -1,0 +1,199 @@
+// deploy.yaml -> DeployConfig. Every missing or malformed key is an error naming file, key and expectation,
+// so a deploy.yaml from a different exporter version fails loudly instead of pre-processing wrongly.
+#include "deploy_config.h"
+
+#include <opencv2/imgproc.hpp>
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace oars {
+namespace {
+
+[[noreturn]] void fail(const std::string& file, const std::string& key, const std::string& what) {
+  throw std::runtime_error(file + ": key '" + key + "': " + what);
+}
+
+template <typename T>
+T get(const YAML::Node& node, const std::string& key, const std::string& file, const std::string& path) {
+  if (!node[key]) fail(file, path + key, "missing");
+  try {
+    return node[key].as<T>();
+  } catch (const YAML::Exception& e) {
+    fail(file, path + key, std::string("has the wrong type (") + e.what() + ")");
+  }
+}
+
+template <typename T>
+T get_or(const YAML::Node& node, const std::string& key, T fallback) {
+  return node[key] && !node[key].IsNull() ? node[key].as<T>() : fallback;
+}
+
+void get3(const YAML::Node& node, const std::string& key, float out[3], const std::string& file,
+          const std::string& path) {
+  auto values = get<std::vector<float>>(node, key, file, path);
+  if (values.size() == 1) values.assign(3, values[0]);
+  if (values.size() != 3) fail(file, path + key, "expected 3 values (one per channel)");
+  std::copy(values.begin(), values.end(), out);
+}
+
+std::pair<int, int> get_size(const YAML::Node& node, const std::string& key, const std::string& file,
+                             const std::string& path) {
+  const YAML::Node v = node[key];
+  if (v.IsScalar()) {
+    int s = v.as<int>();
+    return {s, s};
+  }
+  auto pair = get<std::vector<int>>(node, key, file, path);
+  if (pair.size() != 2) fail(file, path + key, "expected [W, H]");
+  return {pair[0], pair[1]};
+}
+
+int interpolation(const std::string& name, const std::string& file, const std::string& key) {
+  if (name == "linear" || name == "bilinear") return cv::INTER_LINEAR;
+  if (name == "nearest") return cv::INTER_NEAREST;
+  if (name == "cubic" || name == "bicubic") return cv::INTER_CUBIC;
+  if (name == "area") return cv::INTER_AREA;
+  fail(file, key, "unknown interpolation '" + name + "' (expected linear, nearest, cubic or area)");
+}
+
+TensorSpec tensor_spec(const YAML::Node& node, const std::string& file, const std::string& path) {
+  TensorSpec spec;
+  spec.name = get<std::string>(node, "name", file, path);
+  if (node["shape"]) {
+    for (const auto& d : node["shape"]) {
+      // Dynamic axes may be written as -1 or as a name ('batch').
+      int64_t v = -1;
+      try {
+        v = d.as<int64_t>();
+      } catch (const YAML::Exception&) {
+        v = -1;
+      }
+      spec.shape.push_back(v);
+    }
+  }
+  spec.dtype = get_or<std::string>(node, "dtype", "float32");
+  return spec;
+}
+
+PreprocessStep preprocess_step(const YAML::Node& node, const std::string& file, const std::string& path) {
+  PreprocessStep step{};
+  const auto type = get<std::string>(node, "type", file, path);
+  if (type == "Resize") {
+    step.kind = PreprocessStep::Kind::Resize;
+    auto [w, h] = get_size(node, "size", file, path);
+    step.resize.width = w;
+    step.resize.height = h;
+    step.resize.keep_ratio = get_or<bool>(node, "keep_ratio", false);
+    step.resize.interpolation =
+        interpolation(get_or<std::string>(node, "interpolation", "linear"), file, path + "interpolation");
+  } else if (type == "Normalize") {
+    step.kind = PreprocessStep::Kind::Normalize;
+    get3(node, "mean", step.normalize.mean, file, path);
+    get3(node, "std", step.normalize.std, file, path);
+    step.normalize.to_rgb = get_or<bool>(node, "to_rgb", false);
+  } else if (type == "Pad") {
+    step.kind = PreprocessStep::Kind::Pad;
+    if (node["size"] && !node["size"].IsNull()) {
+      auto [w, h] = get_size(node, "size", file, path);
+      step.pad.width = w;
+      step.pad.height = h;
+    }
+    step.pad.size_divisor = get_or<int>(node, "size_divisor", 0);
+    if (node["value"] && node["value"].IsSequence()) {
+      get3(node, "value", step.pad.value, file, path);
+    } else {
+      const float v = get_or<float>(node, "value", 0.f);
+      std::fill(step.pad.value, step.pad.value + 3, v);
+    }
+  } else if (type == "Permute") {
+    step.kind = PreprocessStep::Kind::Permute;
+  } else {
+    fail(file, path + "type", "unsupported pre-processing step '" + type +
+                                  "' (this predictor knows Resize, Normalize, Pad, Permute)");
+  }
+  return step;
+}
+
+}  // namespace
+
+bool PostprocessSpec::has(const std::string& step) const {
+  return std::find(inside_graph.begin(), inside_graph.end(), step) != inside_graph.end();
+}
+
+int DeployConfig::output_index(const std::string& name) const {
+  for (size_t i = 0; i < outputs.size(); ++i)
+    if (outputs[i].name == name) return static_cast<int>(i);
+  return -1;
+}
+
+DeployConfig load_deploy_config(const std::string& model_dir) {
+  DeployConfig cfg;
+  cfg.model_dir = model_dir;
+  cfg.yaml_path = model_dir + "/deploy.yaml";
+  const std::string& file = cfg.yaml_path;
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(file);
+  } catch (const YAML::BadFile&) {
+    throw std::runtime_error(file + ": cannot read it (is --model-dir the folder written by tools/export.py?)");
+  } catch (const YAML::Exception& e) {
+    throw std::runtime_error(file + ": not valid YAML: " + e.what());
+  }
+  const int version = get_or<int>(root, "version", 1);
+  if (version != 1) fail(file, "version", "this predictor reads version 1, got " + std::to_string(version));
+
+  const YAML::Node model = root["model"];
+  if (!model) fail(file, "model", "missing");
+  cfg.model_name = get_or<std::string>(model, "name", "model");
+  cfg.task = get<std::string>(model, "task", file, "model.");
+  cfg.onnx_file = get_or<std::string>(model, "onnx", "model.onnx");
+  cfg.engine_file = get_or<std::string>(model, "engine", "model.engine");
+
+  if (root["labels"]) cfg.labels = root["labels"].as<std::vector<std::string>>();
+  if (root["palette"]) {
+    for (const auto& c : root["palette"]) {
+      auto rgb = c.as<std::vector<int>>();
+      if (rgb.size() != 3) fail(file, "palette", "expected [R, G, B] per label");
+      cfg.palette.emplace_back(rgb[0], rgb[1], rgb[2]);
+    }
+  }
+
+  if (!root["input"]) fail(file, "input", "missing");
+  cfg.input = tensor_spec(root["input"], file, "input.");
+  if (cfg.input.shape.size() != 4) fail(file, "input.shape", "expected [B, C, H, W]");
+  const std::string layout = get_or<std::string>(root["input"], "layout", "NCHW");
+  if (layout != "NCHW") fail(file, "input.layout", "this predictor feeds NCHW, got " + layout);
+  const std::string color = get_or<std::string>(root["input"], "color", "BGR");
+  if (color != "BGR") fail(file, "input.color", "this predictor reads images as BGR with OpenCV, got " + color);
+
+  if (!root["preprocess"] || !root["preprocess"].IsSequence()) fail(file, "preprocess", "missing (a list of steps)");
+  int i = 0;
+  for (const auto& s : root["preprocess"])
+    cfg.preprocess.push_back(preprocess_step(s, file, "preprocess[" + std::to_string(i++) + "]."));
+
+  if (!root["outputs"] || !root["outputs"].IsSequence()) fail(file, "outputs", "missing (a list of tensors)");
+  i = 0;
+  for (const auto& o : root["outputs"])
+    cfg.outputs.push_back(tensor_spec(o, file, "outputs[" + std::to_string(i++) + "]."));
+
+  const YAML::Node post = root["postprocess"];
+  if (!post) fail(file, "postprocess", "missing");
+  auto& pp = cfg.postprocess;
+  pp.type = get<std::string>(post, "type", file, "postprocess.");
+  if (pp.type != "segmentation" && pp.type != "detection")
+    fail(file, "postprocess.type", "expected segmentation or detection, got " + pp.type);
+  pp.output_op = get_or<std::string>(post, "output_op", "argmax");
+  pp.resize_to_original = get_or<std::string>(post, "resize_to_original", "nearest");
+  if (post["inside_graph"]) pp.inside_graph = post["inside_graph"].as<std::vector<std::string>>();
+  pp.score_thr = get_or<float>(post, "score_thr", 0.f);
+  pp.conf_thr = get_or<float>(post, "conf_thr", 0.f);
+  pp.iou_threshold = get_or<float>(post, "iou_threshold", 0.45f);
+  if (!post["iou_threshold"] && post["nms"]) pp.iou_threshold = get_or<float>(post["nms"], "iou_threshold", 0.45f);
+  pp.max_per_img = get_or<int>(post, "max_per_img", 100);
+  pp.nms_pre = get_or<int>(post, "nms_pre", 1000);
+  return cfg;
+}
+
+}  // namespace oars

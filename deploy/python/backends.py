@@ -1,0 +1,90 @@
+"""Runtimes that execute the exported model: ONNX Runtime (CPU or CUDA), TensorRT (an engine built by
+``tools/export.py --format tensorrt``). Each maps ``{input name: array}`` to ``{output name: NumPy array}``."""
+
+from __future__ import annotations
+
+import os.path as osp
+from typing import Any
+
+import numpy as np
+
+from deploy.python.errors import DeployError
+from oars.export.preprocess import to_numpy
+
+BACKENDS = ("onnxruntime", "tensorrt")
+
+
+class OrtBackend:
+    """ONNX Runtime session on the CPU or, for ``device='cuda'``, the CUDAExecutionProvider (an error when this
+    onnxruntime has none, instead of ORT's silent fall-back to the CPU)."""
+
+    def __init__(self, model_path: str, device: str = "cpu", threads: int | None = None) -> None:
+        try:
+            import onnxruntime as ort
+        except ImportError as err:
+            raise DeployError(f"the onnxruntime backend needs the onnxruntime package (pip install onnxruntime, or "
+                              f"onnxruntime-gpu for --device cuda): {err}") from None
+        if not osp.isfile(model_path):
+            raise DeployError(f"model file not found: {model_path}")
+        available = ort.get_available_providers()
+        if device == "cpu":
+            providers = ["CPUExecutionProvider"]
+        elif device.startswith("cuda"):
+            if "CUDAExecutionProvider" not in available:
+                raise DeployError(f"--device cuda: this onnxruntime has no CUDAExecutionProvider (available: "
+                                  f"{available}); install onnxruntime-gpu, or use --device cpu")
+            index = int(device.split(":", 1)[1]) if ":" in device else 0
+            providers = [("CUDAExecutionProvider", {"device_id": index}), "CPUExecutionProvider"]
+        else:
+            raise DeployError(f"device must be 'cpu' or 'cuda' (or 'cuda:N'), got {device!r}")
+        options = ort.SessionOptions()
+        if threads:
+            options.intra_op_num_threads = threads
+        options.log_severity_level = 3
+        self.session = ort.InferenceSession(model_path, sess_options=options, providers=providers)
+        if device.startswith("cuda") and "CUDAExecutionProvider" not in self.session.get_providers():
+            raise DeployError("--device cuda: onnxruntime could not start the CUDAExecutionProvider (CUDA/cuDNN "
+                              f"libraries missing?); the session runs on {self.session.get_providers()}")
+        self.output_names = [o.name for o in self.session.get_outputs()]
+        self.input_names = [i.name for i in self.session.get_inputs()]
+
+    def __call__(self, inputs: dict[str, Any]) -> dict[str, np.ndarray]:
+        feed = {k: np.ascontiguousarray(to_numpy(v)) for k, v in inputs.items()}
+        unknown = set(feed) - set(self.input_names)
+        if unknown:
+            raise DeployError(f"the model has inputs {self.input_names}, not {sorted(unknown)}")
+        return dict(zip(self.output_names, self.session.run(self.output_names, feed)))
+
+
+class TensorRTBackend:
+    """A TensorRT engine, run by ``oars.export.tensorrt.TensorRTRunner`` (imported only when asked for; it keeps its
+    device buffers in torch CUDA tensors, so this backend, unlike ONNX Runtime, needs torch)."""
+
+    def __init__(self, engine_path: str, device: str = "cuda") -> None:
+        if not osp.isfile(engine_path):
+            raise DeployError(f"--backend tensorrt: no engine {engine_path}; build one with tools/export.py "
+                              "--format tensorrt")
+        if not device.startswith("cuda"):
+            raise DeployError(f"--backend tensorrt runs on the GPU only; use --device cuda, not {device!r}")
+        try:
+            import tensorrt  # noqa: F401
+
+            from oars.export.tensorrt import TensorRTRunner
+        except ImportError as err:
+            raise DeployError(f"--backend tensorrt needs the tensorrt Python package (pip install tensorrt) and a "
+                              f"CUDA GPU: {err}") from None
+        self.runner = TensorRTRunner(engine_path)
+
+    def __call__(self, inputs: dict[str, Any]) -> dict[str, np.ndarray]:
+        feed = {k: np.ascontiguousarray(to_numpy(v)) for k, v in inputs.items()}
+        return {k: to_numpy(v) for k, v in self.runner(feed).items()}
+
+
+def make_backend(name: str, model_dir: str, model: dict, device: str) -> OrtBackend | TensorRTBackend:
+    """The backend ``name`` for the model in ``model_dir``; ``model`` is deploy.yaml's ``model`` section (file names
+    ``onnx``, default model.onnx, and ``engine``, default model.engine)."""
+    if name == "onnxruntime":
+        return OrtBackend(osp.join(model_dir, model.get("onnx", "model.onnx")), device)
+    if name == "tensorrt":
+        return TensorRTBackend(osp.join(model_dir, model.get("engine", "model.engine")), device)
+    raise DeployError(f"backend must be one of {list(BACKENDS)}, got {name!r}")

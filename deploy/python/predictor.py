@@ -1,0 +1,107 @@
+"""Predict with an exported model folder (deploy.yaml + model.onnx, or model.engine), without torch.
+
+``Predictor(model_dir).predict([bgr_image, ...])`` -> one dict per image, in original image pixels:
+segmentation ``{'label': [H, W] int64}``; detection ``{'bboxes': [K, 4] float32 xyxy, 'scores': [K] float32,
+'labels': [K] int64}`` (the same numbers as the PyTorch model's ``test_step`` on the same images).
+"""
+
+from __future__ import annotations
+
+import os.path as osp
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from deploy.python.arrays import array_module
+from deploy.python.backends import make_backend
+from deploy.python.errors import DeployError
+from deploy.python.postprocess import postprocess
+from oars.export.deploy_config import read_deploy_yaml
+from oars.export.preprocess import check_steps, preprocess
+from oars.visualization.palette import get_palette
+
+DEPLOY_FILE = "deploy.yaml"
+
+
+class Predictor:
+    """An exported model and everything around it: preprocessing, a backend, postprocessing.
+
+    ``device``: 'cpu' or 'cuda'. ``backend``: 'onnxruntime' (model.onnx) or 'tensorrt' (model.engine).
+    ``array_module``: 'numpy', 'cupy' or None (CuPy for pre/post-processing when device is cuda and CuPy runs).
+    """
+
+    def __init__(self, model_dir: str, device: str = "cpu", backend: str = "onnxruntime",
+                 array_module_name: str | None = None) -> None:
+        self.model_dir = model_dir
+        self.deploy = read_deploy_yaml(osp.join(model_dir, DEPLOY_FILE))
+        self.task = self.deploy["model"]["task"]
+        self.labels: list[str] = list(self.deploy["labels"])
+        self.palette = get_palette(len(self.labels), self.deploy.get("palette"))
+        self.steps = check_steps(self.deploy["preprocess"])
+        spec = self.deploy["input"]
+        self.input_name: str = spec["name"]
+        self.input_shape: list[int] = list(spec["shape"])
+        self.input_dtype: str = spec.get("dtype", "float32")
+        self.batch_size: int | None = None if self.input_shape[0] in (-1, None) else int(self.input_shape[0])
+        self.post: dict = self.deploy["postprocess"]
+        self.xp = array_module(array_module_name, device)
+        self.backend = make_backend(backend, model_dir, self.deploy["model"], device)
+
+    def preprocess(self, images: Sequence[np.ndarray]) -> tuple[Any, list[dict]]:
+        """Images -> ([B, 3, H, W] input of the model's dtype, metas); checks H, W against deploy.yaml."""
+        batch, metas = preprocess(images, self.steps, self.xp, self.input_dtype)
+        want = tuple(self.input_shape[2:])
+        if tuple(batch.shape[2:]) != want and -1 not in want:
+            raise DeployError(f"{self.model_dir}/{DEPLOY_FILE}: preprocess gives inputs of (H, W) = "
+                              f"{tuple(batch.shape[2:])}, the model takes {want}")
+        return batch, metas
+
+    def infer(self, batch: Any) -> dict[str, np.ndarray]:
+        """Run the model on a preprocessed batch; a static-batch model runs in chunks of its batch size (the last
+        chunk filled up with copies of its last image, their outputs dropped)."""
+        n = batch.shape[0]
+        if self.batch_size is None or n == self.batch_size:
+            return self.backend({self.input_name: batch})
+        xp, parts = self.xp, []
+        for start in range(0, n, self.batch_size):
+            chunk = batch[start:start + self.batch_size]
+            real = chunk.shape[0]
+            if real < self.batch_size:
+                chunk = xp.concatenate([chunk] + [chunk[-1:]] * (self.batch_size - real))
+            out = self.backend({self.input_name: chunk})
+            parts.append({k: v[:real] for k, v in out.items()})
+        return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+
+    def postprocess(self, outputs: dict[str, np.ndarray], metas: list[dict]) -> list[dict]:
+        """Outputs -> results; segmentation's resize and argmax run with the array module (CuPy on the GPU)."""
+        if self.post.get("type") == "segmentation" and self.xp is not np:
+            outputs = {k: self.xp.asarray(v) for k, v in outputs.items()}
+        return postprocess(outputs, metas, self.post)
+
+    def predict(self, images: Sequence[np.ndarray]) -> list[dict]:
+        """BGR uint8 images -> one result dict per image (see the module docstring)."""
+        batch, metas = self.preprocess(images)
+        return self.postprocess(self.infer(batch), metas)
+
+    def benchmark(self, images: Sequence[np.ndarray], warmup: int = 5, runs: int = 30) -> dict[str, float]:
+        """Latency of ``predict(images)`` (end to end) and of the model call alone: median/p90 ms, images/s."""
+        batch, _ = self.preprocess(images)
+        timings: dict[str, list[float]] = {"end_to_end": [], "model": []}
+        for i in range(warmup + runs):
+            t0 = time.perf_counter()
+            self.predict(images)
+            t1 = time.perf_counter()
+            self.infer(batch)
+            t2 = time.perf_counter()
+            if i >= warmup:
+                timings["end_to_end"].append(t1 - t0)
+                timings["model"].append(t2 - t1)
+        stats: dict[str, float] = {"batch": float(len(images)), "runs": float(runs)}
+        for name, values in timings.items():
+            ms = np.asarray(values) * 1000.0
+            stats[f"{name}_median_ms"] = float(np.median(ms))
+            stats[f"{name}_p90_ms"] = float(np.percentile(ms, 90))
+            stats[f"{name}_images_per_s"] = float(len(images) * len(ms) / (ms.sum() / 1000.0))
+        return stats

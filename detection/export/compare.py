@@ -1,0 +1,223 @@
+"""Compare two sets of padded detections (num_dets, boxes, scores, labels) as sets, not element-wise.
+
+Why: two correct NMS implementations may order equal-score detections differently, and float noise of 1e-6
+may flip a candidate that sits exactly on ``score_thr``, on the IoU threshold or at the top-M cut. Element-wise
+``allclose`` would then fail on a correct graph, or (with a loose tolerance) pass a wrong one. Here every
+detection must have a partner (same label, IoU > ``min_iou`` or corners within ``box_atol`` px, score within
+``score_atol``); a detection without one is tolerated only when such a borderline case explains it, and only a
+few per image.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+OUTPUT_NAMES = ("num_dets", "boxes", "scores", "labels")
+
+
+@dataclass
+class MatchSettings:
+    """Tolerances of :func:`compare_detections` (thresholds are the model's ``test_cfg``)."""
+
+    score_thr: float = 0.0
+    iou_threshold: float = 0.5
+    label_pad: int = -1
+    min_iou: float = 0.99
+    box_atol: float = 1e-2  # or every coordinate within this many pixels (degenerate, clipped boxes)
+    score_atol: float = 1e-4
+    iou_atol: float = 0.01  # IoU this close to iou_threshold counts as a borderline suppression
+    explain_borderline: bool = True  # False: every detection must be matched
+    max_unexplained_frac: float = 0.1  # borderline misses allowed per image: max(2, frac * num_dets)
+
+
+def _as_tuple(outs: Sequence | Mapping) -> tuple[np.ndarray, ...]:
+    if isinstance(outs, Mapping):
+        missing = [n for n in OUTPUT_NAMES if n not in outs]
+        if missing:
+            raise KeyError(f"compare_detections: outputs {missing} missing; got {sorted(outs)}")
+        outs = [outs[n] for n in OUTPUT_NAMES]
+    if len(outs) != 4:
+        raise ValueError(f"compare_detections: expected 4 outputs {OUTPUT_NAMES}, got {len(outs)}")
+    return tuple(np.asarray(o.detach().cpu() if hasattr(o, "detach") else o) for o in outs)
+
+
+def _iou(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Pairwise IoU of [n, 4] and [m, 4] xyxy boxes (0 where the union is empty)."""
+    lt = np.maximum(a[:, None, :2], b[None, :, :2])
+    rb = np.minimum(a[:, None, 2:], b[None, :, 2:])
+    inter = np.clip(rb - lt, 0, None).prod(-1)
+    area_a = np.clip(a[:, 2:] - a[:, :2], 0, None).prod(-1)
+    area_b = np.clip(b[:, 2:] - b[:, :2], 0, None).prod(-1)
+    union = area_a[:, None] + area_b[None, :] - inter
+    return np.where(union > 0, inter / np.where(union > 0, union, 1), 0.0)
+
+
+def _fmt(boxes: np.ndarray, scores: np.ndarray, labels: np.ndarray, i: int) -> str:
+    return f"label {int(labels[i])} score {float(scores[i]):.6f} box {np.round(boxes[i], 2).tolist()}"
+
+
+def _check_padding(tag: str, img: int, n: int, boxes, scores, labels, settings: MatchSettings) -> list[str]:
+    errs = []
+    m = len(scores)
+    if not 0 <= n <= m:
+        return [f"{tag} image {img}: num_dets={n} outside [0, {m}]"]
+    if n < m and (np.any(scores[n:] != 0) or np.any(labels[n:] != settings.label_pad) or np.any(boxes[n:] != 0)):
+        errs.append(
+            f"{tag} image {img}: padding rows {n}..{m - 1} must be boxes 0, scores 0, labels {settings.label_pad}"
+        )
+    if n and (np.any(scores[:n] <= settings.score_thr) or np.any(np.diff(scores[:n]) > settings.score_atol)):
+        errs.append(f"{tag} image {img}: the {n} valid scores must be > score_thr and sorted in decreasing order")
+    if n and (np.any(labels[:n] < 0) or not np.all(np.isfinite(boxes[:n]))):
+        errs.append(f"{tag} image {img}: valid rows have a negative label or a non-finite box")
+    return errs
+
+
+def _explained(
+    d: int, own: tuple, other: tuple, own_unmatched: set, other_unmatched: set, cut: float | None, s: MatchSettings
+) -> bool:
+    """Whether detection ``d`` of ``own`` may lack a partner because of a borderline decision."""
+    boxes, scores, labels = own
+    score = float(scores[d])
+    if abs(score - s.score_thr) <= s.score_atol:  # on the score threshold
+        return True
+    if cut is not None and score <= cut + s.score_atol:  # at the top-M cut
+        return True
+    for tag, (ob, os_, ol), unmatched in (("own", own, own_unmatched), ("other", other, other_unmatched)):
+        same = [j for j in range(len(os_)) if ol[j] == labels[d] and not (tag == "own" and j == d)]
+        if not same:
+            continue
+        ious = _iou(boxes[d : d + 1], ob[same])[0]
+        for j, iou in zip(same, ious):
+            if float(os_[j]) <= score + s.score_atol:
+                continue  # only a higher-scored box can suppress d (an equal score: d's own moved copy)
+            if abs(iou - s.iou_threshold) <= s.iou_atol:  # borderline suppression
+                return True
+            if j in unmatched and iou > s.iou_threshold - s.iou_atol:  # cascade of a borderline difference
+                return True
+    return False
+
+
+@dataclass
+class MatchResult:
+    """Outcome of :func:`compare_detections`; ``bool(result)`` is ``ok``."""
+
+    ok: bool
+    message: str  # the first differences, or a summary of the match
+    matched: int = 0
+    max_score_diff: float = 0.0  # over matched pairs
+    max_box_diff: float = 0.0  # pixels, over matched pairs
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+
+def compare_detections(
+    expected: Sequence | Mapping, actual: Sequence | Mapping, settings: MatchSettings | None = None
+) -> MatchResult:
+    """Match padded detections (num_dets [B], boxes [B, M, 4], scores [B, M], labels [B, M]) as sets.
+
+    ``expected``/``actual``: 4 arrays or tensors in that order, or a mapping by those names.
+
+    Returns:
+        a :class:`MatchResult`; its message names the first differences (image, label, score, box) or, when ok,
+        summarises the match (matched count, max score and box differences, tolerated borderline misses).
+    """
+    s = settings or MatchSettings()
+    e_num, e_boxes, e_scores, e_labels = _as_tuple(expected)
+    a_num, a_boxes, a_scores, a_labels = _as_tuple(actual)
+    shapes_e = [x.shape for x in (e_num, e_boxes, e_scores, e_labels)]
+    shapes_a = [x.shape for x in (a_num, a_boxes, a_scores, a_labels)]
+    if shapes_e != shapes_a:
+        return MatchResult(
+            False, f"output shapes differ: expected {shapes_e}, got {shapes_a} (num_dets, boxes, scores, labels)"
+        )
+    if e_boxes.ndim != 3 or e_boxes.shape[-1] != 4 or e_num.ndim != 1:
+        return MatchResult(
+            False, f"outputs must be num_dets [B], boxes [B, M, 4], scores [B, M], labels [B, M]; got {shapes_a}"
+        )
+    errors: list[str] = []
+    notes: list[str] = []
+    matched_total, max_ds, max_db = 0, 0.0, 0.0
+    m = e_scores.shape[1]
+    for img in range(e_num.shape[0]):
+        ne, na = int(e_num[img]), int(a_num[img])
+        for tag, n, b, sc, lb in (
+            ("expected", ne, e_boxes, e_scores, e_labels),
+            ("actual", na, a_boxes, a_scores, a_labels),
+        ):
+            errors += _check_padding(tag, img, n, b[img], sc[img], lb[img], s)
+        if errors:
+            break
+        E = (e_boxes[img, :ne].astype(np.float64), e_scores[img, :ne].astype(np.float64), e_labels[img, :ne])
+        A = (a_boxes[img, :na].astype(np.float64), a_scores[img, :na].astype(np.float64), a_labels[img, :na])
+        iou = _iou(E[0], A[0]) if ne and na else np.zeros((ne, na))
+        near = np.abs(E[0][:, None, :] - A[0][None, :, :]).max(-1) <= s.box_atol if ne and na else iou > 1
+        free = np.ones(na, dtype=bool)
+        pairs = []
+        for i in np.argsort(-E[1], kind="stable"):
+            ok = free & (A[2] == E[2][i]) & ((iou[i] > s.min_iou) | near[i]) & (np.abs(A[1] - E[1][i]) <= s.score_atol)
+            if ok.any():
+                j = int(np.argmax(np.where(ok, iou[i] + near[i], -1.0)))
+                free[j] = False
+                pairs.append((int(i), j))
+        un_e = set(range(ne)) - {i for i, _ in pairs}
+        un_a = {j for j in range(na) if free[j]}
+        matched_total += len(pairs)
+        for i, j in pairs:
+            max_ds = max(max_ds, abs(E[1][i] - A[1][j]))
+            max_db = max(max_db, float(np.abs(E[0][i] - A[0][j]).max()))
+        if not un_e and not un_a:
+            continue
+        full = [sc[-1] for n, sc in ((ne, E[1]), (na, A[1])) if n == m and n > 0]
+        cut = float(min(full)) if full else None
+        unexplained = []
+        if s.explain_borderline:
+            unexplained += [("expected", i, E, A) for i in sorted(un_e) if not _explained(i, E, A, un_e, un_a, cut, s)]
+            unexplained += [("actual", j, A, E) for j in sorted(un_a) if not _explained(j, A, E, un_a, un_e, cut, s)]
+        else:
+            unexplained = [("expected", i, E, A) for i in sorted(un_e)] + [("actual", j, A, E) for j in sorted(un_a)]
+        allowed = max(2, int(s.max_unexplained_frac * max(ne, na)))
+        if unexplained or len(un_e) + len(un_a) > allowed:
+            lines = []
+            for tag, d, own, other in (unexplained or [("expected", i, E, A) for i in sorted(un_e)])[:5]:
+                line = f"  {tag} {_fmt(*own, d)} has no partner"
+                if len(other[1]):
+                    ious = _iou(own[0][d : d + 1], other[0])[0]
+                    k = int(np.argmax(ious))
+                    line += f" (closest: IoU {ious[k]:.4f}, {_fmt(*other, k)})"
+                lines.append(line)
+            errors.append(
+                f"image {img}: num_dets expected {ne}, actual {na}; {len(pairs)} matched, {len(un_e)} expected and "
+                f"{len(un_a)} actual detections unmatched ({len(unexplained)} not explained by a borderline score, "
+                f"IoU or top-{m} cut; at most {allowed} borderline misses allowed):\n" + "\n".join(lines)
+            )
+        else:
+            notes.append(f"image {img}: {len(un_e) + len(un_a)} borderline detections unmatched")
+    if errors:
+        rule = f"same label, IoU > {s.min_iou} or boxes within {s.box_atol} px, |score diff| <= {s.score_atol}"
+        message = f"detections differ (matched as sets: {rule}):\n" + "\n".join(errors[:10])
+        return MatchResult(False, message, matched_total, max_ds, max_db)
+    summary = f"{matched_total} detections matched; max |score diff| {max_ds:.2e}, max box diff {max_db:.2e} px"
+    return MatchResult(True, "; ".join([summary, *notes]), matched_total, max_ds, max_db)
+
+
+def pad_detections(
+    per_image: Sequence[tuple], max_per_img: int, label_pad: int = -1
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per-image (boxes [K, 4], scores [K], labels [K]) (e.g. ``model.predict``'s ``pred_instances``) -> the
+    padded exported layout, keeping each image's ``max_per_img`` best by score."""
+    b = len(per_image)
+    num = np.zeros(b, dtype=np.int64)
+    boxes = np.zeros((b, max_per_img, 4), dtype=np.float32)
+    scores = np.zeros((b, max_per_img), dtype=np.float32)
+    labels = np.full((b, max_per_img), label_pad, dtype=np.int64)
+    for i, (bx, sc, lb) in enumerate(per_image):
+        bx, sc, lb = (np.asarray(x.detach().cpu() if hasattr(x, "detach") else x) for x in (bx, sc, lb))
+        order = np.argsort(-sc, kind="stable")[:max_per_img]
+        k = len(order)
+        num[i] = k
+        boxes[i, :k], scores[i, :k], labels[i, :k] = bx[order], sc[order], lb[order]
+    return num, boxes, scores, labels

@@ -1,0 +1,136 @@
+"""The export self-check: the exported model must give PyTorch's answer, or the export fails.
+
+A deterministic synthetic image goes through the real test pipeline + data preprocessor (what PyTorch sees) and
+through deploy.yaml's steps (what a predictor feeds the model); the two inputs must agree to 1e-6. The PyTorch
+module then runs on its input and ONNX Runtime on the deploy input, and every output is compared.
+"""
+
+from __future__ import annotations
+
+import os.path as osp
+import tempfile
+from collections.abc import Sequence
+from typing import Any
+
+import cv2
+import numpy as np
+import torch
+
+from oars.export.errors import ExportCheckError, ExportError
+from oars.export.preprocess import preprocess_one
+from oars.export.spec import ExportSpec
+
+PREPROCESS_ATOL = 1e-6
+
+
+def synthetic_image(h: int, w: int, seed: int = 0) -> np.ndarray:
+    """A BGR uint8 image with gradients, shapes and noise (so that every layer sees structure)."""
+    rng = np.random.default_rng(seed)
+    yy, xx = np.mgrid[0:h, 0:w].astype(np.float32)
+    img = np.stack([255 * xx / max(w - 1, 1), 255 * yy / max(h - 1, 1), 128 + 100 * np.sin(xx / 7 + yy / 11)], -1)
+    img = img + rng.normal(0, 12, img.shape)
+    img = np.clip(img, 0, 255).astype(np.uint8)
+    for _ in range(4):
+        colour = tuple(int(c) for c in rng.integers(0, 256, 3))
+        cx, cy = int(rng.integers(0, w)), int(rng.integers(0, h))
+        r = int(rng.integers(max(2, min(h, w) // 10), max(3, min(h, w) // 3)))
+        if rng.random() < 0.5:
+            cv2.circle(img, (cx, cy), r, colour, -1)
+        else:
+            cv2.rectangle(img, (cx - r, cy - r), (cx + r, cy + r), colour, -1)
+    return img
+
+
+def sample_inputs(cfg: Any, model: torch.nn.Module, steps: Sequence[dict], batch: int,
+                  hw: tuple[int, int], seed: int = 0) -> tuple[torch.Tensor, np.ndarray, float]:
+    """``batch`` synthetic images (twice the export size, its aspect ratio) through the test pipeline + data
+    preprocessor (torch, on the model's device) and through ``steps`` (numpy). Returns both and their max abs
+    difference; raises :class:`ExportCheckError` when they differ beyond 1e-6 (relative to the values)."""
+    from mmengine.dataset import pseudo_collate
+
+    from oars.export.deploy_config import test_pipeline_cfg
+    from oars.inference import build_test_pipeline
+
+    h, w = hw
+    drop = [s.get("type") for s in test_pipeline_cfg(cfg) if "Annotation" in str(s.get("type"))]
+    pipeline = build_test_pipeline(cfg, drop=drop)
+    torch_items, deploy_items = [], []
+    with tempfile.TemporaryDirectory(prefix="oars-export-") as tmp:
+        for i in range(batch):
+            path = osp.join(tmp, f"sample_{i}.png")
+            cv2.imwrite(path, synthetic_image(2 * h, 2 * w, seed + i))
+            torch_items.append(pipeline({"img_path": path}))
+            deploy_items.append(preprocess_one(cv2.imread(path, cv2.IMREAD_COLOR), steps)[0][None])
+    with torch.no_grad():
+        torch_input = model.data_preprocessor(pseudo_collate(torch_items), training=False)["inputs"]
+    deploy_input = np.concatenate(deploy_items, 0)
+    ref = torch_input.detach().float().cpu().numpy()
+    if ref.shape != deploy_input.shape:
+        raise ExportCheckError(f"{cfg.filename}: deploy.yaml preprocessing gives an input of shape "
+                               f"{list(deploy_input.shape)}, the test pipeline + data preprocessor {list(ref.shape)}")
+    diff = float(np.abs(ref - deploy_input).max())
+    tol = PREPROCESS_ATOL * max(1.0, float(np.abs(ref).max()))
+    if diff > tol:
+        raise ExportCheckError(f"{cfg.filename}: deploy.yaml preprocessing differs from the test pipeline + data "
+                               f"preprocessor by {diff:.3g} (max abs), tolerance {tol:.3g}; steps: {list(steps)}")
+    return torch_input, deploy_input, diff
+
+
+def torch_outputs(spec: ExportSpec, image: torch.Tensor) -> dict[str, np.ndarray]:
+    """Run the spec's module eagerly; outputs by name as numpy arrays."""
+    with torch.no_grad():
+        outs = spec.module(image)
+    outs = (outs,) if isinstance(outs, torch.Tensor) else tuple(outs)
+    if len(outs) != len(spec.output_names):
+        raise ExportError(f"the export module returns {len(outs)} tensors but the spec names "
+                          f"{len(spec.output_names)} outputs ({spec.output_names})")
+    return {name: o.detach().cpu().numpy() for name, o in zip(spec.output_names, outs)}
+
+
+def ort_session(onnx_path: str, providers: Sequence[str] = ("CPUExecutionProvider",)) -> Any:
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 3
+    return ort.InferenceSession(onnx_path, sess_options=opts, providers=list(providers))
+
+
+def ort_outputs(session: Any, input_name: str, image: np.ndarray) -> dict[str, np.ndarray]:
+    names = [o.name for o in session.get_outputs()]
+    return dict(zip(names, session.run(None, {input_name: image})))
+
+
+def compare_outputs(spec: ExportSpec, expected: dict[str, np.ndarray], actual: dict[str, np.ndarray],
+                    image: np.ndarray, atol: float | None = None, what: str = "") -> dict[str, dict]:
+    """Per output ``{max_abs_diff, tolerance}``; :class:`ExportCheckError` naming the output on a mismatch."""
+    atol = spec.atol if atol is None else atol
+    missing = [n for n in spec.output_names if n not in actual]
+    if missing:
+        raise ExportCheckError(f"{what}the ONNX model has no output(s) {missing}; it has {list(actual)}")
+    for name in spec.output_names:
+        if expected[name].shape != actual[name].shape:
+            raise ExportCheckError(f"{what}output {name!r}: ONNX Runtime gives shape {list(actual[name].shape)}, "
+                                   f"PyTorch {list(expected[name].shape)}")
+    if spec.compare is not None:
+        diffs = spec.compare(expected, actual, image)
+    else:
+        diffs = {n: _max_abs_diff(expected[n], actual[n]) for n in spec.output_names}
+    result = {}
+    for name in spec.output_names:
+        floating = np.issubdtype(expected[name].dtype, np.floating)
+        scale = float(np.abs(expected[name]).max()) if floating and expected[name].size else 0.0
+        tol = atol * max(1.0, scale)
+        diff = float(diffs[name])
+        if not diff <= tol:  # also catches NaN
+            raise ExportCheckError(f"{what}output {name!r}: ONNX Runtime differs from PyTorch by {diff:.4g} (max abs), "
+                                   f"tolerance {tol:.4g} (atol {atol:g}, x max |PyTorch output| when above 1)")
+        result[name] = {"max_abs_diff": diff, "tolerance": tol}
+    return result
+
+
+def _max_abs_diff(a: np.ndarray, b: np.ndarray) -> float:
+    if a.size == 0:
+        return 0.0
+    if a.dtype == bool:
+        a, b = a.astype(np.int64), b.astype(np.int64)
+    return float(np.abs(a.astype(np.float64) - b.astype(np.float64)).max())

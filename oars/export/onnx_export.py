@@ -1,0 +1,280 @@
+"""Export a trained config + checkpoint to ONNX (and TensorRT) with deploy.yaml, then prove it matches PyTorch.
+
+Order matters for the user: cheap mistakes (format, checkpoint path, export section) fail before the model is
+built; the files appear under their final names only after the self-check passed, so a wrong graph never sits in
+``out_dir`` looking like a good one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import importlib
+import importlib.util
+import io
+import logging
+import os
+import os.path as osp
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from mmengine.config import Config
+
+from oars.export.check import compare_outputs, ort_outputs, ort_session, sample_inputs, torch_outputs
+from oars.export.deploy_config import (
+    EXPORT_EXAMPLE,
+    export_input_hw,
+    preprocess_steps,
+    validate_deploy,
+    write_deploy_yaml,
+)
+from oars.export.errors import ExportError
+from oars.export.spec import ExportOptions, ExportSpec
+
+FORMATS = ("onnx", "tensorrt")
+DYNAMIC_CHECK_BATCH = 3
+HALF_ATOL = 2e-2
+
+
+def export_model(config: str | Config, checkpoint: str, out_dir: str, *, fmt: str = "onnx", dynamic: bool = False,
+                 opset: int = 17, half: bool = False, int8: bool = False, calib_dir: str | None = None,
+                 overrides: Sequence[str] = (), check: bool = True, device: str = "cpu") -> dict:
+    """Write ``out_dir/model.onnx`` + ``out_dir/deploy.yaml`` (+ ``model.engine`` for tensorrt).
+
+    Returns ``{'onnx', 'deploy', 'engine' (tensorrt), 'check': {'preprocess_max_abs_diff', 'outputs': {name:
+    {max_abs_diff, tolerance}}, 'dynamic_batch': {...} (dynamic)}}``. ``half``: FP16 ONNX weights (CUDA only) for
+    onnx; an FP16 engine from the FP32 ONNX for tensorrt.
+    """
+    from oars.engine.checkpoint import check_checkpoint_file
+
+    if fmt not in FORMATS:
+        raise ExportError(f"unsupported export format {fmt!r}; expected one of: {'|'.join(FORMATS)}")
+    if (int8 or calib_dir) and fmt != "tensorrt":
+        raise ExportError("--int8/--calib-dir apply to --format tensorrt only")
+    if int8 and not calib_dir:
+        raise ExportError("--int8 needs --calib-dir DIR (a folder of calibration images)")
+    if fmt == "tensorrt" and importlib.util.find_spec("tensorrt") is None:
+        raise ExportError("--format tensorrt needs the `tensorrt` Python package (pip install tensorrt, on a machine "
+                          "with an NVIDIA GPU); --format onnx works without it")
+    check_checkpoint_file(checkpoint)
+    cfg = _load_config(config, overrides)
+    options = export_options(cfg, dynamic=dynamic, opset=opset, half=half and fmt == "onnx")
+    if half and fmt == "onnx" and not str(device).startswith("cuda"):
+        raise ExportError("--half exports FP16 weights, which needs --device cuda (ONNX Runtime on the CPU is not a "
+                          "target for FP16 models); for an FP16 TensorRT engine use --format tensorrt --half")
+    if str(device).startswith("cuda") and not _cuda_available():
+        raise ExportError(f"--device {device}: CUDA is not available on this machine")
+    task = _task_export_module(cfg)
+    steps = preprocess_steps(cfg)  # before the model: a pipeline that cannot be exported is a cheap, early error
+
+    from oars.inference import init_model
+
+    model = init_model(cfg, checkpoint, device)
+    spec: ExportSpec = task.build_export_spec(model, cfg, options)
+    spec.module.eval()
+    hw = options.input_shape[2:]
+    image, deploy_image, pre_diff = sample_inputs(cfg, model, steps, options.input_shape[0], hw)
+    if options.half:
+        spec.module = _HalfModule(spec.module).eval()
+
+    os.makedirs(out_dir, exist_ok=True)
+    onnx_path, deploy_path = osp.join(out_dir, "model.onnx"), osp.join(out_dir, "deploy.yaml")
+    tmp_onnx = osp.join(out_dir, ".model.onnx.tmp")
+    try:
+        _torch_onnx_export(spec, image, tmp_onnx, options)
+        result: dict[str, Any] = {"onnx": onnx_path, "deploy": deploy_path}
+        if check:
+            result["check"] = self_check(spec, tmp_onnx, image, deploy_image, cfg, model, steps, options, device)
+            result["check"]["preprocess_max_abs_diff"] = pre_diff
+        deploy = deploy_dict(cfg, model, spec, options, steps, checkpoint, tmp_onnx)
+        validate_deploy(deploy, deploy_path)
+        os.replace(tmp_onnx, onnx_path)
+    finally:
+        if osp.exists(tmp_onnx):
+            os.remove(tmp_onnx)
+    write_deploy_yaml(deploy_path, deploy)
+    if fmt == "tensorrt":
+        result["engine"] = _build_tensorrt(onnx_path, out_dir, deploy, deploy_path, half, int8, calib_dir)
+    return result
+
+
+# ----------------------------------------------------------------------------- steps
+def _load_config(config: str | Config, overrides: Sequence[str]) -> Config:
+    if isinstance(config, Config):
+        if overrides:
+            from oars.config import apply_overrides
+
+            apply_overrides(config, list(overrides))
+        return config
+    from oars.config import load_config
+
+    return load_config(config, list(overrides))
+
+
+def export_options(cfg: Config, dynamic: bool = False, opset: int = 17, half: bool = False) -> ExportOptions:
+    """``ExportOptions`` from ``cfg.export`` (clear error naming the config when the section is missing)."""
+    export = cfg.get("export")
+    if not export:
+        raise ExportError(f"{cfg.filename}: no `export` section; add one to the config (or -o export.input_shape="
+                          f"[1,3,H,W]), e.g. `{EXPORT_EXAMPLE}` (B, C, H, W: the fixed input of the exported model)")
+    h, w = export_input_hw(cfg)
+    batch = int(export["input_shape"][0])
+    extra = {k: v for k, v in dict(export).items() if k != "input_shape"}
+    return ExportOptions(input_shape=(batch, 3, h, w), dynamic=dynamic, opset=int(opset), half=half, extra=extra)
+
+
+def _cuda_available() -> bool:
+    return torch.cuda.is_available()
+
+
+def _task_export_module(cfg: Config) -> Any:
+    scope = cfg.get("default_scope")
+    if not scope or importlib.util.find_spec(scope) is None or importlib.util.find_spec(f"{scope}.export") is None:
+        raise ExportError(f"{cfg.filename}: default_scope {scope!r} has no export support "
+                          f"(expected {scope}/export.py with build_export_spec(model, cfg, options))")
+    module = importlib.import_module(f"{scope}.export")
+    if not hasattr(module, "build_export_spec"):
+        raise ExportError(f"{scope}/export.py has no build_export_spec(model, cfg, options)")
+    return module
+
+
+class _HalfModule(torch.nn.Module):
+    """FP16 weights inside (a copy: the model's data preprocessor stays FP32 for the check's inputs); float32 image
+    in and float32 outputs out, so predictors need no change."""
+
+    def __init__(self, module: torch.nn.Module) -> None:
+        super().__init__()
+        self.module = copy.deepcopy(module).half()
+
+    def forward(self, image: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        outs = self.module(image.half())
+        outs = (outs,) if isinstance(outs, torch.Tensor) else tuple(outs)
+        return tuple(o.float() if o.is_floating_point() else o for o in outs)
+
+
+def _torch_onnx_export(spec: ExportSpec, image: torch.Tensor, path: str, options: ExportOptions) -> None:
+    """torch.onnx.export (dynamo) with axis 0 dynamic when asked; its chatter goes to the log, not the console."""
+    kwargs: dict[str, Any] = {}
+    if options.dynamic:
+        kwargs["dynamic_shapes"] = ({0: torch.export.Dim("batch", min=1, max=4096)},)
+    table = getattr(spec, "custom_translation_table", None)
+    if table:
+        kwargs["custom_translation_table"] = dict(table)
+    sink = io.StringIO()
+    loggers = [logging.getLogger(n) for n in ("torch.onnx", "onnxscript", "torch._dynamo", "torch.export")]
+    levels = [lg.level for lg in loggers]
+    try:
+        for lg in loggers:
+            lg.setLevel(logging.ERROR)
+        with warnings.catch_warnings(), contextlib.redirect_stdout(sink):
+            warnings.simplefilter("ignore")
+            program = torch.onnx.export(spec.module, (image,), None, input_names=[spec.input_name],
+                                        output_names=list(spec.output_names), opset_version=options.opset,
+                                        dynamo=True, external_data=False, verbose=False, **kwargs)
+            program.save(path, external_data=False)
+    except Exception as err:  # the exporter raises many types; the user needs the module and the reason
+        raise ExportError(f"torch.onnx.export failed for {type(spec.module).__name__} "
+                          f"(input {list(image.shape)}, opset {options.opset}): {type(err).__name__}: "
+                          f"{str(err)[:2000]}") from err
+    finally:
+        for lg, level in zip(loggers, levels):
+            lg.setLevel(level)
+
+
+def self_check(spec: ExportSpec, onnx_path: str, image: torch.Tensor, deploy_image: Any, cfg: Config,
+               model: torch.nn.Module, steps: list[dict], options: ExportOptions, device: str) -> dict:
+    """ONNX Runtime on the deploy input vs the PyTorch module on the pipeline input; dynamic: also batch 3."""
+    providers = ["CPUExecutionProvider"]
+    atol = spec.atol
+    if options.half:  # FP16 graphs run on ONNX Runtime's CUDA provider when it exists, else on its CPU kernels
+        import onnxruntime as ort
+
+        if "CUDAExecutionProvider" in ort.get_available_providers():
+            providers.insert(0, "CUDAExecutionProvider")
+        atol = max(atol, HALF_ATOL)
+    session = ort_session(onnx_path, providers)
+    expected = torch_outputs(spec, image)
+    result = {"outputs": compare_outputs(spec, expected, ort_outputs(session, spec.input_name, deploy_image),
+                                         deploy_image, atol)}
+    if options.dynamic:
+        image3, deploy3, _ = sample_inputs(cfg, model, steps, DYNAMIC_CHECK_BATCH, options.input_shape[2:], seed=100)
+        expected3 = torch_outputs(spec, image3)
+        result["dynamic_batch"] = {
+            "batch": DYNAMIC_CHECK_BATCH,
+            "outputs": compare_outputs(spec, expected3, ort_outputs(session, spec.input_name, deploy3), deploy3, atol,
+                                       what=f"dynamic batch {DYNAMIC_CHECK_BATCH}: ")}
+    return result
+
+
+# ----------------------------------------------------------------------------- deploy.yaml
+def dataset_labels(cfg: Config, model: torch.nn.Module) -> tuple[list[str], list[list[int]]]:
+    """Class names and RGB palette: checkpoint meta, else the config's dataset, else the dataset class."""
+    from oars.visualization import get_palette
+
+    meta = dict(getattr(model, "dataset_meta", None) or {})
+    if not meta.get("classes"):
+        meta = _config_dataset_meta(cfg) or meta
+    num = int(getattr(model, "num_classes", 0) or 0)
+    classes = [str(c) for c in (meta.get("classes") or [str(i) for i in range(num)])]
+    try:
+        palette = get_palette(len(classes), meta.get("palette"))
+    except ValueError:
+        palette = get_palette(len(classes))
+    return classes, [[int(v) for v in row] for row in palette]
+
+
+def _config_dataset_meta(cfg: Config) -> dict:
+    loader = cfg.get("test_dataloader") or cfg.get("val_dataloader") or {}
+    ds = dict(loader.get("dataset") or {})
+    if ds.get("classes"):
+        return {"classes": ds["classes"], "palette": ds.get("palette")}
+    from mmengine.registry import DATASETS, DefaultScope
+
+    with DefaultScope.overwrite_default_scope(cfg.get("default_scope")):
+        with DATASETS.switch_scope_and_registry(cfg.get("default_scope")) as registry:
+            klass = registry.get(ds.get("type")) if ds.get("type") else None
+    info = dict(getattr(klass, "METAINFO", None) or {})
+    return {"classes": info.get("classes"), "palette": info.get("palette")} if info.get("classes") else {}
+
+
+def deploy_dict(cfg: Config, model: torch.nn.Module, spec: ExportSpec, options: ExportOptions,
+                steps: list[dict], checkpoint: str, onnx_path: str) -> dict:
+    """The deploy.yaml content (schema: oars.export.deploy_config)."""
+    labels, palette = dataset_labels(cfg, model)
+    b, c, h, w = options.input_shape
+    return {
+        "version": 1,
+        "model": {"name": str(cfg.model.get("type")), "task": str(cfg.get("default_scope")),
+                  "config": osp.basename(cfg.filename or ""), "checkpoint": osp.basename(checkpoint),
+                  "onnx": "model.onnx", "opset": _onnx_opset(onnx_path),
+                  "precision": "fp16" if options.half else "fp32"},
+        "labels": labels,
+        "palette": palette,
+        "input": {"name": spec.input_name, "shape": [-1 if options.dynamic else b, c, h, w],
+                  "dynamic_axes": {0: "batch"} if options.dynamic else {}, "dtype": "float32", "layout": "NCHW",
+                  "color": "BGR"},
+        "preprocess": steps,
+        "outputs": spec.outputs,
+        "postprocess": spec.postprocess,
+    }
+
+
+def _onnx_opset(path: str) -> int | None:
+    import onnx
+
+    model = onnx.load(path, load_external_data=False)
+    return next((int(o.version) for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
+
+
+def _build_tensorrt(onnx_path: str, out_dir: str, deploy: dict, deploy_path: str, half: bool, int8: bool,
+                    calib_dir: str | None) -> str:
+    from oars.export.tensorrt import build_engine
+
+    engine_path = osp.join(out_dir, "model.engine")
+    build_engine(onnx_path, engine_path, deploy, half=half, int8=int8, calib_dir=calib_dir)
+    deploy["model"]["engine"] = osp.basename(engine_path)
+    deploy["model"]["engine_precision"] = "int8" if int8 else "fp16" if half else "fp32"
+    write_deploy_yaml(deploy_path, deploy)
+    return engine_path

@@ -1,0 +1,45 @@
+"""The contract between the export core and a task's ``<task>/export.py``.
+
+The core loads the model, calls ``<task>.export.build_export_spec(model, cfg, options)`` and does everything
+else (ONNX, deploy.yaml, self-check); the task only says which module to trace and what its outputs mean.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+
+
+@dataclass
+class ExportOptions:
+    """What the user asked for; ``extra`` is the rest of ``cfg.export`` (output_op, postprocess, ...)."""
+
+    input_shape: tuple[int, int, int, int]  # (B, C, H, W) from cfg.export.input_shape
+    dynamic: bool = False  # dynamic batch axis
+    opset: int = 17
+    half: bool = False
+    extra: dict = field(default_factory=dict)
+
+
+@dataclass
+class ExportSpec:
+    """The module to export and the description of its outputs (written into deploy.yaml).
+
+    ``compare``, when given, replaces the plain per-output comparison of the self-check. It is called as
+    ``compare(expected, actual, image) -> dict[str, float]`` with ``expected`` (PyTorch) and ``actual``
+    (ONNX Runtime) dicts of output name -> numpy array and ``image`` the float32 input batch (numpy); it returns
+    a difference per output name (e.g. the max abs difference after matching detections as sets) that the core
+    compares with ``atol``, and may raise :class:`oars.export.ExportCheckError` itself for a structural
+    mismatch (e.g. a different number of detections).
+    """
+
+    module: torch.nn.Module  # takes ONE float32 tensor `image` [B,3,H,W], normalised; returns a tuple of tensors
+    input_name: str
+    output_names: list[str]
+    outputs: list[dict]  # per output: {name, shape (-1 for dynamic axes), dtype, meaning}
+    postprocess: dict  # what is inside the graph and what the predictor must still do
+    atol: float = 1e-4  # tolerance of the ORT-vs-PyTorch self-check (per output, scaled by max(1, max |expected|))
+    compare: Callable | None = None  # see the class docstring
+    custom_translation_table: dict | None = None  # torch op -> onnxscript function, for custom ops (e.g. oars::nms)

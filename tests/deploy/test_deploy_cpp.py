@@ -1,0 +1,204 @@
+"""deploy/cpp end to end: build oars_infer, export shrunk models with random weights, run them with the OpenCV DNN
+backend and compare with the Python predictor (deploy/python) on the same images.
+
+The build needs Debian's libopencv-dev, libyaml-cpp-dev, cmake and g++ (deploy/cpp/build.sh installs them when it
+can); the tests are skipped only when those packages cannot be installed. OpenCV 4.6 (Debian 12) cannot import some
+opset-17/18 forms of our graphs; deploy/cpp/opencv_compat.py rewrites them (see deploy/cpp/README.md), and the
+comparison is always against the Python predictor on the graph as exported.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import subprocess
+import sys
+
+import cv2
+import numpy as np
+import pytest
+import torch
+from demo_utils import ROOT
+
+CPP_DIR = os.path.join(ROOT, "deploy", "cpp")
+BINARY = os.path.join(CPP_DIR, "build", "oars_infer")
+SEG_CFG = os.path.join(ROOT, "configs/segmentation/unet/unet_demo_shapes.yaml")
+DEEPLAB_CFG = os.path.join(ROOT, "configs/segmentation/deeplabv3plus/deeplabv3plus_r50_40k_voc12.yaml")
+DET_CFG = os.path.join(ROOT, "configs/detection/yolov3/yolov3_darknet53_demo_shapes.yaml")
+SIZE = 64
+MIN_PIXEL_AGREEMENT = 0.995
+BOX_ATOL, SCORE_ATOL = 1e-2, 1e-3
+
+sys.path.insert(0, CPP_DIR)
+from opencv_compat import convert_model_dir  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def oars_infer() -> str:
+    """deploy/cpp/build.sh (incremental when deploy/cpp/build exists); skip only when the apt packages are missing."""
+    proc = subprocess.run(["bash", os.path.join(CPP_DIR, "build.sh")], capture_output=True, text=True, timeout=900)
+    if proc.returncode == 2 and ("missing packages" in proc.stderr or "could not install" in proc.stderr):
+        pytest.skip(f"deploy/cpp needs apt packages that cannot be installed here: {proc.stderr.strip()[-300:]}")
+    assert proc.returncode == 0, f"deploy/cpp/build.sh failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    assert os.path.isfile(BINARY)
+    return BINARY
+
+
+@pytest.fixture(scope="module")
+def images(tmp_path_factory) -> str:
+    """Square, landscape and portrait images (keep_ratio resizing, padding and cropping all matter)."""
+    folder = tmp_path_factory.mktemp("cpp_images")
+    rng = np.random.default_rng(0)
+    for i, (h, w) in enumerate([(128, 128), (96, 150), (110, 70)]):
+        img = (rng.random((h, w, 3)) * 255).astype(np.uint8)
+        cv2.circle(img, (w // 2, h // 2), min(h, w) // 4, (40, 200, 60), -1)
+        cv2.rectangle(img, (4, 4), (w // 3, h // 3), (220, 40, 40), -1)
+        cv2.imwrite(str(folder / f"img{i}.png"), img)
+    return str(folder)
+
+
+def _export(config: str, folder: str, overrides: list[str] = (), dynamic: bool = False) -> str:
+    """Shrunk model of ``config`` with random weights (varied BN statistics, a strong classifier so that the
+    labels are not all one class) exported at 1x3x64x64 with oars' export_model; returns the model folder."""
+    import config_checks_detection
+    import config_checks_segmentation
+    from mmengine.registry import MODELS, DefaultScope
+
+    from oars.config import apply_overrides, load_config
+    from oars.export.onnx_export import export_model
+
+    cfg = load_config(config)
+    shrink = {"segmentation": config_checks_segmentation, "detection": config_checks_detection}[cfg.default_scope]
+    opts = [f"export.input_shape=[1,3,{SIZE},{SIZE}]", *overrides]
+    for split in ("test_dataloader", "val_dataloader"):
+        for i, step in enumerate(cfg[split]["dataset"]["pipeline"]):
+            if step["type"] == "Resize":
+                opts.append(f"{split}.dataset.pipeline.{i}.scale=[{SIZE},{SIZE}]")
+    apply_overrides(cfg, opts)
+    cfg.model = shrink.shrink_model(cfg.model)
+    torch.manual_seed(0)
+    with DefaultScope.overwrite_default_scope(cfg.default_scope):
+        model = MODELS.build(copy.deepcopy(cfg.model)).eval()
+    g = torch.Generator().manual_seed(1)
+    for m in model.modules():
+        if isinstance(m, torch.nn.modules.batchnorm._BatchNorm) and m.running_mean is not None:
+            m.running_mean.copy_(torch.randn(m.running_mean.shape, generator=g) * 0.1)
+            m.running_var.copy_(torch.rand(m.running_var.shape, generator=g) + 0.5)
+    if cfg.default_scope == "segmentation":
+        _standardise_logits(model, g)
+    os.makedirs(folder, exist_ok=True)
+    ckpt = os.path.join(folder, "model.pth")
+    classes = [f"class{i}" for i in range(cfg.model.num_classes)]
+    torch.save({"state_dict": model.state_dict(), "meta": {"dataset_meta": {"classes": classes}}}, ckpt)
+    out = os.path.join(folder, "export")
+    export_model(cfg, ckpt, out, dynamic=dynamic)
+    return out
+
+
+def _standardise_logits(model: torch.nn.Module, g: torch.Generator) -> None:
+    """Scale each class's classifier row so its logits have mean 0 / std 1 over a random input: a random-weight
+    segmentor otherwise predicts one class everywhere (features vary little, biases dominate)."""
+    conv = model.decode_head.conv_seg
+    with torch.no_grad():
+        logits = model.encode_decode(torch.rand(2, 3, SIZE, SIZE, generator=g) * 4 - 2)
+        mean, std = logits.mean((0, 2, 3)), logits.std((0, 2, 3)).clamp(min=1e-6)
+        conv.weight.div_(std[:, None, None, None])
+        conv.bias.sub_(mean).div_(std)
+
+
+def _run(binary: str, model_dir: str, image: str, out: str, backend: str = "opencv") -> list[dict]:
+    proc = subprocess.run([binary, "--model-dir", model_dir, "--image", image, "--out", out, "--backend", backend],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, f"oars_infer failed ({proc.returncode}):\n{proc.stderr[-3000:]}"
+    return [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
+
+
+def _opencv_model_dir(model_dir: str, folder: str) -> str:
+    """The exported graph, rewritten into ops OpenCV DNN 4.6 imports (a copy; the original stays the reference)."""
+    out = os.path.join(folder, "opencv")
+    convert_model_dir(model_dir, out)
+    return out
+
+
+def _python_predictor(model_dir: str):
+    from deploy.python.predictor import Predictor
+
+    return Predictor(model_dir)
+
+
+def _check_segmentation(results: list[dict], predictor, images: str) -> None:
+    assert len(results) == len(os.listdir(images))
+    for r in results:
+        ref = predictor.predict([cv2.imread(r["image"])])[0]["label"]
+        got = cv2.imread(r["label_png"], cv2.IMREAD_UNCHANGED)
+        assert got.shape == ref.shape == tuple(r["shape"])
+        agreement = float((got == ref).mean())
+        assert agreement >= MIN_PIXEL_AGREEMENT, f"{r['image']}: C++ and Python labels agree on {agreement:.4%}"
+        counts = np.bincount(got.ravel(), minlength=len(r["counts"]))
+        assert counts.tolist() == r["counts"]
+        assert os.path.isfile(r["label_png"].replace("_label.png", "_vis.png"))
+
+
+@pytest.fixture(scope="module")
+def unet_dir(tmp_path_factory) -> str:
+    return _export(SEG_CFG, str(tmp_path_factory.mktemp("unet")))
+
+
+def test_cpp_unet_matches_python_predictor(oars_infer, unet_dir, images, tmp_path):
+    model_dir = unet_dir
+    results = _run(oars_infer, model_dir, images, str(tmp_path / "out"))  # UNet runs in OpenCV 4.6 as exported
+    _check_segmentation(results, _python_predictor(model_dir), images)
+    classes = {c for r in results for c, n in enumerate(r["counts"]) if n}
+    assert len(classes) >= 2, "degenerate test model: a single class everywhere"
+
+
+@pytest.mark.slow
+def test_cpp_deeplabv3plus_matches_python_predictor(oars_infer, images, tmp_path):
+    model_dir = _export(DEEPLAB_CFG, str(tmp_path / "deeplab"))
+    results = _run(oars_infer, _opencv_model_dir(model_dir, str(tmp_path)), images, str(tmp_path / "out"))
+    _check_segmentation(results, _python_predictor(model_dir), images)
+
+
+def _match_detections(got: list[dict], ref: dict, image: str) -> None:
+    assert len(got) == len(ref["scores"]), f"{image}: C++ {len(got)} detections, Python {len(ref['scores'])}"
+    unused = list(range(len(got)))
+    for box, score, label in zip(ref["bboxes"], ref["scores"], ref["labels"]):
+        match = next((k for k in unused if got[k]["label"] == int(label)
+                      and np.abs(np.asarray(got[k]["bbox"]) - box).max() <= BOX_ATOL
+                      and abs(got[k]["score"] - float(score)) <= SCORE_ATOL), None)
+        assert match is not None, f"{image}: Python detection {box.tolist()} {score:.5f} {label} has no C++ partner"
+        unused.remove(match)
+
+
+def test_cpp_yolov3_raw_matches_python_predictor(oars_infer, images, tmp_path):
+    model_dir = _export(DET_CFG, str(tmp_path / "yolo"), ["export.postprocess=false"])
+    results = _run(oars_infer, _opencv_model_dir(model_dir, str(tmp_path)), images, str(tmp_path / "out"))
+    predictor = _python_predictor(model_dir)
+    per_image: dict[str, list[dict]] = {}
+    for r in results:
+        per_image.setdefault(r["image"], [])
+        if "bbox" in r:
+            per_image[r["image"]].append(r)
+    assert len(per_image) == len(os.listdir(images))
+    total = 0
+    for image, dets in per_image.items():
+        _match_detections(dets, predictor.predict([cv2.imread(image)])[0], image)
+        total += len(dets)
+    assert total > 0, "degenerate test model: no detections at all"
+
+
+def test_cpp_clear_errors(oars_infer, images, tmp_path):
+    proc = subprocess.run([oars_infer, "--model-dir", str(tmp_path), "--image", images, "--out", str(tmp_path)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 1 and "deploy.yaml" in proc.stderr
+    proc = subprocess.run([oars_infer, "--model-dir", str(tmp_path)], capture_output=True, text=True)
+    assert proc.returncode == 1 and "--image" in proc.stderr
+
+
+def test_cpp_backend_not_built_names_the_cmake_option(oars_infer, unet_dir, images, tmp_path):
+    proc = subprocess.run([oars_infer, "--model-dir", unet_dir, "--image", images, "--out", str(tmp_path / "o"),
+                           "--backend", "tensorrt"], capture_output=True, text=True)
+    if proc.returncode == 0:
+        pytest.skip("this oars_infer was built with TensorRT")
+    assert "TENSORRT_ROOT" in proc.stderr

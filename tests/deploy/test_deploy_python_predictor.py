@@ -1,0 +1,235 @@
+"""deploy/python end to end: export the (shrunk, random-weight) demo models, run deploy/python/infer.py with torch
+blocked, and compare its files with tools/infer.py's on the same images and checkpoint.
+
+Segmentation is exported with ``output_op: none`` so the comparison is exact (the predictor resizes the logits
+bilinearly, then takes the argmax, as the segmentor does); the argmax-in-graph path is checked in
+test_deploy_python_preprocess.py. Images are square so that the export input (fixed 64x64 / 128x128) is what
+the PyTorch pipeline feeds too (non-square images are padded further at deploy time).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import os.path as osp
+import subprocess
+import sys
+
+import cv2
+import numpy as np
+import onnx
+import pytest
+import torch
+from mmengine.registry import MODELS, DefaultScope
+from onnx import TensorProto, helper, numpy_helper
+from PIL import Image
+
+from deploy.python.errors import DeployError
+from deploy.python.infer import main as infer_main
+from deploy.python.predictor import Predictor
+from oars.config import load_config
+from oars.errors import OarsError
+from oars.export.deploy_config import write_deploy_yaml
+
+ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
+INFER = osp.join(ROOT, "deploy/python/infer.py")
+SEG_CFG = osp.join(ROOT, "configs/segmentation/unet/unet_demo_shapes.yaml")
+DET_CFG = osp.join(ROOT, "configs/detection/yolov3/yolov3_darknet53_demo_shapes.yaml")
+SEG_OVERRIDES = ["model.backbone.base_channels=4", "model.decode_head.channels=4", "export.output_op=none"]
+DET_OVERRIDES = ["model.backbone.base_channels=4"]
+
+# Any import of torch, torchvision or mmengine fails in the predictor's process.
+BLOCK_TORCH = """
+import importlib.abc, runpy, sys
+class _NoTorch(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split('.')[0] in ('torch', 'torchvision', 'mmengine'):
+            raise ImportError('blocked in this test: ' + name)
+        return None
+sys.meta_path.insert(0, _NoTorch())
+"""
+
+
+def run_without_torch(code: str, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": ""}
+    return subprocess.run([sys.executable, "-c", BLOCK_TORCH + code, *args], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=300)
+
+
+def run_infer_without_torch(*args: str) -> subprocess.CompletedProcess:
+    code = f"sys.argv = [{INFER!r}] + sys.argv[1:]\nrunpy.run_path({INFER!r}, run_name='__main__')\n"
+    return run_without_torch(code, *args)
+
+
+def _images(folder: str, sizes: list[int]) -> str:
+    os.makedirs(folder, exist_ok=True)
+    rng = np.random.default_rng(0)
+    for i, size in enumerate(sizes):
+        img = np.full((size, size, 3), 40 + 30 * i, np.uint8)
+        img += rng.integers(0, 20, img.shape, dtype=np.uint8)
+        cv2.circle(img, (size // 3, size // 2), size // 5, (230, 60, 60), -1)
+        cv2.rectangle(img, (size // 2, size // 4), (size - 10, size // 2), (60, 190, 90), -1)
+        cv2.imwrite(osp.join(folder, f"img{i}.png"), img)
+    return folder
+
+
+def _random_checkpoint(cfg_path: str, overrides: list[str], path: str) -> str:
+    cfg = load_config(cfg_path, overrides)
+    with DefaultScope.overwrite_default_scope(cfg.default_scope):
+        torch.manual_seed(0)
+        model = MODELS.build(copy.deepcopy(cfg.model))
+    ds = cfg.test_dataloader.dataset
+    meta = {"dataset_meta": {"classes": list(ds.classes), "palette": [list(p) for p in ds.palette]}}
+    torch.save({"state_dict": model.state_dict(), "meta": meta}, path)
+    return path
+
+
+def _export(tmp, cfg_path: str, overrides: list[str]) -> tuple[str, str]:
+    from oars.export.onnx_export import export_model
+
+    ckpt = _random_checkpoint(cfg_path, overrides, str(tmp / "model.pth"))
+    out = str(tmp / "export")
+    export_model(cfg_path, ckpt, out, overrides=overrides)
+    return ckpt, out
+
+
+def _tools_infer(cfg_path: str, ckpt: str, images: str, out: str, overrides: list[str]) -> None:
+    """What tools/infer.py -c CFG -w CKPT -i IMAGES -o OUT OVERRIDES... runs, in this process (no second start-up)."""
+    import importlib
+
+    from oars.engine.entry import load
+
+    cfg = load(cfg_path, overrides)
+    importlib.import_module(f"{cfg.default_scope}.apis").run_inference(cfg, ckpt, images, out)
+
+
+def test_predictor_modules_import_without_torch():
+    proc = run_without_torch("import deploy.python.predictor, deploy.python.outputs, deploy.python.backends\n"
+                             "print('torch' in sys.modules, 'mmengine' in sys.modules)")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.split() == ["False", "False"]
+
+
+def test_segmentation_end_to_end_matches_tools_infer(tmp_path):
+    ckpt, model_dir = _export(tmp_path, SEG_CFG, SEG_OVERRIDES)
+    images = _images(str(tmp_path / "images"), [128, 128, 96])
+    _tools_infer(SEG_CFG, ckpt, images, str(tmp_path / "torch"), SEG_OVERRIDES)
+    proc = run_infer_without_torch("--model-dir", model_dir, "-i", images, "-o", str(tmp_path / "deploy"),
+                                   "--benchmark", "--warmup", "1", "--runs", "3")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "wrote 3 pictures" in proc.stdout and "end_to_end" in proc.stdout and "images/s" in proc.stdout
+    for i in range(3):
+        ref = np.asarray(Image.open(tmp_path / "torch" / f"img{i}.png"))
+        got = np.asarray(Image.open(tmp_path / "deploy" / f"img{i}.png"))
+        assert got.shape == ref.shape
+        np.testing.assert_array_equal(got, ref)
+        vis_ref = cv2.imread(str(tmp_path / "torch" / f"img{i}_vis.png"))
+        vis_got = cv2.imread(str(tmp_path / "deploy" / f"img{i}_vis.png"))
+        np.testing.assert_array_equal(vis_got, vis_ref)
+
+
+@pytest.mark.parametrize("in_graph_nms", [True, pytest.param(False, marks=pytest.mark.slow)], ids=["nms", "raw"])
+def test_detection_end_to_end_matches_tools_infer(tmp_path, in_graph_nms):
+    overrides = DET_OVERRIDES + ([] if in_graph_nms else ["export.postprocess=false"])
+    ckpt, model_dir = _export(tmp_path, DET_CFG, overrides)
+    inside = Predictor(model_dir).post["inside_graph"]
+    assert inside == (["decode", "nms"] if in_graph_nms else ["decode"])
+    images = _images(str(tmp_path / "images"), [128, 160])
+    _tools_infer(DET_CFG, ckpt, images, str(tmp_path / "torch"), DET_OVERRIDES)
+    infer_main(["--model-dir", model_dir, "-i", images, "-o", str(tmp_path / "deploy"), "--draw-threshold", "0.2"])
+    with open(tmp_path / "torch" / "detections.json") as f:
+        ref = json.load(f)
+    with open(tmp_path / "deploy" / "detections.json") as f:
+        got = json.load(f)
+    assert [r["image"] for r in got] == [r["image"] for r in ref]
+    for r_got, r_ref in zip(got, ref):
+        assert len(r_got["detections"]) == len(r_ref["detections"]) > 0
+        for a, b in zip(r_got["detections"], r_ref["detections"]):
+            assert (a["label"], a["class"]) == (b["label"], b["class"])
+            # the JSON rounds boxes to 0.01 px: values within 1e-3 px may round 0.01 apart
+            np.testing.assert_allclose(a["bbox"], b["bbox"], rtol=0, atol=0.01 + 1e-6)
+            assert abs(a["score"] - b["score"]) <= 1e-4 + 1e-5
+    for i in range(2):
+        assert osp.isfile(tmp_path / "deploy" / f"img{i}_vis.png")
+
+
+# ----------------------------------------------------------------------------- batching and errors (tiny ONNX)
+def _tiny_model_dir(folder: str, batch: int) -> tuple[str, np.ndarray]:
+    """A 1x1-conv 'segmentor' (3 -> 4 classes) at 32x32 with deploy.yaml; ``batch`` -1 = dynamic."""
+    weight = np.random.default_rng(0).normal(size=(4, 3, 1, 1)).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["image", "w"], ["logits"])], "tiny",
+        [helper.make_tensor_value_info("image", TensorProto.FLOAT, [batch if batch > 0 else "batch", 3, 32, 32])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [batch if batch > 0 else "batch", 4, 32, 32])],
+        [numpy_helper.from_array(weight, "w")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    os.makedirs(folder, exist_ok=True)
+    onnx.save(model, osp.join(folder, "model.onnx"))
+    write_deploy_yaml(osp.join(folder, "deploy.yaml"), {
+        "version": 1, "model": {"name": "Tiny", "task": "segmentation", "onnx": "model.onnx"},
+        "labels": ["a", "b", "c", "d"], "palette": [[0, 0, 0], [255, 0, 0], [0, 255, 0], [0, 0, 255]],
+        "input": {"name": "image", "shape": [batch, 3, 32, 32], "dtype": "float32", "layout": "NCHW", "color": "BGR"},
+        "preprocess": [{"type": "Resize", "size": [32, 32], "keep_ratio": True, "interpolation": "linear"},
+                       {"type": "Normalize", "mean": [0, 0, 0], "std": [255, 255, 255], "to_rgb": True},
+                       {"type": "Pad", "size": [32, 32], "value": 0.0}, {"type": "Permute"}],
+        "outputs": [{"name": "logits", "shape": [batch, 4, 32, 32], "dtype": "float32"}],
+        "postprocess": {"type": "segmentation", "output_op": "none", "resize_to_original": "bilinear"}})
+    return folder, weight
+
+
+@pytest.mark.parametrize("batch", [-1, 1, 2], ids=["dynamic", "static1", "static2"])
+def test_predictor_batches_like_single_images(tmp_path, batch):
+    model_dir, _ = _tiny_model_dir(str(tmp_path / "m"), batch)
+    rng = np.random.default_rng(1)
+    images = [rng.integers(0, 256, (h, w, 3), dtype=np.uint8) for h, w in [(40, 64), (32, 32), (50, 20)]]
+    predictor = Predictor(model_dir)
+    together = predictor.predict(images)
+    alone = [predictor.predict([img])[0] for img in images]
+    for img, a, b in zip(images, together, alone):
+        assert a["label"].shape == img.shape[:2]
+        np.testing.assert_array_equal(a["label"], b["label"])
+
+
+def test_infer_cli_errors(tmp_path):
+    model_dir, _ = _tiny_model_dir(str(tmp_path / "m"), -1)
+    img_dir = _images(str(tmp_path / "images"), [40])
+    out = str(tmp_path / "out")
+    with pytest.raises(OarsError, match="deploy file not found"):
+        infer_main(["--model-dir", str(tmp_path), "-i", img_dir, "-o", out])
+    with pytest.raises(DeployError, match="applies to detection"):
+        infer_main(["--model-dir", model_dir, "-i", img_dir, "-o", out, "--draw-threshold", "0.5"])
+    with pytest.raises(OarsError, match="neither an image file nor a folder"):
+        infer_main(["--model-dir", model_dir, "-i", str(tmp_path / "nope"), "-o", out])
+    with pytest.raises(DeployError, match="no engine"):
+        infer_main(["--model-dir", model_dir, "-i", img_dir, "-o", out, "--backend", "tensorrt", "--device", "cuda"])
+    import onnxruntime as ort
+
+    if "CUDAExecutionProvider" not in ort.get_available_providers():
+        with pytest.raises(DeployError, match="no CUDAExecutionProvider"):
+            infer_main(["--model-dir", model_dir, "-i", img_dir, "-o", out, "--device", "cuda"])
+    infer_main(["--model-dir", model_dir, "-i", img_dir, "-o", out])
+    assert sorted(os.listdir(out)) == ["img0.png", "img0_vis.png"]
+
+
+def test_infer_cli_reports_errors_without_traceback(tmp_path):
+    proc = run_infer_without_torch("--model-dir", str(tmp_path), "-i", str(tmp_path), "-o", str(tmp_path / "o"))
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("error: deploy file not found") and "Traceback" not in proc.stderr
+
+
+@pytest.mark.gpu
+def test_cuda_predictor_matches_cpu(tmp_path):
+    """--device cuda (ONNX Runtime's CUDAExecutionProvider; CuPy pre/post-processing when installed) == CPU."""
+    import onnxruntime as ort
+
+    if "CUDAExecutionProvider" not in ort.get_available_providers():
+        pytest.skip("this onnxruntime has no CUDAExecutionProvider (install onnxruntime-gpu)")
+    model_dir, _ = _tiny_model_dir(str(tmp_path / "m"), -1)
+    rng = np.random.default_rng(2)
+    images = [rng.integers(0, 256, (h, w, 3), dtype=np.uint8) for h, w in [(40, 64), (50, 20)]]
+    cpu = Predictor(model_dir).predict(images)
+    cuda = Predictor(model_dir, device="cuda").predict(images)
+    for a, b in zip(cpu, cuda):
+        assert (a["label"] != b["label"]).mean() < 1e-3  # float differences between the providers at ties only

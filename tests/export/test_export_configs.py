@@ -1,0 +1,66 @@
+"""Every config in configs/ exports (shrunk, 64-px input) and ONNX Runtime reproduces PyTorch.
+
+Exports are slow (the dynamo exporter traces the whole network), so one config per architecture (model, backbone,
+neck, heads, test mode; demo configs first) runs by default and the others are marked slow. The segmentation demo
+architecture is exported by test_export_core.py already.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+
+import pytest
+from demo_utils import DEMO_CFG, ROOT
+from export_cases import shrunk_export_case
+
+from oars.config import load_config
+from oars.export import export_model, preprocess_steps, read_deploy_yaml
+
+CONFIGS = sorted(c for c in glob.glob(os.path.join(ROOT, "configs", "**", "*.yaml"), recursive=True)
+                 if "_base_" not in c)
+
+
+def _architecture(path: str) -> tuple:
+    model = load_config(path).model
+
+    def kind(key: str) -> object:
+        part = model.get(key)
+        return [p.get("type") for p in part] if isinstance(part, list) else part and part.get("type")
+
+    heads = tuple(str(kind(k)) for k in ("neck", "decode_head", "auxiliary_head", "bbox_head"))
+    return model.type, model.backbone.type, heads, (model.get("test_cfg") or {}).get("mode")
+
+
+def _params() -> list:
+    seen = {_architecture(DEMO_CFG)}
+    params = []
+    for path in sorted(CONFIGS, key=lambda p: "demo" not in p):
+        sig = _architecture(path)
+        marks = [pytest.mark.slow] if sig in seen else []
+        seen.add(sig)
+        params.append(pytest.param(path, id=os.path.relpath(path, os.path.join(ROOT, "configs")), marks=marks))
+    return params
+
+
+def test_every_config_is_covered():
+    assert len(CONFIGS) >= 16
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=[os.path.relpath(c, os.path.join(ROOT, "configs")) for c in CONFIGS])
+def test_export_section_fits_the_test_pipeline(path):
+    """As written (full size): export.input_shape is a size the test pipeline + data preprocessor produce."""
+    steps = preprocess_steps(load_config(path))
+    assert [s["type"] for s in steps] == ["Resize", "Normalize", "Pad", "Permute"]
+
+
+@pytest.mark.parametrize("path", _params())
+def test_config_exports_with_parity(path, tmp_path):
+    cfg, ckpt = shrunk_export_case(path, str(tmp_path))
+    result = export_model(cfg, ckpt, str(tmp_path / "export"))
+    deploy = read_deploy_yaml(result["deploy"])
+    assert deploy["model"]["task"] == cfg.default_scope
+    assert deploy["input"]["shape"] == [1, 3, 64, 64]
+    assert len(deploy["labels"]) == cfg.model.num_classes
+    assert set(result["check"]["outputs"]) == {o["name"] for o in deploy["outputs"]}
+    assert result["check"]["preprocess_max_abs_diff"] <= 1e-6

@@ -1,0 +1,64 @@
+"""Export a trained model: tools/export.py -c CONFIG -w CKPT --format onnx|tensorrt [-o OUT_DIR] [--dynamic]
+[--half] [--int8 --calib-dir DIR] [--opset N].
+
+Writes OUT_DIR/model.onnx and OUT_DIR/deploy.yaml (default OUT_DIR: work_dirs/<config name>/export), and
+model.engine for --format tensorrt. The export checks itself: ONNX Runtime must reproduce PyTorch on a sample
+input, or the export fails. ``-o`` also takes ``key=value`` config overrides, as on every tool:
+``-o out/ export.input_shape=[1,3,256,256] export.output_op=softmax``.
+"""
+
+import argparse
+import os.path as osp
+
+from oars.cli import run_cli, split_output_and_overrides
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("-c", "--config", required=True, help="YAML config file")
+    parser.add_argument("-w", "--weights", required=True, help="checkpoint")
+    parser.add_argument("--format", default="onnx", help="onnx (default) or tensorrt")
+    parser.add_argument("-o", "--opt", dest="values", nargs="+", action="extend", default=[],
+                        metavar="OUT_DIR|KEY=VALUE", help="output folder and/or config overrides")
+    parser.add_argument("--output-dir", default=None, help="output folder (alternative to -o OUT_DIR)")
+    parser.add_argument("--dynamic", action="store_true", help="dynamic batch axis (exported at the config's batch)")
+    parser.add_argument("--half", action="store_true", help="FP16 (onnx: FP16 weights, needs --device cuda; "
+                        "tensorrt: FP16 engine)")
+    parser.add_argument("--int8", action="store_true", help="tensorrt: INT8 engine calibrated on --calib-dir")
+    parser.add_argument("--calib-dir", default=None, help="folder of calibration images for --int8")
+    parser.add_argument("--opset", type=int, default=17, help="ONNX opset (default 17)")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda (the device the model is traced on)")
+    parser.add_argument("--no-check", action="store_true", help="skip the ONNX Runtime vs PyTorch self-check")
+    args = parser.parse_args()
+    stem = osp.splitext(osp.basename(args.config))[0]
+    out_dir, overrides = split_output_and_overrides(args.values, args.output_dir,
+                                                    default=osp.join("work_dirs", stem, "export"))
+
+    from oars.export import export_model
+
+    result = export_model(args.config, args.weights, out_dir, fmt=args.format, dynamic=args.dynamic,
+                          opset=args.opset, half=args.half, int8=args.int8, calib_dir=args.calib_dir,
+                          overrides=overrides, check=not args.no_check, device=args.device)
+    for key in ("onnx", "deploy", "engine"):
+        if key in result:
+            print(f"wrote {result[key]}")
+    print(format_check(result.get("check")))
+
+
+def format_check(check: dict | None) -> str:
+    """One line per output: the max abs difference ONNX Runtime vs PyTorch and its tolerance."""
+    if not check:
+        return "self-check: skipped (--no-check)"
+    lines = [f"self-check passed (ONNX Runtime vs PyTorch); preprocessing max abs diff "
+             f"{check.get('preprocess_max_abs_diff', 0.0):.3g}"]
+    parts = [("", check["outputs"])]
+    if "dynamic_batch" in check:
+        parts.append((f" [batch {check['dynamic_batch']['batch']}]", check["dynamic_batch"]["outputs"]))
+    for suffix, outputs in parts:
+        for name, r in outputs.items():
+            lines.append(f"  {name}{suffix}: max abs diff {r['max_abs_diff']:.3g} (tolerance {r['tolerance']:.3g})")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    run_cli(main)
