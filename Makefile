@@ -10,7 +10,7 @@ DEMO_DIR := work_dirs/demo
 DET_CFG := configs/detection/yolov3/yolov3_darknet53_demo_shapes.yaml
 DET_DIR := work_dirs/demo_det
 
-.PHONY: demo demo-seg demo-det demo-data test bench lint setup clean-demo
+.PHONY: demo demo-seg demo-det demo-data test bench cpp lint setup clean-demo
 
 setup: $(STAMP)
 
@@ -22,7 +22,8 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: demo-seg demo-det
-	@echo "demo done: segmentation in $(DEMO_DIR), detection in $(DET_DIR) (metrics.json, pictures/, infer/, report.html)"
+	@echo "demo done: segmentation in $(DEMO_DIR), detection in $(DET_DIR) (metrics.json, pictures/, infer/, \
+	export/ (model.onnx + deploy.yaml), deploy_infer/, report.html)"
 
 demo-data: $(STAMP)
 	$(PY) -m oars.data.demo_shapes --out data/demo_shapes
@@ -33,6 +34,9 @@ demo-seg: demo-data
 		--show-dir $(DEMO_DIR)/pictures
 	$(PY) tools/infer.py -c $(DEMO_CFG) -w "$$(cat $(DEMO_DIR)/last_checkpoint)" \
 		-i data/demo_shapes/images/val -o $(DEMO_DIR)/infer
+	$(PY) tools/export.py -c $(DEMO_CFG) -w "$$(cat $(DEMO_DIR)/last_checkpoint)" -o $(DEMO_DIR)/export --dynamic
+	$(PY) deploy/python/infer.py --model-dir $(DEMO_DIR)/export -i data/demo_shapes/images/val \
+		-o $(DEMO_DIR)/deploy_infer --benchmark
 
 demo-det: demo-data
 	$(PY) tools/train.py -c $(DET_CFG) --work-dir $(DET_DIR)
@@ -40,6 +44,9 @@ demo-det: demo-data
 		--show-dir $(DET_DIR)/pictures --report
 	$(PY) tools/infer.py -c $(DET_CFG) -w "$$(cat $(DET_DIR)/last_checkpoint)" \
 		-i data/demo_shapes/images/val -o $(DET_DIR)/infer
+	$(PY) tools/export.py -c $(DET_CFG) -w "$$(cat $(DET_DIR)/last_checkpoint)" -o $(DET_DIR)/export --dynamic
+	$(PY) deploy/python/infer.py --model-dir $(DET_DIR)/export -i data/demo_shapes/images/val \
+		-o $(DET_DIR)/deploy_infer --benchmark
 
 test: $(STAMP)
 	$(PY) -m pytest -q
@@ -47,6 +54,10 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(PY) benchmarks/train_step.py
 	$(PY) benchmarks/data_pipeline.py
+	$(PY) benchmarks/infer_latency.py
+
+cpp:
+	deploy/cpp/build.sh
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -83,7 +83,7 @@ def export_model(config: str | Config, checkpoint: str, out_dir: str, *, fmt: st
     onnx_path, deploy_path = osp.join(out_dir, "model.onnx"), osp.join(out_dir, "deploy.yaml")
     tmp_onnx = osp.join(out_dir, ".model.onnx.tmp")
     try:
-        _torch_onnx_export(spec, image, tmp_onnx, options)
+        export_spec_to_onnx(spec, image, tmp_onnx, options)
         result: dict[str, Any] = {"onnx": onnx_path, "deploy": deploy_path}
         if check:
             result["check"] = self_check(spec, tmp_onnx, image, deploy_image, cfg, model, steps, options, device)
@@ -96,7 +96,8 @@ def export_model(config: str | Config, checkpoint: str, out_dir: str, *, fmt: st
             os.remove(tmp_onnx)
     write_deploy_yaml(deploy_path, deploy)
     if fmt == "tensorrt":
-        result["engine"] = _build_tensorrt(onnx_path, out_dir, deploy, deploy_path, half, int8, calib_dir)
+        result["engine"] = _build_tensorrt(onnx_path, out_dir, deploy, deploy_path, half, int8, calib_dir,
+                                           opt_batch=options.input_shape[0])
     return result
 
 
@@ -154,7 +155,7 @@ class _HalfModule(torch.nn.Module):
         return tuple(o.float() if o.is_floating_point() else o for o in outs)
 
 
-def _torch_onnx_export(spec: ExportSpec, image: torch.Tensor, path: str, options: ExportOptions) -> None:
+def export_spec_to_onnx(spec: ExportSpec, image: torch.Tensor, path: str, options: ExportOptions) -> None:
     """torch.onnx.export (dynamo) with axis 0 dynamic when asked; its chatter goes to the log, not the console."""
     kwargs: dict[str, Any] = {}
     if options.dynamic:
@@ -269,11 +270,11 @@ def _onnx_opset(path: str) -> int | None:
 
 
 def _build_tensorrt(onnx_path: str, out_dir: str, deploy: dict, deploy_path: str, half: bool, int8: bool,
-                    calib_dir: str | None) -> str:
+                    calib_dir: str | None, opt_batch: int = 1) -> str:
     from oars.export.tensorrt import build_engine
 
     engine_path = osp.join(out_dir, "model.engine")
-    build_engine(onnx_path, engine_path, deploy, half=half, int8=int8, calib_dir=calib_dir)
+    build_engine(onnx_path, engine_path, deploy, half=half, int8=int8, calib_dir=calib_dir, opt_batch=opt_batch)
     deploy["model"]["engine"] = osp.basename(engine_path)
     deploy["model"]["engine_precision"] = "int8" if int8 else "fp16" if half else "fp32"
     write_deploy_yaml(deploy_path, deploy)

@@ -1,0 +1,139 @@
+"""Inference latency and throughput: PyTorch eager vs ONNX Runtime (vs TensorRT when available).
+
+For DeepLabV3-R50, U-Net and YOLOv3-DarkNet53 (their full-size configs, random weights), the exported graph of each
+model (``{task}.export.build_export_spec``: normalised image in, final outputs out: argmax labels / boxes after NMS)
+is run by every engine on the same input at batch 1 and 8. Printed: median and p90 latency per batch, images/s and
+the speed-up against PyTorch eager (same process, runs of the engines interleaved).
+
+    python benchmarks/infer_latency.py [--size 256] [--runs 10] [--batches 1 8] [--device cpu|cuda]
+                                       [--models deeplabv3 unet yolov3]
+
+``--size`` overrides the square input size of every model (default: each config's export.input_shape: 512/512/608).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import importlib
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from benchmarks.common import ROOT  # noqa: E402
+
+MODELS = {
+    "deeplabv3": ("DeepLabV3-R50", "configs/segmentation/deeplabv3/deeplabv3_r50_40k_voc12.yaml"),
+    "unet": ("U-Net", "configs/segmentation/unet/unet_s5-d16_40k_voc12.yaml"),
+    "yolov3": ("YOLOv3-DarkNet53", "configs/detection/yolov3/yolov3_darknet53_270e_coco.yaml"),
+}
+
+
+def build_spec(cfg_path: str, size: int | None):
+    """The model's export spec (module + output names) at a square input of ``size`` (or the config's)."""
+    from mmengine.registry import MODELS as ROOT_MODELS
+    from mmengine.registry import DefaultScope
+
+    from oars.config import load_config
+    from oars.export.spec import ExportOptions
+
+    cfg = load_config(os.path.join(ROOT, cfg_path))
+    with DefaultScope.overwrite_default_scope(cfg.default_scope):
+        model = ROOT_MODELS.build(copy.deepcopy(cfg.model)).eval()
+    h, w = cfg.export.input_shape[2:]
+    if size:
+        h = w = size
+    extra = {k: v for k, v in cfg.export.items() if k != "input_shape"}
+    options = ExportOptions(input_shape=(1, 3, h, w), dynamic=True, extra=extra)
+    spec = importlib.import_module(f"{cfg.default_scope}.export").build_export_spec(model, cfg, options)
+    return spec.module.eval(), spec, options
+
+
+def timed(fn: Callable[[], object], runs: int, warmup: int, sync: Callable[[], None]) -> list[float]:
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(runs):
+        sync()
+        start = time.perf_counter()
+        fn()
+        sync()
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def engines(spec, options, module, onnx_path: str, device: str, x: torch.Tensor) -> dict[str, Callable]:
+    """name -> a zero-argument callable running one batch."""
+    import onnxruntime as ort
+
+    from oars.export.onnx_export import export_spec_to_onnx
+
+    if not os.path.exists(onnx_path):
+        export_spec_to_onnx(spec, torch.zeros(options.input_shape), onnx_path, options)
+    dev_x = x.to(device)
+    out = {"pytorch eager": lambda: module(dev_x)}
+    providers = (["CUDAExecutionProvider"] if device == "cuda" else []) + ["CPUExecutionProvider"]
+    session = ort.InferenceSession(onnx_path, providers=[p for p in providers if p in ort.get_available_providers()])
+    feed = {spec.input_name: x.numpy()}
+    out["onnxruntime"] = lambda: session.run(None, feed)
+    if device == "cuda" and importlib.util.find_spec("tensorrt") is not None:
+        from oars.export.tensorrt import TensorRTRunner, build_engine
+
+        engine = onnx_path.replace(".onnx", ".engine")
+        if not os.path.exists(engine):
+            deploy = {"input": {"name": spec.input_name, "shape": [-1, *options.input_shape[1:]],
+                                "dynamic_axes": {0: "batch"}}}
+            build_engine(onnx_path, engine, deploy, half=False, opt_batch=8)
+        runner = TensorRTRunner(engine)
+        arr = x.numpy()
+        out["tensorrt fp32"] = lambda: runner(arr)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--size", type=int, default=None)
+    parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--batches", type=int, nargs="+", default=[1, 8])
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
+    args = parser.parse_args()
+    sync = torch.cuda.synchronize if args.device == "cuda" else (lambda: None)
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="oars-bench-") as tmp, torch.inference_mode():
+        for key in args.models:
+            name, cfg_path = MODELS[key]
+            module, spec, options = build_spec(cfg_path, args.size)
+            module = module.to(args.device)
+            onnx_path = os.path.join(tmp, f"{key}.onnx")
+            h, w = options.input_shape[2:]
+            for batch in args.batches:
+                x = torch.from_numpy(np.random.default_rng(0).standard_normal((batch, 3, h, w), dtype=np.float32))
+                runs = engines(spec, options, module, onnx_path, args.device, x)
+                base = None
+                for engine, fn in runs.items():
+                    t = np.array(timed(fn, args.runs, args.warmup, sync))
+                    median, p90 = float(np.median(t)), float(np.percentile(t, 90))
+                    base = base or median
+                    rows.append((name, f"{h}x{w}", batch, engine, median * 1e3, p90 * 1e3, batch / median,
+                                 base / median))
+                    print(f"  {name} b{batch} {engine}: {median * 1e3:.1f} ms", file=sys.stderr)
+    print(f"\nlatency on {args.device} (torch threads {torch.get_num_threads()}), {args.runs} runs after "
+          f"{args.warmup} warm-up, random weights\n")
+    header = ("model", "input", "batch", "engine", "median ms", "p90 ms", "images/s", "x eager")
+    print("| " + " | ".join(header) + " |")
+    print("|" + "---|" * len(header))
+    for r in rows:
+        print(f"| {r[0]} | {r[1]} | {r[2]} | {r[3]} | {r[4]:.1f} | {r[5]:.1f} | {r[6]:.1f} | {r[7]:.2f} |")
+
+
+if __name__ == "__main__":
+    main()
