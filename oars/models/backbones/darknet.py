@@ -20,14 +20,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from torch import Tensor, nn
-from torch.nn.modules.batchnorm import _BatchNorm
 
 from oars.registry import MODELS
 
 from ..layers import ConvNormAct
 from ..layers.activation import ActSpec, build_activation_layer
 from ..layers.norm import NormSpec, norm_type
-from ..utils import check_frozen_stages, check_out_indices, freeze_module, load_pretrained, set_norm_eval
+from ..utils import check_frozen_stages, check_out_indices, load_pretrained
+from .base import Backbone, init_conv_norm
 
 # depth -> residual blocks per stage
 ARCH_SETTINGS: dict[int, tuple[int, ...]] = {53: (1, 2, 8, 8, 4)}
@@ -58,7 +58,7 @@ def make_stage(in_channels: int, out_channels: int, num_blocks: int, norm: NormS
 
 
 @MODELS.register_module()
-class DarkNet(nn.Module):
+class DarkNet(Backbone):
     """DarkNet backbone returning one feature map per ``out_indices`` entry (see module docstring).
 
     Args:
@@ -111,33 +111,15 @@ class DarkNet(nn.Module):
         self.out_channels = [stage_channels[i] for i in self.out_indices]
         self.out_strides = [stage_strides[i] for i in self.out_indices]
 
-        self._init_weights()
+        init_conv_norm(self, leaky_slope=0.1)
         skip = ["fc."] + [f"conv_res_block{i}." for i in range(len(self.stage_names), NUM_STAGES + 1)]
         load_pretrained(self, init, skip_prefixes=skip)
-        for m in self._frozen_modules():
-            freeze_module(m)
+        self.freeze_stages()
 
-    def _init_weights(self) -> None:
-        """Kaiming-normal convs for a leaky ReLU of slope 0.1; norms at weight 1 / bias 0."""
-        for m in self.modules():
-            if isinstance(m, nn.Conv2d):
-                nn.init.kaiming_normal_(m.weight, a=0.1, mode="fan_out", nonlinearity="leaky_relu")
-            elif isinstance(m, (_BatchNorm, nn.GroupNorm)) and m.weight is not None:
-                nn.init.ones_(m.weight)
-                nn.init.zeros_(m.bias)
 
     def _frozen_modules(self) -> list[nn.Module]:
         return [getattr(self, name) for name in self.stage_names[: self.frozen_stages + 1]]
 
-    def train(self, mode: bool = True) -> DarkNet:
-        """Switch mode, but keep frozen stages (and every BN when ``norm_eval``) in eval mode."""
-        super().train(mode)
-        if mode:
-            for m in self._frozen_modules():
-                m.eval()
-            if self.norm_eval:
-                set_norm_eval(self)
-        return self
 
     def forward(self, x: Tensor) -> tuple[Tensor, ...]:
         outs = []

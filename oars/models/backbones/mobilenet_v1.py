@@ -17,14 +17,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from torch import Tensor, nn
-from torch.nn.modules.batchnorm import _BatchNorm
 
 from oars.registry import MODELS
 
 from ..layers import ConvNormAct
 from ..layers.activation import ActSpec, build_activation_layer
 from ..layers.norm import NormSpec, norm_type
-from ..utils import check_frozen_stages, check_out_indices, freeze_module, load_pretrained, set_norm_eval
+from ..utils import check_frozen_stages, check_out_indices, load_pretrained
+from .base import Backbone, forward_features, init_conv_norm
 
 STEM_CHANNELS = 32
 # (output channels, stride of the depthwise conv) of the 13 depthwise-separable blocks
@@ -57,7 +57,7 @@ def depthwise_separable(
 
 
 @MODELS.register_module()
-class MobileNetV1(nn.Module):
+class MobileNetV1(Backbone):
     """MobileNetV1 backbone returning one feature map per ``out_indices`` entry (see module docstring).
 
     Args:
@@ -112,40 +112,15 @@ class MobileNetV1(nn.Module):
         self.out_channels = [stage_channels[i] for i in self.out_indices]
         self.out_strides = [stage_strides[i] for i in self.out_indices]
 
-        self._init_weights()
+        init_conv_norm(self)
         skip = ["fc.", "classifier."] + [f"features.{j}." for j in range(len(features), NUM_INDICES)]
         load_pretrained(self, init, skip_prefixes=skip)
-        for m in self._frozen_modules():
-            freeze_module(m)
+        self.freeze_stages()
 
-    def _init_weights(self) -> None:
-        """Kaiming-normal (fan_out) convs, norms at weight 1 / bias 0."""
-        for m in self.modules():
-            if isinstance(m, nn.Conv2d):
-                nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
-                if m.bias is not None:
-                    nn.init.zeros_(m.bias)
-            elif isinstance(m, (_BatchNorm, nn.GroupNorm)) and m.weight is not None:
-                nn.init.ones_(m.weight)
-                nn.init.zeros_(m.bias)
 
     def _frozen_modules(self) -> list[nn.Module]:
         return list(self.features[: self.frozen_stages + 1])
 
-    def train(self, mode: bool = True) -> MobileNetV1:
-        """Switch mode, but keep frozen stages (and every BN when ``norm_eval``) in eval mode."""
-        super().train(mode)
-        if mode:
-            for m in self._frozen_modules():
-                m.eval()
-            if self.norm_eval:
-                set_norm_eval(self)
-        return self
 
     def forward(self, x: Tensor) -> tuple[Tensor, ...]:
-        outs = []
-        for j, layer in enumerate(self.features):
-            x = layer(x)
-            if j in self.out_indices:
-                outs.append(x)
-        return tuple(outs)
+        return forward_features(self.features, x, self.out_indices)

@@ -20,9 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import torch
 from torch import Tensor, nn
-from torch.nn.modules.batchnorm import _BatchNorm
 
 from oars.registry import MODELS
 
@@ -32,10 +30,9 @@ from ..utils import (
     check_frozen_stages,
     check_out_indices,
     check_output_stride,
-    freeze_module,
     load_pretrained,
-    set_norm_eval,
 )
+from .base import Backbone, forward_features, init_conv_norm
 
 # expand ratio t, channels c, blocks n, first stride s
 SETTINGS = ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1), (6, 160, 3, 2), (6, 320, 1, 1))
@@ -84,7 +81,7 @@ class InvertedResidual(nn.Module):
 
 
 @MODELS.register_module()
-class MobileNetV2(nn.Module):
+class MobileNetV2(Backbone):
     """MobileNetV2 backbone returning one feature map per ``out_indices`` entry (see module docstring).
 
     Args:
@@ -159,22 +156,11 @@ class MobileNetV2(nn.Module):
         self.out_strides = [stage_strides[i] for i in self.out_indices]
         self._out_positions = {self.stage_ends[i] for i in self.out_indices}
 
-        self._init_weights()
+        init_conv_norm(self)
         skip = ["classifier."] + [f"features.{j}." for j in range(len(features), 19)]
         load_pretrained(self, init, skip_prefixes=skip)
-        for m in self._frozen_modules():
-            freeze_module(m)
+        self.freeze_stages()
 
-    def _init_weights(self) -> None:
-        """torchvision's initialisation."""
-        for m in self.modules():
-            if isinstance(m, nn.Conv2d):
-                nn.init.kaiming_normal_(m.weight, mode="fan_out")
-                if m.bias is not None:
-                    nn.init.zeros_(m.bias)
-            elif isinstance(m, (_BatchNorm, nn.GroupNorm)) and m.weight is not None:
-                nn.init.ones_(m.weight)
-                nn.init.zeros_(m.bias)
 
     def _frozen_modules(self) -> list[nn.Module]:
         if self.frozen_stages < 0:
@@ -182,20 +168,6 @@ class MobileNetV2(nn.Module):
         end = 0 if self.frozen_stages == 0 else self.stage_ends[min(self.frozen_stages, len(self.stage_ends)) - 1]
         return list(self.features[: end + 1])
 
-    def train(self, mode: bool = True) -> MobileNetV2:
-        """Switch mode, but keep frozen stages (and every BN when ``norm_eval``) in eval mode."""
-        super().train(mode)
-        if mode:
-            for m in self._frozen_modules():
-                m.eval()
-            if self.norm_eval:
-                set_norm_eval(self)
-        return self
 
     def forward(self, x: Tensor) -> tuple[Tensor, ...]:
-        outs: list[torch.Tensor] = []
-        for j, layer in enumerate(self.features):
-            x = layer(x)
-            if j in self._out_positions:
-                outs.append(x)
-        return tuple(outs)
+        return forward_features(self.features, x, self._out_positions)

@@ -25,14 +25,14 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from torch import Tensor, nn
-from torch.nn.modules.batchnorm import _BatchNorm
 from torchvision.ops import SqueezeExcitation
 
 from oars.registry import MODELS
 
 from ..layers import ConvNormAct
 from ..layers.norm import NormSpec, norm_type
-from ..utils import check_frozen_stages, check_out_indices, freeze_module, load_pretrained, set_norm_eval
+from ..utils import check_frozen_stages, check_out_indices, load_pretrained
+from .base import Backbone, forward_features, init_conv_norm
 from .mobilenet_v2 import make_divisible
 
 TORCHVISION_BN = {"type": "BN", "eps": 1e-3, "momentum": 0.01}
@@ -114,7 +114,7 @@ class InvertedResidual(nn.Module):
 
 
 @MODELS.register_module()
-class MobileNetV3(nn.Module):
+class MobileNetV3(Backbone):
     """MobileNetV3 backbone returning one feature map per ``out_indices`` entry (see module docstring).
 
     Args:
@@ -179,40 +179,15 @@ class MobileNetV3(nn.Module):
         self.out_channels = [stage_channels[i] for i in self.out_indices]
         self.out_strides = [stage_strides[i] for i in self.out_indices]
 
-        self._init_weights()
+        init_conv_norm(self)
         skip = ["classifier."] + [f"features.{j}." for j in range(len(features), num_indices)]
         load_pretrained(self, init, skip_prefixes=skip)
-        for m in self._frozen_modules():
-            freeze_module(m)
+        self.freeze_stages()
 
-    def _init_weights(self) -> None:
-        """torchvision's initialisation."""
-        for m in self.modules():
-            if isinstance(m, nn.Conv2d):
-                nn.init.kaiming_normal_(m.weight, mode="fan_out")
-                if m.bias is not None:
-                    nn.init.zeros_(m.bias)
-            elif isinstance(m, (_BatchNorm, nn.GroupNorm)) and m.weight is not None:
-                nn.init.ones_(m.weight)
-                nn.init.zeros_(m.bias)
 
     def _frozen_modules(self) -> list[nn.Module]:
         return list(self.features[: self.frozen_stages + 1])
 
-    def train(self, mode: bool = True) -> MobileNetV3:
-        """Switch mode, but keep frozen stages (and every BN when ``norm_eval``) in eval mode."""
-        super().train(mode)
-        if mode:
-            for m in self._frozen_modules():
-                m.eval()
-            if self.norm_eval:
-                set_norm_eval(self)
-        return self
 
     def forward(self, x: Tensor) -> tuple[Tensor, ...]:
-        outs = []
-        for j, layer in enumerate(self.features):
-            x = layer(x)
-            if j in self.out_indices:
-                outs.append(x)
-        return tuple(outs)
+        return forward_features(self.features, x, self.out_indices)

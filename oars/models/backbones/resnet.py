@@ -28,7 +28,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from torch import Tensor, nn
-from torch.nn.modules.batchnorm import _BatchNorm
 
 from oars.registry import MODELS
 
@@ -38,10 +37,9 @@ from ..utils import (
     check_frozen_stages,
     check_out_indices,
     check_output_stride,
-    freeze_module,
     load_pretrained,
-    set_norm_eval,
 )
+from .base import Backbone, init_conv_norm
 
 
 def conv3x3(in_planes: int, out_planes: int, stride: int = 1, dilation: int = 1) -> nn.Conv2d:
@@ -126,7 +124,7 @@ VARIANTS = ("b", "vd")
 
 
 @MODELS.register_module()
-class ResNet(nn.Module):
+class ResNet(Backbone):
     """ResNet backbone returning one feature map per ``out_indices`` entry (0 = ``layer1`` ... 3 = ``layer4``).
 
     Args:
@@ -202,7 +200,7 @@ class ResNet(nn.Module):
         self._init_weights(zero_init_residual)
         skip = ["fc."] + [f"layer{i + 1}." for i in range(max(self.out_indices) + 1, 4)]
         load_pretrained(self, init, skip_prefixes=skip)
-        self._freeze_stages()
+        self.freeze_stages()
 
     def _make_stem(self, in_channels: int, base_channels: int, norm: NormSpec) -> None:
         if self.variant == "b":
@@ -251,13 +249,8 @@ class ResNet(nn.Module):
         return nn.Sequential(*blocks)
 
     def _init_weights(self, zero_init_residual: bool) -> None:
-        """torchvision's initialisation: Kaiming-normal (fan_out) convs, norms at weight 1 / bias 0."""
-        for m in self.modules():
-            if isinstance(m, nn.Conv2d):
-                nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
-            elif isinstance(m, (_BatchNorm, nn.GroupNorm)) and m.weight is not None:
-                nn.init.constant_(m.weight, 1)
-                nn.init.constant_(m.bias, 0)
+        """torchvision's initialisation (``init_conv_norm``), optionally zeroing each block's last norm."""
+        init_conv_norm(self)
         if zero_init_residual:
             for m in self.modules():
                 last = m.bn3 if isinstance(m, Bottleneck) else m.bn2 if isinstance(m, BasicBlock) else None
@@ -271,19 +264,6 @@ class ResNet(nn.Module):
         stages = [getattr(self, f"layer{i}") for i in range(1, self.frozen_stages + 1) if hasattr(self, f"layer{i}")]
         return stem + stages
 
-    def _freeze_stages(self) -> None:
-        for m in self._frozen_modules():
-            freeze_module(m)
-
-    def train(self, mode: bool = True) -> ResNet:
-        """Switch mode, but keep frozen stages (and every BN when ``norm_eval``) in eval mode."""
-        super().train(mode)
-        if mode:
-            for m in self._frozen_modules():
-                m.eval()
-            if self.norm_eval:
-                set_norm_eval(self)
-        return self
 
     def forward_stem(self, x: Tensor) -> Tensor:
         x = self.stem(x) if self.variant == "vd" else self.relu(self.bn1(self.conv1(x)))

@@ -1,0 +1,59 @@
+"""What every oars backbone shares: frozen stages, ``norm_eval``, torchvision-style initialisation, and the
+forward of backbones that are one ``features`` sequence."""
+
+from __future__ import annotations
+
+from torch import Tensor, nn
+from torch.nn.modules.batchnorm import _BatchNorm
+
+from ..utils import freeze_module, set_norm_eval
+
+
+def init_conv_norm(module: nn.Module, leaky_slope: float = 0.0) -> None:
+    """Kaiming-normal (fan_out) conv weights for a (leaky) ReLU of ``leaky_slope``, zero conv biases, norm layers
+    at weight 1 / bias 0 (torchvision's initialisation; ``leaky_slope=0`` is the ReLU gain)."""
+    for m in module.modules():
+        if isinstance(m, nn.Conv2d):
+            nn.init.kaiming_normal_(m.weight, a=leaky_slope, mode="fan_out", nonlinearity="leaky_relu")
+            if m.bias is not None:
+                nn.init.zeros_(m.bias)
+        elif isinstance(m, (_BatchNorm, nn.GroupNorm)) and m.weight is not None:
+            nn.init.ones_(m.weight)
+            nn.init.zeros_(m.bias)
+
+
+class Backbone(nn.Module):
+    """Base class: subclasses set ``frozen_stages`` / ``norm_eval`` and list their frozen modules; training mode
+    then keeps those modules (and, with ``norm_eval``, every batch norm) in eval mode."""
+
+    frozen_stages: int = -1
+    norm_eval: bool = False
+
+    def _frozen_modules(self) -> list[nn.Module]:
+        raise NotImplementedError(f"{type(self).__name__} must list its frozen modules")
+
+    def freeze_stages(self) -> None:
+        """Stop gradients of the frozen modules and put them in eval mode (call once, after building)."""
+        for m in self._frozen_modules():
+            freeze_module(m)
+
+    def train(self, mode: bool = True) -> Backbone:
+        """Switch mode, but keep frozen stages (and every BN when ``norm_eval``) in eval mode."""
+        super().train(mode)
+        if mode:
+            for m in self._frozen_modules():
+                m.eval()
+            if self.norm_eval:
+                set_norm_eval(self)
+        return self
+
+
+def forward_features(features: nn.Sequential, x: Tensor,
+                     out_positions: set[int] | tuple[int, ...]) -> tuple[Tensor, ...]:
+    """Run ``features`` in order, returning the outputs of the layers at ``out_positions``."""
+    outs = []
+    for j, layer in enumerate(features):
+        x = layer(x)
+        if j in out_positions:
+            outs.append(x)
+    return tuple(outs)
