@@ -7,11 +7,11 @@ import io
 import os
 from collections.abc import Callable, Sequence
 
-from mmengine.dataset import BaseDataset
 from pycocotools.coco import COCO
 
 from detection.datasets import annotation_checks as checks
-from detection.registry import DATASETS, TRANSFORMS
+from detection.datasets.base import DetectionDataset
+from detection.registry import DATASETS
 from oars.errors import DataError, DataFileNotFoundError
 
 COCO_CLASSES: tuple[str, ...] = (
@@ -73,7 +73,7 @@ def _polygons(segmentation: object) -> list[list[float]] | None:
 
 
 @DATASETS.register_module()
-class CocoDataset(BaseDataset):
+class CocoDataset(DetectionDataset):
     """COCO instances json: ``data_root/ann_file`` with images under ``data_root/data_prefix['img']``.
 
     ``classes`` are names (default: the 80 COCO classes in the standard order) matched by name to the
@@ -89,6 +89,7 @@ class CocoDataset(BaseDataset):
     """
 
     METAINFO: dict = {'classes': COCO_CLASSES}
+    ann_hint = 'the COCO json, relative to data_root'
 
     def __init__(
         self,
@@ -106,20 +107,9 @@ class CocoDataset(BaseDataset):
         serialize_data: bool = True,
         max_refetch: int = 1000,
     ) -> None:
-        owner = type(self).__name__
-        self.on_bad_annotation = checks.check_policy(on_bad_annotation, owner)
-        self.filter_empty_gt = bool(filter_empty_gt)
-        if not ann_file:
-            raise DataError(f'{owner}: ann_file is required (the COCO json, relative to data_root)')
-        data_prefix = {'img': 'images/train'} if data_prefix is None else dict(data_prefix)
-        if not isinstance(data_prefix.get('img'), str):
-            raise DataError(f"{owner}: data_prefix must be a dict with an 'img' folder, got {data_prefix!r}")
-        metainfo = checks.class_metainfo(owner, classes, palette, self.METAINFO)
-        super().__init__(
-            ann_file=ann_file, metainfo=metainfo, data_root=data_root or '', data_prefix=data_prefix,
-            indices=indices, serialize_data=serialize_data,
-            pipeline=[TRANSFORMS.build(t) if isinstance(t, dict) else t for t in pipeline],
-            test_mode=test_mode, lazy_init=lazy_init, max_refetch=max_refetch)
+        super().__init__(data_root, ann_file, {'img': 'images/train'} if data_prefix is None else data_prefix,
+                         classes, palette, filter_empty_gt, on_bad_annotation, pipeline, test_mode, lazy_init,
+                         indices, serialize_data, max_refetch)
         self._metainfo['ann_file'] = os.path.abspath(self.ann_file)
 
     def load_data_list(self) -> list[dict]:

@@ -6,10 +6,9 @@ import os
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterable, Sequence
 
-from mmengine.dataset import BaseDataset
-
 from detection.datasets import annotation_checks as checks
-from detection.registry import DATASETS, TRANSFORMS
+from detection.datasets.base import DetectionDataset
+from detection.registry import DATASETS
 from oars.errors import DataError, DataFileNotFoundError
 
 VOC_CLASSES: tuple[str, ...] = (
@@ -57,7 +56,7 @@ def _int_text(node: ET.Element | None, tag: str) -> int | None:
 
 
 @DATASETS.register_module()
-class VOCDataset(BaseDataset):
+class VOCDataset(DetectionDataset):
     """PASCAL VOC layout under ``data_root`` (e.g. ``data/VOCdevkit/VOC2007``): ``ann_file`` lists image
     ids (``ImageSets/Main/trainval.txt``), images are ``data_prefix['img']/<id><img_suffix>`` and
     annotations ``data_prefix['ann']/<id>.xml``.
@@ -72,6 +71,8 @@ class VOCDataset(BaseDataset):
     """
 
     METAINFO: dict = {'classes': VOC_CLASSES}
+    required_prefixes = ('img', 'ann')
+    ann_hint = 'the image list, e.g. ImageSets/Main/trainval.txt'
 
     def __init__(
         self,
@@ -90,21 +91,11 @@ class VOCDataset(BaseDataset):
         serialize_data: bool = True,
         max_refetch: int = 1000,
     ) -> None:
-        owner = type(self).__name__
-        self.on_bad_annotation = checks.check_policy(on_bad_annotation, owner)
-        self.filter_empty_gt = bool(filter_empty_gt)
         self.img_suffix = img_suffix
-        if not ann_file:
-            raise DataError(f'{owner}: ann_file is required (the image list, e.g. ImageSets/Main/trainval.txt)')
-        data_prefix = {'img': 'JPEGImages', 'ann': 'Annotations'} if data_prefix is None else dict(data_prefix)
-        if not all(isinstance(data_prefix.get(k), str) for k in ('img', 'ann')):
-            raise DataError(f"{owner}: data_prefix must be a dict with 'img' and 'ann' folders, got {data_prefix!r}")
-        metainfo = checks.class_metainfo(owner, classes, palette, self.METAINFO)
-        super().__init__(
-            ann_file=ann_file, metainfo=metainfo, data_root=data_root or '', data_prefix=data_prefix,
-            indices=indices, serialize_data=serialize_data,
-            pipeline=[TRANSFORMS.build(t) if isinstance(t, dict) else t for t in pipeline],
-            test_mode=test_mode, lazy_init=lazy_init, max_refetch=max_refetch)
+        super().__init__(data_root, ann_file,
+                         {'img': 'JPEGImages', 'ann': 'Annotations'} if data_prefix is None else data_prefix,
+                         classes, palette, filter_empty_gt, on_bad_annotation, pipeline, test_mode, lazy_init,
+                         indices, serialize_data, max_refetch)
 
     def load_data_list(self) -> list[dict]:
         """Read the list and every XML once; one data info per image."""

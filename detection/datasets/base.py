@@ -1,0 +1,42 @@
+"""What the COCO and VOC datasets share: the bad-annotation policy, ``filter_empty_gt``, class metainfo known
+before loading (so ``lazy_init`` datasets can be checked against ``model.num_classes``) and the pipeline build."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from mmengine.dataset import BaseDataset
+
+from detection.datasets import annotation_checks as checks
+from detection.registry import TRANSFORMS
+from oars.errors import DataError
+
+
+class DetectionDataset(BaseDataset):
+    """Base of the detection datasets: subclasses give ``METAINFO['classes']`` and implement ``load_data_list``.
+
+    ``required_prefixes`` names the ``data_prefix`` folders the format needs; ``ann_hint`` says what ``ann_file`` is.
+    """
+
+    METAINFO: dict = {}
+    required_prefixes: tuple[str, ...] = ('img',)
+    ann_hint: str = 'the annotation file, relative to data_root'
+
+    def __init__(self, data_root: str, ann_file: str, data_prefix: dict, classes: Sequence[str] | None,
+                 palette: Sequence[Sequence[int]] | None, filter_empty_gt: bool, on_bad_annotation: str,
+                 pipeline: Sequence[dict | Callable], test_mode: bool, lazy_init: bool,
+                 indices: int | Sequence[int] | None, serialize_data: bool, max_refetch: int) -> None:
+        owner = type(self).__name__
+        self.on_bad_annotation = checks.check_policy(on_bad_annotation, owner)
+        self.filter_empty_gt = bool(filter_empty_gt)
+        if not ann_file:
+            raise DataError(f'{owner}: ann_file is required ({self.ann_hint})')
+        data_prefix = dict(data_prefix)
+        if not all(isinstance(data_prefix.get(k), str) for k in self.required_prefixes):
+            folders = ' and '.join(repr(k) for k in self.required_prefixes)
+            raise DataError(f'{owner}: data_prefix must be a dict with {folders} folder(s), got {data_prefix!r}')
+        super().__init__(
+            ann_file=ann_file, metainfo=checks.class_metainfo(owner, classes, palette, self.METAINFO),
+            data_root=data_root or '', data_prefix=data_prefix, indices=indices, serialize_data=serialize_data,
+            pipeline=[TRANSFORMS.build(t) if isinstance(t, dict) else t for t in pipeline],
+            test_mode=test_mode, lazy_init=lazy_init, max_refetch=max_refetch)
