@@ -1,42 +1,15 @@
-"""Multi-class NMS in NumPy, the same selection as detection/models/task_utils/postprocess.py (torchvision).
+"""Multi-class NMS without torch, the same selection as detection/models/task_utils/postprocess.py (torchvision).
 
-Why a copy in NumPy: the raw-head export leaves thresholds and NMS to the predictor, which must not import
+Why not torchvision: the raw-head export leaves thresholds and NMS to the predictor, which must not import
 torch. Steps as ``multiclass_nms``: keep (box, class) pairs with score > ``score_thr``, the ``nms_pre`` best of
-them, then greedy NMS per class (torchvision's ``batched_nms`` with its coordinate-offset trick: boxes of
-different classes are moved apart so one pass never lets them suppress each other), IoU > ``iou_threshold``
-suppresses, results sorted by decreasing score, the first ``max_per_img`` kept.
+them, then greedy NMS per class with OpenCV's ``cv2.dnn.NMSBoxesBatched`` (IoU > ``iou_threshold`` suppresses,
+as torchvision's ``batched_nms``), results sorted by decreasing score, the first ``max_per_img`` kept.
 """
 
 from __future__ import annotations
 
+import cv2
 import numpy as np
-
-
-def nms(boxes: np.ndarray, scores: np.ndarray, iou_threshold: float) -> np.ndarray:
-    """Greedy NMS (torchvision.ops.nms): indices kept, by decreasing score. Boxes [N, 4] xyxy float32."""
-    if len(boxes) == 0:
-        return np.zeros((0,), dtype=np.int64)
-    order = np.argsort(-scores, kind="stable")
-    b = boxes[order]
-    x1, y1, x2, y2 = b[:, 0], b[:, 1], b[:, 2], b[:, 3]
-    areas = (x2 - x1) * (y2 - y1)
-
-    def over(i: int, js: slice | np.ndarray) -> np.ndarray:
-        """IoU(box i, boxes js) > iou_threshold, in float32 as torchvision's CPU kernel."""
-        w = np.maximum(np.minimum(x2[i], x2[js]) - np.maximum(x1[i], x1[js]), 0)
-        h = np.maximum(np.minimum(y2[i], y2[js]) - np.maximum(y1[i], y1[js]), 0)
-        inter = w * h
-        with np.errstate(divide="ignore", invalid="ignore"):
-            return inter / (areas[i] + areas[js] - inter) > iou_threshold
-
-    suppressed = np.zeros(len(b), dtype=bool)
-    keep = []
-    for i in range(len(b)):
-        if suppressed[i]:
-            continue
-        keep.append(i)
-        suppressed[i + 1:] |= over(i, slice(i + 1, None))
-    return order[np.asarray(keep, dtype=np.int64)]
 
 
 def multiclass_nms(boxes: np.ndarray, scores: np.ndarray, score_thr: float, iou_threshold: float,
@@ -56,9 +29,11 @@ def multiclass_nms(boxes: np.ndarray, scores: np.ndarray, score_thr: float, iou_
     cand_boxes = boxes[box_idx]
     if len(cand_boxes) == 0:
         return np.zeros((0, 4), np.float32), np.zeros((0,), np.float32), np.zeros((0,), np.int64)
-    # torchvision's coordinate trick: offset each class by (max coordinate + 1) so classes never overlap.
-    offsets = labels.astype(np.float32) * (cand_boxes.max() + np.float32(1))
-    keep = nms(cand_boxes + offsets[:, None], cand_scores, iou_threshold)
+    xywh = np.concatenate([cand_boxes[:, :2], cand_boxes[:, 2:] - cand_boxes[:, :2]], axis=1)
+    keep = np.asarray(cv2.dnn.NMSBoxesBatched(xywh.tolist(), cand_scores.tolist(), labels.tolist(),
+                                              -1.0,  # candidates are already above score_thr
+                                              float(iou_threshold)), dtype=np.int64).reshape(-1)
+    keep = keep[np.argsort(-cand_scores[keep], kind="stable")]
     if max_per_img is not None and max_per_img > 0:
         keep = keep[:max_per_img]
     return cand_boxes[keep], cand_scores[keep], labels[keep].astype(np.int64)

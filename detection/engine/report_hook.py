@@ -15,13 +15,12 @@ from detection.evaluation.analysis import class_pr_curves, confusion_matrix, ima
 from detection.evaluation.ap import average_precision
 from detection.evaluation.gt_utils import has_gt, image_record
 from detection.registry import HOOKS
+from detection.visualization import draw_detection_sample
 from oars.visualization import (
     ReportSection,
-    draw_boxes,
     get_palette,
     plot_confusion_matrix,
     plot_pr_curves,
-    side_by_side,
     write_html_report,
 )
 
@@ -45,9 +44,10 @@ def error_panel(img: np.ndarray, rec: Mapping[str, Any], errors: Mapping[str, An
     resized first, to 320-640 px on its longest side, so captions stay readable)."""
     small, s = _fit(img)
     gt, pred = rec['gt'], rec['pred']
-    left = draw_boxes(small, gt['bboxes'] * s, gt['labels'], None, class_names, palette)
-    right = draw_boxes(small, pred['bboxes'] * s, pred['labels'], pred['scores'], class_names, palette, score_thr)
-    return side_by_side([left, right], [f"GT ({errors['missed']} missed)", f"pred ({errors['false_positives']} false)"])
+    return draw_detection_sample(small, {**pred, 'bboxes': pred['bboxes'] * s}, class_names, palette, score_thr,
+                                 gt={**gt, 'bboxes': gt['bboxes'] * s},
+                                 titles=[f"GT ({errors['missed']} missed)",
+                                         f"pred ({errors['false_positives']} false)"])
 
 
 def _read_image(path: str | None, ori_shape: Sequence[int] | None) -> np.ndarray:

@@ -3,8 +3,8 @@
 ``cfg.export.postprocess: true`` (default): the graph is decode + per-class NMS (ONNX ``NonMaxSuppression``)
 + a fixed-size top-M, outputs ``num_dets, boxes, scores, labels`` with fixed shapes (batch may be dynamic).
 ``postprocess: false``: the graph stops after decoding (``boxes, scores``) and the predictor runs the NMS.
-The ONNX export needs :data:`ONNX_TRANSLATIONS` as ``custom_translation_table`` (set on the spec as
-``spec.custom_translation_table``); see :mod:`detection.export.nms_op`.
+The ONNX export needs :data:`ONNX_TRANSLATIONS` as ``custom_translation_table`` (given to the spec, which the
+core passes to ``torch.onnx.export``); see :mod:`detection.export.nms_op`.
 """
 
 from __future__ import annotations
@@ -126,6 +126,7 @@ def build_export_spec(model: nn.Module, cfg: Any, options: ExportOptions) -> Exp
             postprocess=postprocess,
             atol=1e-4,
             compare=DetectionCompare(settings),
+            custom_translation_table=dict(ONNX_TRANSLATIONS),  # oars::nms -> ONNX NonMaxSuppression
         )
     else:
         c = int(head.num_classes)
@@ -158,5 +159,4 @@ def build_export_spec(model: nn.Module, cfg: Any, options: ExportOptions) -> Exp
             outputs=outputs,
             postprocess=postprocess,
         )
-    spec.custom_translation_table = dict(ONNX_TRANSLATIONS)  # the core passes it to torch.onnx.export
     return spec

@@ -2,7 +2,8 @@
 
 Why a custom op: ``torch.onnx.export(dynamo=True)`` cannot trace torchvision's ``batched_nms`` (its output size
 depends on the data: ``GuardOnDataDependentSymNode``), and the TorchScript exporter is deprecated. ``oars::nms``
-has an eager implementation with exactly the ONNX semantics (torchvision ``nms`` per image and class), a fake
+has an eager implementation with exactly the ONNX semantics (torchvision ``batched_nms`` with one group per
+image and class), a fake
 implementation whose first dimension is a fresh unbacked size, and an onnxscript translation that emits
 ``NonMaxSuppression``. Pass :data:`ONNX_TRANSLATIONS` as ``custom_translation_table`` to ``torch.onnx.export``.
 """
@@ -12,7 +13,7 @@ from __future__ import annotations
 import torch
 from onnxscript import opset18 as op
 from torch import Tensor
-from torchvision.ops import nms as tv_nms
+from torchvision.ops import batched_nms
 
 
 @torch.library.custom_op("oars::nms", mutates_args=())
@@ -31,19 +32,18 @@ def onnx_nms(
     Returns:
         selected [K, 3] int64 (batch index, class index, box index), per (image, class) by decreasing score.
     """
-    out = []
-    if max_output_boxes_per_class > 0:
-        for b in range(scores.shape[0]):
-            for c in range(scores.shape[1]):
-                idx = (scores[b, c] > score_threshold).nonzero().squeeze(1)
-                if idx.numel() == 0:
-                    continue
-                keep = tv_nms(boxes[b, idx].float(), scores[b, c, idx].float(), iou_threshold)
-                kept = idx[keep[:max_output_boxes_per_class]]
-                out.append(torch.stack([torch.full_like(kept, b), torch.full_like(kept, c), kept], dim=1))
-    if not out:
+    num_classes = scores.shape[1]
+    cand = (scores > score_threshold).nonzero()  # [M, 3] (image, class, box)
+    if max_output_boxes_per_class <= 0 or cand.shape[0] == 0:
         return torch.zeros((0, 3), dtype=torch.int64, device=boxes.device)
-    return torch.cat(out)
+    group = cand[:, 0] * num_classes + cand[:, 1]  # one NMS group per (image, class), all in one call
+    keep = batched_nms(boxes[cand[:, 0], cand[:, 2]].float(), scores[cand[:, 0], cand[:, 1], cand[:, 2]].float(),
+                       group, iou_threshold)  # decreasing score
+    order = torch.sort(group[keep], stable=True).indices  # groups in (image, class) order, scores still decreasing
+    kept, kept_group = cand[keep][order], group[keep][order]
+    starts = torch.searchsorted(kept_group, kept_group, right=False)  # first position of each row's group
+    rank = torch.arange(len(kept_group), device=kept_group.device) - starts
+    return kept[rank < max_output_boxes_per_class]
 
 
 @onnx_nms.register_fake

@@ -160,9 +160,8 @@ def export_spec_to_onnx(spec: ExportSpec, image: torch.Tensor, path: str, option
     kwargs: dict[str, Any] = {}
     if options.dynamic:
         kwargs["dynamic_shapes"] = ({0: torch.export.Dim("batch", min=1, max=4096)},)
-    table = getattr(spec, "custom_translation_table", None)
-    if table:
-        kwargs["custom_translation_table"] = dict(table)
+    if spec.custom_translation_table:
+        kwargs["custom_translation_table"] = dict(spec.custom_translation_table)
     sink = io.StringIO()
     loggers = [logging.getLogger(n) for n in ("torch.onnx", "onnxscript", "torch._dynamo", "torch.export")]
     levels = [lg.level for lg in loggers]
