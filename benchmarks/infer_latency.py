@@ -6,9 +6,12 @@ is run by every engine on the same input at batch 1 and 8. Printed: median and p
 the speed-up against PyTorch eager (same process, runs of the engines interleaved).
 
     python benchmarks/infer_latency.py [--size 256] [--runs 10] [--batches 1 8] [--device cpu|cuda]
-                                       [--models deeplabv3 unet yolov3]
+                                       [--models deeplabv3 unet yolov3] [--precisions fp32 fp16 int8]
 
 ``--size`` overrides the square input size of every model (default: each config's export.input_shape: 512/512/608).
+``--precisions``: besides the FP32 graph, the FP16 / INT8 (Q/DQ) graphs of oars.export.precision for ONNX Runtime
+and TensorRT (default: fp32 int8 on the CPU, where ONNX Runtime has no fast FP16 kernels; all three on CUDA). The
+INT8 graph is calibrated on two random batches: its speed is real, its accuracy is not measured here.
 """
 
 from __future__ import annotations
@@ -69,31 +72,51 @@ def timed(fn: Callable[[], object], runs: int, warmup: int, sync: Callable[[], N
     return times
 
 
-def engines(spec, options, module, onnx_path: str, device: str, x: torch.Tensor) -> dict[str, Callable]:
-    """name -> a zero-argument callable running one batch."""
-    import onnxruntime as ort
-
+def precision_graphs(spec, options, onnx_path: str, precisions: list[str]) -> dict[str, str]:
+    """precision -> ONNX file: the FP32 export, and its FP16 / INT8 graphs (made once per model)."""
     from oars.export.onnx_export import export_spec_to_onnx
+    from oars.export.precision import convert_fp16, quantize_int8
 
     if not os.path.exists(onnx_path):
         export_spec_to_onnx(spec, torch.zeros(options.input_shape), onnx_path, options)
+    paths = {"fp32": onnx_path}
+    for precision in precisions:
+        path = onnx_path.replace(".onnx", f"_{precision}.onnx")
+        if precision == "fp16" and not os.path.exists(path):
+            convert_fp16(onnx_path, path)
+        elif precision == "int8" and not os.path.exists(path):
+            rng = np.random.default_rng(1)
+            calib = [rng.standard_normal(options.input_shape, dtype=np.float32) for _ in range(2)]
+            quantize_int8(onnx_path, path, calib, spec.input_name)
+        if precision != "fp32":
+            paths[precision] = path
+    return paths
+
+
+def engines(spec, options, module, graphs: dict[str, str], device: str, x: torch.Tensor) -> dict[str, Callable]:
+    """name -> a zero-argument callable running one batch."""
+    import onnxruntime as ort
+
     dev_x = x.to(device)
     out = {"pytorch eager": lambda: module(dev_x)}
     providers = (["CUDAExecutionProvider"] if device == "cuda" else []) + ["CPUExecutionProvider"]
-    session = ort.InferenceSession(onnx_path, providers=[p for p in providers if p in ort.get_available_providers()])
+    providers = [p for p in providers if p in ort.get_available_providers()]
     feed = {spec.input_name: x.numpy()}
-    out["onnxruntime"] = lambda: session.run(None, feed)
+    for precision, path in graphs.items():
+        session = ort.InferenceSession(path, providers=providers)
+        out[f"onnxruntime {precision}"] = lambda session=session: session.run(None, feed)
     if device == "cuda" and importlib.util.find_spec("tensorrt") is not None:
         from oars.export.tensorrt import TensorRTRunner, build_engine
 
-        engine = onnx_path.replace(".onnx", ".engine")
-        if not os.path.exists(engine):
-            deploy = {"input": {"name": spec.input_name, "shape": [-1, *options.input_shape[1:]],
-                                "dynamic_axes": {0: "batch"}}}
-            build_engine(onnx_path, engine, deploy, half=False, opt_batch=8)
-        runner = TensorRTRunner(engine)
+        deploy = {"input": {"name": spec.input_name, "shape": [-1, *options.input_shape[1:]],
+                            "dynamic_axes": {0: "batch"}}}
         arr = x.numpy()
-        out["tensorrt fp32"] = lambda: runner(arr)
+        for precision, path in graphs.items():
+            engine = path.replace(".onnx", ".engine")
+            if not os.path.exists(engine):
+                build_engine(path, engine, deploy, opt_batch=8)
+            runner = TensorRTRunner(engine)
+            out[f"tensorrt {precision}"] = lambda runner=runner: runner(arr)
     return out
 
 
@@ -105,7 +128,9 @@ def main() -> None:
     parser.add_argument("--batches", type=int, nargs="+", default=[1, 8])
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
+    parser.add_argument("--precisions", nargs="+", default=None, choices=["fp32", "fp16", "int8"])
     args = parser.parse_args()
+    precisions = args.precisions or (["fp32", "fp16", "int8"] if args.device == "cuda" else ["fp32", "int8"])
     sync = torch.cuda.synchronize if args.device == "cuda" else (lambda: None)
     rows = []
     with tempfile.TemporaryDirectory(prefix="oars-bench-") as tmp, torch.inference_mode():
@@ -113,11 +138,11 @@ def main() -> None:
             name, cfg_path = MODELS[key]
             module, spec, options = build_spec(cfg_path, args.size)
             module = module.to(args.device)
-            onnx_path = os.path.join(tmp, f"{key}.onnx")
+            graphs = precision_graphs(spec, options, os.path.join(tmp, f"{key}.onnx"), precisions)
             h, w = options.input_shape[2:]
             for batch in args.batches:
                 x = torch.from_numpy(np.random.default_rng(0).standard_normal((batch, 3, h, w), dtype=np.float32))
-                runs = engines(spec, options, module, onnx_path, args.device, x)
+                runs = engines(spec, options, module, graphs, args.device, x)
                 base = None
                 for engine, fn in runs.items():
                     t = np.array(timed(fn, args.runs, args.warmup, sync))

@@ -1,9 +1,12 @@
 """Export a trained model: tools/export.py -c CONFIG -w CKPT --format onnx|tensorrt [-o OUT_DIR] [--dynamic]
-[--half] [--int8 --calib-dir DIR] [--opset N].
+[--half | --int8 --calib-dir DIR [--calib-method entropy|minmax|percentile]] [--opset N].
 
 Writes OUT_DIR/model.onnx and OUT_DIR/deploy.yaml (default OUT_DIR: work_dirs/<config name>/export), and
 model.engine for --format tensorrt. The export checks itself: ONNX Runtime must reproduce PyTorch on a sample
-input, or the export fails. ``-o`` also takes ``key=value`` config overrides, as on every tool:
+input, or the export fails. --half / --int8 also write model_fp16.onnx / model_int8.onnx (the precision is in the
+graph: FP16 tensors, or Q/DQ nodes calibrated on --calib-dir), which must agree with the FP32 graph
+(export.min_agreement, default 0.99 / 0.9); deploy.yaml then points the predictors and TensorRT at that file.
+``-o`` also takes ``key=value`` config overrides, as on every tool:
 ``-o out/ export.input_shape=[1,3,256,256] export.output_op=softmax``.
 """
 
@@ -22,10 +25,12 @@ def main() -> None:
                         metavar="OUT_DIR|KEY=VALUE", help="output folder and/or config overrides")
     parser.add_argument("--output-dir", default=None, help="output folder (alternative to -o OUT_DIR)")
     parser.add_argument("--dynamic", action="store_true", help="dynamic batch axis (exported at the config's batch)")
-    parser.add_argument("--half", action="store_true", help="FP16 (onnx: FP16 weights, needs --device cuda; "
-                        "tensorrt: FP16 engine)")
-    parser.add_argument("--int8", action="store_true", help="tensorrt: INT8 engine calibrated on --calib-dir")
+    parser.add_argument("--half", action="store_true", help="also an FP16 graph, model_fp16.onnx (and engine)")
+    parser.add_argument("--int8", action="store_true", help="also an INT8 (Q/DQ) graph, model_int8.onnx (and engine), "
+                        "calibrated on --calib-dir")
     parser.add_argument("--calib-dir", default=None, help="folder of calibration images for --int8")
+    parser.add_argument("--calib-method", default="entropy", choices=["entropy", "minmax", "percentile"],
+                        help="how --int8 sets activation ranges (default entropy)")
     parser.add_argument("--opset", type=int, default=17, help="ONNX opset (default 17)")
     parser.add_argument("--device", default="cpu", help="cpu or cuda (the device the model is traced on)")
     parser.add_argument("--no-check", action="store_true", help="skip the ONNX Runtime vs PyTorch self-check")
@@ -38,8 +43,9 @@ def main() -> None:
 
     result = export_model(args.config, args.weights, out_dir, fmt=args.format, dynamic=args.dynamic,
                           opset=args.opset, half=args.half, int8=args.int8, calib_dir=args.calib_dir,
+                          calib_method=args.calib_method,
                           overrides=overrides, check=not args.no_check, device=args.device)
-    for key in ("onnx", "deploy", "engine"):
+    for key in ("onnx", "precision_onnx", "deploy", "engine"):
         if key in result:
             print(f"wrote {result[key]}")
     print(format_check(result.get("check")))
@@ -57,6 +63,10 @@ def format_check(check: dict | None) -> str:
     for suffix, outputs in parts:
         for name, r in outputs.items():
             lines.append(f"  {name}{suffix}: max abs diff {r['max_abs_diff']:.3g} (tolerance {r['tolerance']:.3g})")
+    if "precision" in check:
+        p = check["precision"]
+        values = ", ".join(f"{k} {v:.4f}" for k, v in p["agreement"].items())
+        lines.append(f"{p['precision'].upper()} vs FP32 graph: agreement {values} (needed {p['min_agreement']:g})")
     return "\n".join(lines)
 
 

@@ -2,7 +2,8 @@
 
     python deploy/python/infer.py --model-dir OUT_DIR -i IMAGE_OR_DIR -o OUT_DIR [--device cpu|cuda] [--benchmark]
 
-Reads OUT_DIR/deploy.yaml and OUT_DIR/model.onnx (ONNX Runtime) or OUT_DIR/model.engine (--backend tensorrt);
+Reads OUT_DIR/deploy.yaml and the ONNX file it names (model.onnx, or model_fp16.onnx / model_int8.onnx after
+tools/export.py --half / --int8) for ONNX Runtime, or OUT_DIR/model.engine (--backend tensorrt);
 writes the same pictures as tools/infer.py (segmentation: <stem>_vis.png and the <stem>.png label map;
 detection: <stem>_vis.png and detections.json). --benchmark prints latency (median, p90) and images/s.
 """
@@ -38,7 +39,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("-o", "--output-dir", required=True, help="folder for the pictures")
     parser.add_argument("--device", default="cpu", help="cpu or cuda (cuda: CUDAExecutionProvider / TensorRT)")
     parser.add_argument("--backend", default="onnxruntime", choices=BACKENDS,
-                        help="onnxruntime (model.onnx) or tensorrt (model.engine, GPU)")
+                        help="onnxruntime (deploy.yaml's model.onnx) or tensorrt (model.engine, GPU)")
     parser.add_argument("--batch-size", type=int, default=None,
                         help="images per predict call (default: the model's batch, 8 for a dynamic batch)")
     parser.add_argument("--draw-threshold", type=float, default=None,

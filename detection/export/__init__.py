@@ -19,13 +19,13 @@ from oars.config import ConfigError
 from oars.export.errors import ExportCheckError
 from oars.export.spec import ExportOptions, ExportSpec
 
-from .compare import MatchResult, MatchSettings, compare_detections, pad_detections
+from .compare import MatchResult, MatchSettings, compare_detections, detection_agreement, pad_detections
 from .module import LABEL_PAD, YOLOv3Decode, YOLOv3WithNMS
 from .nms_op import ONNX_TRANSLATIONS
 
 __all__ = [
     "LABEL_PAD", "ONNX_TRANSLATIONS", "DetectionCompare", "MatchResult", "MatchSettings", "YOLOv3Decode",
-    "YOLOv3WithNMS", "build_export_spec", "compare_detections", "pad_detections",
+    "YOLOv3WithNMS", "build_export_spec", "compare_detections", "detection_agreement", "pad_detections",
 ]  # fmt: skip
 
 OUTPUT_META = {
@@ -126,6 +126,7 @@ def build_export_spec(model: nn.Module, cfg: Any, options: ExportOptions) -> Exp
             postprocess=postprocess,
             atol=1e-4,
             compare=DetectionCompare(settings),
+            agreement=detection_agreement,
             custom_translation_table=dict(ONNX_TRANSLATIONS),  # oars::nms -> ONNX NonMaxSuppression
         )
     else:

@@ -221,3 +221,24 @@ def pad_detections(
         num[i] = k
         boxes[i, :k], scores[i, :k], labels[i, :k] = bx[order], sc[order], lb[order]
     return num, boxes, scores, labels
+
+
+def detection_agreement(reference: Mapping, candidate: Mapping, min_iou: float = 0.5) -> dict[str, float]:
+    """How well reduced-precision detections (FP16/INT8 graph) agree with the FP32 graph's, in [0, 1].
+
+    ``detections_recall``: the share of the reference detections found again (same label, IoU >= ``min_iou``),
+    each weighted by its score, so a borderline detection that flips costs little and a confident one that is lost
+    costs much; ``detections_precision``: the same from the candidate's side (spurious detections). 1.0 when
+    neither has detections.
+    """
+    ref, cand = _as_tuple(reference), _as_tuple(candidate)
+    found = {"detections_recall": [0.0, 0.0], "detections_precision": [0.0, 0.0]}  # [matched score, total score]
+    for i in range(ref[0].shape[0]):
+        r = [o[i][: int(ref[0][i])] for o in ref[1:]]
+        c = [o[i][: int(cand[0][i])] for o in cand[1:]]
+        iou = _iou(r[0].astype(np.float64), c[0].astype(np.float64))
+        same = (iou >= min_iou) & (r[2][:, None] == c[2][None, :])
+        for key, scores, hit in (("detections_recall", r[1], same.any(1)), ("detections_precision", c[1], same.any(0))):
+            found[key][0] += float(scores[hit].sum())
+            found[key][1] += float(scores.sum())
+    return {k: (m / t if t > 0 else 1.0) for k, (m, t) in found.items()}

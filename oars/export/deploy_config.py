@@ -261,6 +261,9 @@ def validate_deploy(data: Any, path: str = "deploy.yaml") -> None:
         raise ExportError(f"{path}: version {data['version']!r} is not supported (this code reads version "
                           f"{DEPLOY_VERSION}); re-export the model with tools/export.py")
     _require(data["model"], MODEL_KEYS, path, "model")
+    precision = data["model"].get("precision", "fp32")
+    if precision not in ("fp32", "fp16", "int8"):
+        raise ExportError(f"{path}: model.precision must be fp32, fp16 or int8, got {precision!r}")
     labels = data["labels"]
     if not isinstance(labels, list) or not labels or not all(isinstance(v, str) for v in labels):
         raise ExportError(f"{path}: labels must be a non-empty list of class names, got {labels!r}")

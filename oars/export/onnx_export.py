@@ -8,7 +8,6 @@ built; the files appear under their final names only after the self-check passed
 from __future__ import annotations
 
 import contextlib
-import copy
 import importlib
 import importlib.util
 import io
@@ -31,39 +30,54 @@ from oars.export.deploy_config import (
     write_deploy_yaml,
 )
 from oars.export.errors import ExportError
+from oars.export.precision import (
+    CALIB_METHODS,
+    calibration_batches,
+    calibration_images,
+    check_agreement,
+    convert_fp16,
+    precision_file,
+    precision_of,
+    quantize_int8,
+)
 from oars.export.spec import ExportOptions, ExportSpec
 
 FORMATS = ("onnx", "tensorrt")
 DYNAMIC_CHECK_BATCH = 3
-HALF_ATOL = 2e-2
+PRECISION_CHECK_IMAGES = 8  # calibration images the INT8 model is compared with the FP32 one on
 
 
 def export_model(config: str | Config, checkpoint: str, out_dir: str, *, fmt: str = "onnx", dynamic: bool = False,
                  opset: int = 17, half: bool = False, int8: bool = False, calib_dir: str | None = None,
-                 overrides: Sequence[str] = (), check: bool = True, device: str = "cpu") -> dict:
+                 calib_method: str = "entropy", overrides: Sequence[str] = (), check: bool = True,
+                 device: str = "cpu") -> dict:
     """Write ``out_dir/model.onnx`` + ``out_dir/deploy.yaml`` (+ ``model.engine`` for tensorrt).
 
-    Returns ``{'onnx', 'deploy', 'engine' (tensorrt), 'check': {'preprocess_max_abs_diff', 'outputs': {name:
-    {max_abs_diff, tolerance}}, 'dynamic_batch': {...} (dynamic)}}``. ``half``: FP16 ONNX weights (CUDA only) for
-    onnx; an FP16 engine from the FP32 ONNX for tensorrt.
+    ``half``/``int8``: also ``model_fp16.onnx``/``model_int8.onnx`` (precision in the graph, see
+    oars.export.precision; INT8 calibrated on ``calib_dir``), checked against the FP32 graph, and deploy.yaml's
+    ``model.onnx`` names it, so the predictors and the TensorRT engine use it.
+    Returns ``{'onnx', 'deploy', 'engine' (tensorrt), 'precision_onnx' (fp16/int8), 'check': {
+    'preprocess_max_abs_diff', 'outputs': {name: {max_abs_diff, tolerance}}, 'dynamic_batch': {...} (dynamic),
+    'precision': {precision, agreement: {name: value}, min_agreement} (fp16/int8)}}``.
     """
     from oars.engine.checkpoint import check_checkpoint_file
 
     if fmt not in FORMATS:
         raise ExportError(f"unsupported export format {fmt!r}; expected one of: {'|'.join(FORMATS)}")
-    if (int8 or calib_dir) and fmt != "tensorrt":
-        raise ExportError("--int8/--calib-dir apply to --format tensorrt only")
+    if calib_dir and not int8:
+        raise ExportError("--calib-dir is for --int8 (the calibration images of the INT8 model)")
     if int8 and not calib_dir:
-        raise ExportError("--int8 needs --calib-dir DIR (a folder of calibration images)")
+        raise ExportError("--int8 needs --calib-dir DIR (a folder of calibration images, like the deployment data)")
+    precision = precision_of(half, int8)
+    files = calibration_images(calib_dir) if int8 else []
+    if calib_method not in CALIB_METHODS:
+        raise ExportError(f"--calib-method must be one of {list(CALIB_METHODS)}, got {calib_method!r}")
     if fmt == "tensorrt" and importlib.util.find_spec("tensorrt") is None:
         raise ExportError("--format tensorrt needs the `tensorrt` Python package (pip install tensorrt, on a machine "
                           "with an NVIDIA GPU); --format onnx works without it")
     check_checkpoint_file(checkpoint)
     cfg = _load_config(config, overrides)
-    options = export_options(cfg, dynamic=dynamic, opset=opset, half=half and fmt == "onnx")
-    if half and fmt == "onnx" and not str(device).startswith("cuda"):
-        raise ExportError("--half exports FP16 weights, which needs --device cuda (ONNX Runtime on the CPU is not a "
-                          "target for FP16 models); for an FP16 TensorRT engine use --format tensorrt --half")
+    options = export_options(cfg, dynamic=dynamic, opset=opset)
     if str(device).startswith("cuda") and not _cuda_available():
         raise ExportError(f"--device {device}: CUDA is not available on this machine")
     task = _task_export_module(cfg)
@@ -76,29 +90,68 @@ def export_model(config: str | Config, checkpoint: str, out_dir: str, *, fmt: st
     spec.module.eval()
     hw = options.input_shape[2:]
     image, deploy_image, pre_diff = sample_inputs(cfg, model, steps, options.input_shape[0], hw)
-    if options.half:
-        spec.module = _HalfModule(spec.module).eval()
 
     os.makedirs(out_dir, exist_ok=True)
     onnx_path, deploy_path = osp.join(out_dir, "model.onnx"), osp.join(out_dir, "deploy.yaml")
-    tmp_onnx = osp.join(out_dir, ".model.onnx.tmp")
+    low_path = osp.join(out_dir, precision_file(precision)) if precision != "fp32" else None
+    tmp_onnx, tmp_low = osp.join(out_dir, ".model.onnx.tmp"), osp.join(out_dir, f".model_{precision}.onnx.tmp")
     try:
         export_spec_to_onnx(spec, image, tmp_onnx, options)
         result: dict[str, Any] = {"onnx": onnx_path, "deploy": deploy_path}
         if check:
-            result["check"] = self_check(spec, tmp_onnx, image, deploy_image, cfg, model, steps, options, device)
+            result["check"] = self_check(spec, tmp_onnx, image, deploy_image, cfg, model, steps, options)
             result["check"]["preprocess_max_abs_diff"] = pre_diff
         deploy = deploy_dict(cfg, model, spec, options, steps, checkpoint, tmp_onnx)
+        if low_path:
+            batches = calibration_batches(files, deploy, options.input_shape[0])
+            agreement = reduce_precision(spec, tmp_onnx, tmp_low, precision, batches, calib_method,
+                                         check_inputs=_precision_check_inputs(files, deploy, deploy_image, options),
+                                         min_agreement=options.extra.get("min_agreement"),
+                                         num_batches=-(-len(files) // options.input_shape[0]))
+            deploy["model"].update(onnx=osp.basename(low_path), onnx_fp32="model.onnx", precision=precision,
+                                   agreement_with_fp32=agreement["agreement"])
+            result.setdefault("check", {})["precision"] = {"precision": precision, **agreement}
+            result["precision_onnx"] = low_path
         validate_deploy(deploy, deploy_path)
         os.replace(tmp_onnx, onnx_path)
+        if low_path:
+            os.replace(tmp_low, low_path)
     finally:
-        if osp.exists(tmp_onnx):
-            os.remove(tmp_onnx)
+        for tmp in (tmp_onnx, tmp_low):
+            if osp.exists(tmp):
+                os.remove(tmp)
     write_deploy_yaml(deploy_path, deploy)
     if fmt == "tensorrt":
-        result["engine"] = _build_tensorrt(onnx_path, out_dir, deploy, deploy_path, half, int8, calib_dir,
-                                           opt_batch=options.input_shape[0])
+        result["engine"] = _build_tensorrt(out_dir, deploy, deploy_path, opt_batch=options.input_shape[0])
     return result
+
+
+def reduce_precision(spec: ExportSpec, fp32_path: str, out_path: str, precision: str, batches: Any,
+                     calib_method: str, check_inputs: list[Any], min_agreement: float | None = None,
+                     num_batches: int | None = None) -> dict:
+    """Write the FP16 or INT8 graph of ``fp32_path`` to ``out_path`` and compare both on ``check_inputs`` (the
+    FP32 graph is the reference); returns ``{agreement: {output: value}, min_agreement}`` or raises
+    :class:`ExportCheckError` when an output agrees less than the threshold."""
+    import numpy as np
+
+    if precision == "fp16":
+        convert_fp16(fp32_path, out_path)
+    else:
+        quantize_int8(fp32_path, out_path, batches, spec.input_name, calib_method, num_batches=num_batches)
+    ref_session, low_session = ort_session(fp32_path), ort_session(out_path)
+    runs = [(ort_outputs(ref_session, spec.input_name, x), ort_outputs(low_session, spec.input_name, x))
+            for x in check_inputs]
+    reference = {n: np.concatenate([r[n] for r, _ in runs]) for n in spec.output_names}
+    candidate = {n: np.concatenate([c[n] for _, c in runs]) for n in spec.output_names}
+    return check_agreement(reference, candidate, precision, spec.agreement, min_agreement)
+
+
+def _precision_check_inputs(files: list[str], deploy: dict, deploy_image: Any, options: ExportOptions) -> list:
+    """INT8: the first calibration images (the data the user deploys on); FP16: the self-check's sample input."""
+    if not files:
+        return [deploy_image]
+    take = files[:max(PRECISION_CHECK_IMAGES, options.input_shape[0])]
+    return list(calibration_batches(take, deploy, options.input_shape[0]))
 
 
 # ----------------------------------------------------------------------------- steps
@@ -114,7 +167,7 @@ def _load_config(config: str | Config, overrides: Sequence[str]) -> Config:
     return load_config(config, list(overrides))
 
 
-def export_options(cfg: Config, dynamic: bool = False, opset: int = 17, half: bool = False) -> ExportOptions:
+def export_options(cfg: Config, dynamic: bool = False, opset: int = 17) -> ExportOptions:
     """``ExportOptions`` from ``cfg.export`` (clear error naming the config when the section is missing)."""
     export = cfg.get("export")
     if not export:
@@ -123,7 +176,7 @@ def export_options(cfg: Config, dynamic: bool = False, opset: int = 17, half: bo
     h, w = export_input_hw(cfg)
     batch = int(export["input_shape"][0])
     extra = {k: v for k, v in dict(export).items() if k != "input_shape"}
-    return ExportOptions(input_shape=(batch, 3, h, w), dynamic=dynamic, opset=int(opset), half=half, extra=extra)
+    return ExportOptions(input_shape=(batch, 3, h, w), dynamic=dynamic, opset=int(opset), extra=extra)
 
 
 def _cuda_available() -> bool:
@@ -139,20 +192,6 @@ def _task_export_module(cfg: Config) -> Any:
     if not hasattr(module, "build_export_spec"):
         raise ExportError(f"{scope}/export.py has no build_export_spec(model, cfg, options)")
     return module
-
-
-class _HalfModule(torch.nn.Module):
-    """FP16 weights inside (a copy: the model's data preprocessor stays FP32 for the check's inputs); float32 image
-    in and float32 outputs out, so predictors need no change."""
-
-    def __init__(self, module: torch.nn.Module) -> None:
-        super().__init__()
-        self.module = copy.deepcopy(module).half()
-
-    def forward(self, image: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        outs = self.module(image.half())
-        outs = (outs,) if isinstance(outs, torch.Tensor) else tuple(outs)
-        return tuple(o.float() if o.is_floating_point() else o for o in outs)
 
 
 def export_spec_to_onnx(spec: ExportSpec, image: torch.Tensor, path: str, options: ExportOptions) -> None:
@@ -184,17 +223,10 @@ def export_spec_to_onnx(spec: ExportSpec, image: torch.Tensor, path: str, option
 
 
 def self_check(spec: ExportSpec, onnx_path: str, image: torch.Tensor, deploy_image: Any, cfg: Config,
-               model: torch.nn.Module, steps: list[dict], options: ExportOptions, device: str) -> dict:
+               model: torch.nn.Module, steps: list[dict], options: ExportOptions) -> dict:
     """ONNX Runtime on the deploy input vs the PyTorch module on the pipeline input; dynamic: also batch 3."""
-    providers = ["CPUExecutionProvider"]
     atol = spec.atol
-    if options.half:  # FP16 graphs run on ONNX Runtime's CUDA provider when it exists, else on its CPU kernels
-        import onnxruntime as ort
-
-        if "CUDAExecutionProvider" in ort.get_available_providers():
-            providers.insert(0, "CUDAExecutionProvider")
-        atol = max(atol, HALF_ATOL)
-    session = ort_session(onnx_path, providers)
+    session = ort_session(onnx_path)
     expected = torch_outputs(spec, image)
     result = {"outputs": compare_outputs(spec, expected, ort_outputs(session, spec.input_name, deploy_image),
                                          deploy_image, atol)}
@@ -249,7 +281,7 @@ def deploy_dict(cfg: Config, model: torch.nn.Module, spec: ExportSpec, options: 
         "model": {"name": str(cfg.model.get("type")), "task": str(cfg.get("default_scope")),
                   "config": osp.basename(cfg.filename or ""), "checkpoint": osp.basename(checkpoint),
                   "onnx": "model.onnx", "opset": _onnx_opset(onnx_path),
-                  "precision": "fp16" if options.half else "fp32"},
+                  "precision": "fp32"},
         "labels": labels,
         "palette": palette,
         "input": {"name": spec.input_name, "shape": [-1 if options.dynamic else b, c, h, w],
@@ -268,13 +300,12 @@ def _onnx_opset(path: str) -> int | None:
     return next((int(o.version) for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
 
 
-def _build_tensorrt(onnx_path: str, out_dir: str, deploy: dict, deploy_path: str, half: bool, int8: bool,
-                    calib_dir: str | None, opt_batch: int = 1) -> str:
+def _build_tensorrt(out_dir: str, deploy: dict, deploy_path: str, opt_batch: int = 1) -> str:
+    """model.engine from the ONNX file deploy.yaml runs (its precision is the graph's); deploy.yaml names it."""
     from oars.export.tensorrt import build_engine
 
     engine_path = osp.join(out_dir, "model.engine")
-    build_engine(onnx_path, engine_path, deploy, half=half, int8=int8, calib_dir=calib_dir, opt_batch=opt_batch)
+    build_engine(osp.join(out_dir, deploy["model"]["onnx"]), engine_path, deploy, opt_batch=opt_batch)
     deploy["model"]["engine"] = osp.basename(engine_path)
-    deploy["model"]["engine_precision"] = "int8" if int8 else "fp16" if half else "fp32"
     write_deploy_yaml(deploy_path, deploy)
     return engine_path

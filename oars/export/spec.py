@@ -19,7 +19,6 @@ class ExportOptions:
     input_shape: tuple[int, int, int, int]  # (B, C, H, W) from cfg.export.input_shape
     dynamic: bool = False  # dynamic batch axis
     opset: int = 17
-    half: bool = False
     extra: dict = field(default_factory=dict)
 
 
@@ -43,3 +42,6 @@ class ExportSpec:
     atol: float = 1e-4  # tolerance of the ORT-vs-PyTorch self-check (per output, scaled by max(1, max |expected|))
     compare: Callable | None = None  # see the class docstring
     custom_translation_table: dict | None = None  # torch op -> onnxscript function, for custom ops (e.g. oars::nms)
+    # FP16/INT8 vs FP32 graph: agreement(reference, candidate) -> {name: value in [0, 1]}; default: per output
+    # (oars.export.precision.output_agreement)
+    agreement: Callable | None = None

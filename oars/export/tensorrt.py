@@ -2,9 +2,11 @@
 
 Why here and not in the predictor: the engine is a build artefact of ``tools/export.py --format tensorrt`` (the
 predictors only deserialize it). The optimisation profile comes from deploy.yaml's input spec: a dynamic batch
-gets min 1 / opt = the export batch / max 8; a static input gets its own shape three times. INT8 calibration
-feeds ``--calib-dir`` images through exactly the deploy.yaml preprocessing (oars.export.preprocess, which imports no
-torch), and keeps a calibration cache next to the engine so a rebuild skips the calibration pass.
+gets min 1 / opt = the export batch / max 8; a static input gets its own shape three times.
+Precision is not a builder setting: the network is strongly typed, so an engine runs in the precision of the ONNX
+graph it is built from (model_fp16.onnx, or model_int8.onnx with its Q/DQ nodes; see oars.export.precision). That
+is the only way TensorRT 11 offers (it removed the FP16/INT8 builder flags and the calibrators) and works the same
+on TensorRT 10.
 Device buffers are torch CUDA tensors (torch is a dependency of the project; the tensorrt wheel brings no CUDA
 array library of its own).
 """
@@ -13,7 +15,6 @@ from __future__ import annotations
 
 import os
 import os.path as osp
-from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -21,7 +22,6 @@ import numpy as np
 from oars.export.errors import ExportError
 
 MAX_DYNAMIC_BATCH = 8
-IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp")
 
 
 def import_tensorrt() -> Any:
@@ -70,85 +70,29 @@ def profile_shapes(deploy_cfg: dict, opt_batch: int | None = None,
     return (1, c, h, w), (opt, c, h, w), (max_batch, c, h, w)
 
 
-# ----------------------------------------------------------------------------- calibration data
-def calibration_images(calib_dir: str) -> list[str]:
-    """Sorted image files in ``calib_dir``; an error naming the folder when there are none."""
-    if not osp.isdir(calib_dir):
-        raise ExportError(f"--calib-dir {calib_dir}: not a folder")
-    files = sorted(osp.join(calib_dir, f) for f in os.listdir(calib_dir) if f.lower().endswith(IMAGE_SUFFIXES))
-    if not files:
-        raise ExportError(f"--calib-dir {calib_dir}: no images ({', '.join(IMAGE_SUFFIXES)})")
-    return files
-
-
-def calibration_batches(files: Sequence[str], deploy_cfg: dict, batch: int) -> Iterator[np.ndarray]:
-    """float32 [batch, 3, H, W] inputs made with deploy.yaml's preprocessing; the last batch is filled up by
-    repeating its last image (TensorRT calibrates on full batches)."""
-    import cv2
-
-    from oars.export.preprocess import preprocess
-
-    steps = deploy_cfg["preprocess"]
-    for start in range(0, len(files), batch):
-        chunk = list(files[start:start + batch])
-        chunk += [chunk[-1]] * (batch - len(chunk))
-        images = []
-        for f in chunk:
-            img = cv2.imread(f, cv2.IMREAD_COLOR)
-            if img is None:
-                raise ExportError(f"--calib-dir: cannot read image {f}")
-            images.append(img)
-        x, _ = preprocess(images, steps, np, "float32")
-        yield np.ascontiguousarray(x, dtype=np.float32)
-
-
-def _entropy_calibrator(trt: Any, files: Sequence[str], deploy_cfg: dict, batch: int, cache_path: str) -> Any:
-    """An ``IInt8EntropyCalibrator2`` over ``files`` (defined here because tensorrt is imported lazily)."""
-    torch = _require_cuda()
-
-    class EntropyCalibrator(trt.IInt8EntropyCalibrator2):
-        def __init__(self) -> None:
-            super().__init__()
-            self.batches = calibration_batches(files, deploy_cfg, batch)
-            self.device_input: Any = None
-
-        def get_batch_size(self) -> int:
-            return batch
-
-        def get_batch(self, names: list[str]) -> list[int] | None:
-            try:
-                x = next(self.batches)
-            except StopIteration:
-                return None
-            self.device_input = torch.from_numpy(x).cuda()
-            return [int(self.device_input.data_ptr())]
-
-        def read_calibration_cache(self) -> bytes | None:
-            if osp.isfile(cache_path):
-                with open(cache_path, "rb") as f:
-                    return f.read()
-            return None
-
-        def write_calibration_cache(self, cache: Any) -> None:
-            with open(cache_path, "wb") as f:
-                f.write(bytes(cache))
-
-    return EntropyCalibrator()
-
-
 # ----------------------------------------------------------------------------- build
-def build_engine(onnx_path: str, engine_path: str, deploy_cfg: dict, half: bool = False, int8: bool = False,
-                 calib_dir: str | None = None, workspace_gb: float = 4, opt_batch: int | None = None) -> str:
+def network_flags(trt: Any) -> int:
+    """``create_network`` flags: strongly typed (opt-in on TensorRT 9/10, always on and the flag ignored on 11),
+    and explicit batch on TensorRT < 10 (the only mode from 10 on)."""
+    flags = 0
+    kinds = trt.NetworkDefinitionCreationFlag
+    if hasattr(kinds, "EXPLICIT_BATCH") and int(trt.__version__.split(".")[0]) < 10:
+        flags |= 1 << int(kinds.EXPLICIT_BATCH)
+    if hasattr(kinds, "STRONGLY_TYPED"):
+        flags |= 1 << int(kinds.STRONGLY_TYPED)
+    return flags
+
+
+def build_engine(onnx_path: str, engine_path: str, deploy_cfg: dict, workspace_gb: float = 4,
+                 opt_batch: int | None = None) -> str:
     """Build a serialized TensorRT engine from ``onnx_path`` and write it to ``engine_path`` (returned).
 
-    ``deploy_cfg``: the deploy.yaml dict (input name/shape for the optimisation profile, preprocess for INT8
-    calibration). ``half``: FP16 kernels allowed; ``int8``: INT8 with an entropy calibrator over ``calib_dir``
-    (calibration cache: ``engine_path + '.calib'``). Errors name the ONNX file and TensorRT's parser messages.
+    ``deploy_cfg``: the deploy.yaml dict (input name and shape for the optimisation profile). The engine's
+    precision is the ONNX graph's (strongly typed network). Errors name the ONNX file and TensorRT's parser
+    messages.
     """
     trt = import_tensorrt()
     _require_cuda()
-    if int8 and not calib_dir:
-        raise ExportError("INT8 needs --calib-dir DIR (a folder of calibration images)")
     if not osp.isfile(onnx_path):
         raise ExportError(f"ONNX model not found: {onnx_path}")
     input_name = (deploy_cfg.get("input") or {}).get("name", "image")
@@ -156,10 +100,7 @@ def build_engine(onnx_path: str, engine_path: str, deploy_cfg: dict, half: bool 
 
     logger = trt.Logger(trt.Logger.WARNING)
     builder = trt.Builder(logger)
-    flags = 0
-    if hasattr(trt.NetworkDefinitionCreationFlag, "EXPLICIT_BATCH") and int(trt.__version__.split(".")[0]) < 10:
-        flags |= 1 << int(trt.NetworkDefinitionCreationFlag.EXPLICIT_BATCH)  # the default (and only) mode in 10.x
-    network = builder.create_network(flags)
+    network = builder.create_network(network_flags(trt))
     parser = trt.OnnxParser(network, logger)
     if not parser.parse_from_file(onnx_path):
         errors = "; ".join(str(parser.get_error(i)) for i in range(parser.num_errors))
@@ -170,15 +111,6 @@ def build_engine(onnx_path: str, engine_path: str, deploy_cfg: dict, half: bool 
     profile = builder.create_optimization_profile()
     profile.set_shape(input_name, *shapes)
     config.add_optimization_profile(profile)
-    if half:
-        config.set_flag(trt.BuilderFlag.FP16)
-    if int8:
-        config.set_flag(trt.BuilderFlag.INT8)
-        if not half:
-            config.set_flag(trt.BuilderFlag.FP16)  # layers INT8 cannot run fall back to FP16, not FP32
-        files = calibration_images(calib_dir)
-        config.int8_calibrator = _entropy_calibrator(trt, files, deploy_cfg, shapes[1][0], engine_path + ".calib")
-        config.set_calibration_profile(profile)
     serialized = builder.build_serialized_network(network, config)
     if serialized is None:
         raise ExportError(f"TensorRT failed to build an engine from {onnx_path} (see the TensorRT messages above)")

@@ -9,7 +9,6 @@ comparison is always against the Python predictor on the graph as exported.
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 import subprocess
@@ -18,8 +17,8 @@ import sys
 import cv2
 import numpy as np
 import pytest
-import torch
 from demo_utils import ROOT
+from export_cases import shrunk_export_case
 
 CPP_DIR = os.path.join(ROOT, "deploy", "cpp")
 BINARY = os.path.join(CPP_DIR, "build", "oars_infer")
@@ -61,50 +60,12 @@ def images(tmp_path_factory) -> str:
 def _export(config: str, folder: str, overrides: list[str] = (), dynamic: bool = False) -> str:
     """Shrunk model of ``config`` with random weights (varied BN statistics, a strong classifier so that the
     labels are not all one class) exported at 1x3x64x64 with oars' export_model; returns the model folder."""
-    import config_checks_detection
-    import config_checks_segmentation
-    from mmengine.registry import MODELS, DefaultScope
-
-    from oars.config import apply_overrides, load_config
     from oars.export.onnx_export import export_model
 
-    cfg = load_config(config)
-    shrink = {"segmentation": config_checks_segmentation, "detection": config_checks_detection}[cfg.default_scope]
-    opts = [f"export.input_shape=[1,3,{SIZE},{SIZE}]", *overrides]
-    for split in ("test_dataloader", "val_dataloader"):
-        for i, step in enumerate(cfg[split]["dataset"]["pipeline"]):
-            if step["type"] == "Resize":
-                opts.append(f"{split}.dataset.pipeline.{i}.scale=[{SIZE},{SIZE}]")
-    apply_overrides(cfg, opts)
-    cfg.model = shrink.shrink_model(cfg.model)
-    torch.manual_seed(0)
-    with DefaultScope.overwrite_default_scope(cfg.default_scope):
-        model = MODELS.build(copy.deepcopy(cfg.model)).eval()
-    g = torch.Generator().manual_seed(1)
-    for m in model.modules():
-        if isinstance(m, torch.nn.modules.batchnorm._BatchNorm) and m.running_mean is not None:
-            m.running_mean.copy_(torch.randn(m.running_mean.shape, generator=g) * 0.1)
-            m.running_var.copy_(torch.rand(m.running_var.shape, generator=g) + 0.5)
-    if cfg.default_scope == "segmentation":
-        _standardise_logits(model, g)
-    os.makedirs(folder, exist_ok=True)
-    ckpt = os.path.join(folder, "model.pth")
-    classes = [f"class{i}" for i in range(cfg.model.num_classes)]
-    torch.save({"state_dict": model.state_dict(), "meta": {"dataset_meta": {"classes": classes}}}, ckpt)
+    cfg, ckpt = shrunk_export_case(config, folder, SIZE, overrides=overrides, standardise_logits=True)
     out = os.path.join(folder, "export")
     export_model(cfg, ckpt, out, dynamic=dynamic)
     return out
-
-
-def _standardise_logits(model: torch.nn.Module, g: torch.Generator) -> None:
-    """Scale each class's classifier row so its logits have mean 0 / std 1 over a random input: a random-weight
-    segmentor otherwise predicts one class everywhere (features vary little, biases dominate)."""
-    conv = model.decode_head.conv_seg
-    with torch.no_grad():
-        logits = model.encode_decode(torch.rand(2, 3, SIZE, SIZE, generator=g) * 4 - 2)
-        mean, std = logits.mean((0, 2, 3)), logits.std((0, 2, 3)).clamp(min=1e-6)
-        conv.weight.div_(std[:, None, None, None])
-        conv.bias.sub_(mean).div_(std)
 
 
 def _run(binary: str, model_dir: str, image: str, out: str, backend: str = "opencv") -> list[dict]:

@@ -155,12 +155,6 @@ def test_unsupported_format(demo_case, tmp_path):
         export_model(cfg, ckpt, str(tmp_path), fmt="tflite")
 
 
-def test_half_needs_cuda(demo_case, tmp_path):
-    cfg, ckpt = demo_case
-    with pytest.raises(ExportError, match="needs --device cuda"):
-        export_model(cfg, ckpt, str(tmp_path), half=True)
-
-
 def test_task_without_export_module(demo_case, tmp_path):
     cfg, ckpt = demo_case
     cfg = copy.deepcopy(cfg)
@@ -249,14 +243,3 @@ def test_deploy_yaml_reader_needs_no_torch(tmp_path):
             f"print(read_deploy_yaml({path!r})['labels'])")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert "background" in out.stdout
-
-
-@pytest.mark.gpu
-def test_half_export_on_cuda(demo_case, tmp_path):
-    cfg, ckpt = demo_case
-    cfg = copy.deepcopy(cfg)
-    apply_overrides(cfg, ["export.output_op=softmax"])
-    result = export_model(cfg, ckpt, str(tmp_path), half=True, device="cuda", dynamic=True)
-    deploy = read_deploy_yaml(result["deploy"])
-    assert deploy["model"]["precision"] == "fp16" and deploy["input"]["dtype"] == "float32"
-    assert result["check"]["outputs"]["prob"]["max_abs_diff"] <= 2e-2

@@ -1,5 +1,6 @@
-"""oars.export.tensorrt: what runs without a GPU (clear errors, profile shapes, calibration batches) here, and
-engine-vs-ONNX Runtime parity (FP32, FP16) on a GPU with the tensorrt package (tests marked gpu)."""
+"""oars.export.tensorrt: what runs without a GPU (clear errors, profile shapes, network flags, calibration batches)
+here, and engine-vs-ONNX Runtime parity (FP32, FP16 and INT8 graphs) on a GPU with the tensorrt package (tests
+marked gpu)."""
 
 from __future__ import annotations
 
@@ -14,14 +15,9 @@ from demo_utils import ROOT
 
 from oars.errors import OarsError
 from oars.export.errors import ExportError
+from oars.export.precision import calibration_batches, calibration_images, convert_fp16, quantize_int8
 from oars.export.preprocess import preprocess
-from oars.export.tensorrt import (
-    TensorRTRunner,
-    build_engine,
-    calibration_batches,
-    calibration_images,
-    profile_shapes,
-)
+from oars.export.tensorrt import TensorRTRunner, build_engine, network_flags, profile_shapes
 
 SEG_CFG = os.path.join(ROOT, "configs/segmentation/unet/unet_demo_shapes.yaml")
 DET_CFG = os.path.join(ROOT, "configs/detection/yolov3/yolov3_darknet53_demo_shapes.yaml")
@@ -87,6 +83,27 @@ def test_calibration_dir_errors(tmp_path):
         calibration_images(str(tmp_path))
 
 
+class _Flag:
+    def __init__(self, value: int) -> None:
+        self.value = value
+
+    def __int__(self) -> int:
+        return self.value
+
+
+@pytest.mark.parametrize("version,names,expected", [
+    ("8.6.1", ("EXPLICIT_BATCH",), 1 << 0),  # 8.x: explicit batch must be asked for; no strong typing yet
+    ("10.3.0", ("EXPLICIT_BATCH", "STRONGLY_TYPED"), 1 << 1),  # 10.x: explicit batch is the only mode
+    ("11.4.0", ("STRONGLY_TYPED",), 1 << 1),  # 11.x: strong typing always on, the flag accepted
+])
+def test_network_flags_are_strongly_typed_on_every_version(version, names, expected):
+    """No precision builder flags exist any more (TensorRT 11): the network must be strongly typed."""
+    kinds = type("NetworkDefinitionCreationFlag", (), {n: _Flag(i) for i, n in
+                                                       enumerate(("EXPLICIT_BATCH", "STRONGLY_TYPED")) if n in names})
+    trt = type("trt", (), {"__version__": version, "NetworkDefinitionCreationFlag": kinds})
+    assert network_flags(trt) == expected
+
+
 # ----------------------------------------------------------------------------- GPU
 def _needs_tensorrt():
     if importlib.util.find_spec("tensorrt") is None:
@@ -101,19 +118,23 @@ def _export(config: str, folder: str, overrides: list[str], dynamic: bool = Fals
     return export_shrunk(config, folder, overrides, dynamic=dynamic)
 
 
-def _ort(model_dir: str, x: np.ndarray) -> dict[str, np.ndarray]:
+def _ort(model_dir: str, x: np.ndarray, file: str = "model.onnx") -> dict[str, np.ndarray]:
     import onnxruntime as ort
 
-    session = ort.InferenceSession(os.path.join(model_dir, "model.onnx"), providers=["CPUExecutionProvider"])
+    session = ort.InferenceSession(os.path.join(model_dir, file), providers=["CPUExecutionProvider"])
     return dict(zip([o.name for o in session.get_outputs()], session.run(None, {"image": x})))
 
 
-def _engine(model_dir: str, half: bool) -> TensorRTRunner:
+def _engine(model_dir: str, half: bool, file: str | None = None) -> TensorRTRunner:
+    """An engine of model.onnx, or of its FP16 graph (``half``), or of ``file``; precision is the graph's."""
     from oars.export.deploy_config import read_deploy_yaml
 
     deploy = read_deploy_yaml(os.path.join(model_dir, "deploy.yaml"))
-    path = os.path.join(model_dir, "fp16.engine" if half else "fp32.engine")
-    return TensorRTRunner(build_engine(os.path.join(model_dir, "model.onnx"), path, deploy, half=half))
+    onnx_path = os.path.join(model_dir, file or "model.onnx")
+    if half:
+        onnx_path = convert_fp16(onnx_path, os.path.join(model_dir, "model_fp16.onnx"))
+    path = os.path.join(model_dir, os.path.basename(onnx_path) + ".engine")
+    return TensorRTRunner(build_engine(onnx_path, path, deploy))
 
 
 def _input(batch: int = 2) -> np.ndarray:
@@ -186,3 +207,15 @@ def test_tensorrt_yolov3_raw_matches_onnxruntime(tmp_path):
     ref, got = _ort(model_dir, x), _engine(model_dir, False)(x)
     np.testing.assert_allclose(got["scores"], ref["scores"], atol=1e-3)
     np.testing.assert_allclose(got["boxes"], ref["boxes"], atol=1e-2)
+
+
+@pytest.mark.gpu
+def test_tensorrt_int8_qdq_graph_matches_onnxruntime(tmp_path):
+    """The INT8 engine comes from the Q/DQ graph (explicit quantization): close to ONNX Runtime on that graph."""
+    _needs_tensorrt()
+    model_dir = _export(SEG_CFG, str(tmp_path), ["export.output_op=none", "export.input_shape=[2,3,64,64]"])
+    x = _input()
+    quantize_int8(os.path.join(model_dir, "model.onnx"), os.path.join(model_dir, "model_int8.onnx"), [x], "image")
+    ref, got = _ort(model_dir, x, "model_int8.onnx"), _engine(model_dir, False, "model_int8.onnx")(x)
+    rel = np.linalg.norm(got["logits"] - ref["logits"]) / max(np.linalg.norm(ref["logits"]), 1e-12)
+    assert rel <= 0.05
