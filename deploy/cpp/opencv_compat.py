@@ -20,11 +20,12 @@ from __future__ import annotations
 import argparse
 import os
 import os.path as osp
-import shutil
 
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper, shape_inference
+
+from oars.export.deploy_config import read_deploy_yaml, write_deploy_yaml
 
 
 def _constants(graph: onnx.GraphProto) -> dict[str, np.ndarray]:
@@ -99,12 +100,19 @@ def opencv_compatible(model: onnx.ModelProto) -> tuple[onnx.ModelProto, list[str
 
 
 def convert_model_dir(model_dir: str, out_dir: str) -> list[str]:
-    """MODEL_DIR (deploy.yaml + model.onnx) -> OUT_DIR with the rewritten model.onnx; returns the changes."""
-    model, changes = opencv_compatible(onnx.load(osp.join(model_dir, "model.onnx")))
+    """MODEL_DIR (deploy.yaml + its FP32 graph) -> OUT_DIR with the rewritten graph as model.onnx and a deploy.yaml
+    that names it (OpenCV DNN runs FP32 graphs; an FP16/INT8 export keeps its FP32 graph as model.onnx_fp32)."""
+    deploy = read_deploy_yaml(osp.join(model_dir, "deploy.yaml"))
+    meta = deploy["model"]
+    source = meta.get("onnx_fp32") or meta.get("onnx", "model.onnx")
+    model, changes = opencv_compatible(onnx.load(osp.join(model_dir, source)))
     onnx.checker.check_model(model)
     os.makedirs(out_dir, exist_ok=True)
     onnx.save(model, osp.join(out_dir, "model.onnx"))
-    shutil.copy(osp.join(model_dir, "deploy.yaml"), osp.join(out_dir, "deploy.yaml"))
+    for key in ("onnx_fp32", "agreement_with_fp32", "engine"):
+        meta.pop(key, None)
+    meta.update(onnx="model.onnx", precision="fp32")
+    write_deploy_yaml(osp.join(out_dir, "deploy.yaml"), deploy)
     return changes
 
 

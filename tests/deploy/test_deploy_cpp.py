@@ -20,6 +20,8 @@ import pytest
 from demo_utils import ROOT
 from export_cases import shrunk_export_case
 
+from oars.export.deploy_config import read_deploy_yaml
+
 CPP_DIR = os.path.join(ROOT, "deploy", "cpp")
 BINARY = os.path.join(CPP_DIR, "build", "oars_infer")
 SEG_CFG = os.path.join(ROOT, "configs/segmentation/unet/unet_demo_shapes.yaml")
@@ -57,14 +59,14 @@ def images(tmp_path_factory) -> str:
     return str(folder)
 
 
-def _export(config: str, folder: str, overrides: list[str] = (), dynamic: bool = False) -> str:
+def _export(config: str, folder: str, overrides: list[str] = (), dynamic: bool = False, half: bool = False) -> str:
     """Shrunk model of ``config`` with random weights (varied BN statistics, a strong classifier so that the
     labels are not all one class) exported at 1x3x64x64 with oars' export_model; returns the model folder."""
     from oars.export.onnx_export import export_model
 
     cfg, ckpt = shrunk_export_case(config, folder, SIZE, overrides=overrides, standardise_logits=True)
     out = os.path.join(folder, "export")
-    export_model(cfg, ckpt, out, dynamic=dynamic)
+    export_model(cfg, ckpt, out, dynamic=dynamic, half=half)
     return out
 
 
@@ -112,6 +114,19 @@ def test_cpp_unet_matches_python_predictor(oars_infer, unet_dir, images, tmp_pat
     _check_segmentation(results, _python_predictor(model_dir), images)
     classes = {c for r in results for c, n in enumerate(r["counts"]) if n}
     assert len(classes) >= 2, "degenerate test model: a single class everywhere"
+
+
+def test_cpp_opencv_runs_the_fp32_graph_of_an_fp16_export(oars_infer, unet_dir, images, tmp_path):
+    """After --half, deploy.yaml names model_fp16.onnx; OpenCV DNN (FP32 on the CPU) runs model.onnx_fp32, so its
+    labels are the FP32 model's (same seeds, same weights as unet_dir)."""
+    model_dir = _export(SEG_CFG, str(tmp_path / "unet_fp16"), half=True)
+    assert read_deploy_yaml(os.path.join(model_dir, "deploy.yaml"))["model"]["onnx"] == "model_fp16.onnx"
+    results = _run(oars_infer, model_dir, images, str(tmp_path / "out"))
+    _check_segmentation(results, _python_predictor(unet_dir), images)
+    converted = _opencv_model_dir(model_dir, str(tmp_path))  # the compat rewrite takes the FP32 graph too
+    assert read_deploy_yaml(os.path.join(converted, "deploy.yaml"))["model"]["onnx"] == "model.onnx"
+    _check_segmentation(_run(oars_infer, converted, images, str(tmp_path / "out2")), _python_predictor(unet_dir),
+                        images)
 
 
 @pytest.mark.slow

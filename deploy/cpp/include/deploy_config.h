@@ -54,7 +54,7 @@ struct PostprocessSpec {
 
 struct DeployConfig {
   std::string model_dir, yaml_path;
-  std::string model_name, task, onnx_file, engine_file;
+  std::string model_name, task, onnx_file, onnx_fp32_file, engine_file;
   std::vector<std::string> labels;
   std::vector<cv::Vec3b> palette;       // RGB, one per label
   TensorSpec input;
@@ -63,6 +63,8 @@ struct DeployConfig {
   PostprocessSpec postprocess;
 
   std::string onnx_path() const { return model_dir + "/" + onnx_file; }
+  // the FP32 graph (model.onnx) even after an FP16/INT8 export, whose reduced graph deploy.yaml's model.onnx names
+  std::string onnx_fp32_path() const { return model_dir + "/" + onnx_fp32_file; }
   std::string engine_path() const { return model_dir + "/" + engine_file; }
   int input_height() const { return static_cast<int>(input.shape.size() == 4 ? input.shape[2] : -1); }
   int input_width() const { return static_cast<int>(input.shape.size() == 4 ? input.shape[3] : -1); }

@@ -1,5 +1,6 @@
 // OpenCV DNN on the CPU: always available from the system's libopencv-dev. Every tensor is float inside
-// OpenCV DNN, so integer outputs (argmax labels, class ids) are converted back to CV_32S here.
+// OpenCV DNN, so integer outputs (argmax labels, class ids) are converted back to CV_32S here. It runs the FP32
+// graph (deploy.yaml model.onnx_fp32) also after an FP16/INT8 export: its CPU target computes in FP32 anyway.
 #include "backend.h"
 
 #include <opencv2/dnn.hpp>
@@ -13,9 +14,9 @@ class OpenCvBackend : public Backend {
  public:
   explicit OpenCvBackend(const DeployConfig& cfg) : cfg_(cfg) {
     try {
-      net_ = cv::dnn::readNetFromONNX(cfg.onnx_path());
+      net_ = cv::dnn::readNetFromONNX(cfg.onnx_fp32_path());
     } catch (const cv::Exception& e) {
-      throw std::runtime_error("OpenCV DNN " CV_VERSION " cannot load " + cfg.onnx_path() + ": " + e.what() +
+      throw std::runtime_error("OpenCV DNN " CV_VERSION " cannot load " + cfg.onnx_fp32_path() + ": " + e.what() +
                                "\n(see deploy/cpp/README.md for the graphs it can run; try --backend onnxruntime)");
     }
     net_.setPreferableBackend(cv::dnn::DNN_BACKEND_OPENCV);
@@ -29,7 +30,7 @@ class OpenCvBackend : public Backend {
       net_.setInput(blob, cfg_.input.name);
       net_.forward(outs, names_);
     } catch (const cv::Exception& e) {
-      throw std::runtime_error("OpenCV DNN " CV_VERSION " failed to run " + cfg_.onnx_path() + ": " + e.what());
+      throw std::runtime_error("OpenCV DNN " CV_VERSION " failed to run " + cfg_.onnx_fp32_path() + ": " + e.what());
     }
     for (size_t i = 0; i < outs.size(); ++i) {
       const std::string& dtype = cfg_.outputs[i].dtype;

@@ -149,6 +149,7 @@ DeployConfig load_deploy_config(const std::string& model_dir) {
   cfg.model_name = get_or<std::string>(model, "name", "model");
   cfg.task = get<std::string>(model, "task", file, "model.");
   cfg.onnx_file = get_or<std::string>(model, "onnx", "model.onnx");
+  cfg.onnx_fp32_file = get_or<std::string>(model, "onnx_fp32", cfg.onnx_file);
   cfg.engine_file = get_or<std::string>(model, "engine", "model.engine");
 
   if (root["labels"]) cfg.labels = root["labels"].as<std::vector<std::string>>();
