@@ -106,8 +106,7 @@ def export_model(config: str | Config, checkpoint: str, out_dir: str, *, fmt: st
             batches = calibration_batches(files, deploy, options.input_shape[0])
             agreement = reduce_precision(spec, tmp_onnx, tmp_low, precision, batches, calib_method,
                                          check_inputs=_precision_check_inputs(files, deploy, deploy_image, options),
-                                         min_agreement=options.extra.get("min_agreement"),
-                                         num_batches=-(-len(files) // options.input_shape[0]))
+                                         min_agreement=options.extra.get("min_agreement"))
             deploy["model"].update(onnx=osp.basename(low_path), onnx_fp32="model.onnx", precision=precision,
                                    agreement_with_fp32=agreement["agreement"])
             result.setdefault("check", {})["precision"] = {"precision": precision, **agreement}
@@ -126,9 +125,8 @@ def export_model(config: str | Config, checkpoint: str, out_dir: str, *, fmt: st
     return result
 
 
-def reduce_precision(spec: ExportSpec, fp32_path: str, out_path: str, precision: str, batches: Any,
-                     calib_method: str, check_inputs: list[Any], min_agreement: float | None = None,
-                     num_batches: int | None = None) -> dict:
+def reduce_precision(spec: ExportSpec, fp32_path: str, out_path: str, precision: str, batches: Sequence[Any],
+                     calib_method: str, check_inputs: Sequence[Any], min_agreement: float | None = None) -> dict:
     """Write the FP16 or INT8 graph of ``fp32_path`` to ``out_path`` and compare both on ``check_inputs`` (the
     FP32 graph is the reference); returns ``{agreement: {output: value}, min_agreement}`` or raises
     :class:`ExportCheckError` when an output agrees less than the threshold."""
@@ -137,7 +135,7 @@ def reduce_precision(spec: ExportSpec, fp32_path: str, out_path: str, precision:
     if precision == "fp16":
         convert_fp16(fp32_path, out_path)
     else:
-        quantize_int8(fp32_path, out_path, batches, spec.input_name, calib_method, num_batches=num_batches)
+        quantize_int8(fp32_path, out_path, batches, spec.input_name, calib_method)
     ref_session, low_session = ort_session(fp32_path), ort_session(out_path)
     runs = [(ort_outputs(ref_session, spec.input_name, x), ort_outputs(low_session, spec.input_name, x))
             for x in check_inputs]

@@ -25,7 +25,7 @@ import os
 import os.path as osp
 import sys
 import warnings
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -36,6 +36,7 @@ PRECISIONS = ("fp32", "fp16", "int8")
 CALIB_METHODS = ("entropy", "minmax", "percentile")
 # agreement with the FP32 graph below which a reduced-precision export fails (see `agreement`)
 MIN_AGREEMENT = {"fp16": 0.99, "int8": 0.9}
+CALIB_GROUP = 8  # calibration batches whose activations are held at once
 FP32_OPS = ("ArgMax", "ArgMin")  # index results: a tie broken differently in FP16 changes a label for nothing
 QUANTIZED_OPS = ("Conv", "ConvTranspose", "MatMul", "Gemm")
 
@@ -96,30 +97,49 @@ def calibration_images(calib_dir: str) -> list[str]:
         raise ExportError(f"--calib-dir: {err}") from None
 
 
-def calibration_batches(files: Sequence[str], deploy_cfg: dict, batch: int) -> Iterator[np.ndarray]:
-    """float32 [batch, 3, H, W] inputs made with deploy.yaml's pre-processing; the last batch is filled up by
-    repeating its last image (a model exported with a static batch takes only full batches)."""
-    import cv2
+class CalibrationBatches(Sequence):
+    """float32 [batch, 3, H, W] inputs made from image files with deploy.yaml's pre-processing, read when indexed
+    (so calibration holds a few batches in memory, not the whole set); the last batch is filled up by repeating its
+    last image (a model exported with a static batch takes only full batches)."""
 
-    from oars.export.preprocess import preprocess
+    def __init__(self, files: Sequence[str], deploy_cfg: dict, batch: int) -> None:
+        self.files, self.steps, self.batch = list(files), deploy_cfg["preprocess"], int(batch)
 
-    steps = deploy_cfg["preprocess"]
-    for start in range(0, len(files), batch):
-        chunk = list(files[start:start + batch])
-        chunk += [chunk[-1]] * (batch - len(chunk))
+    def __len__(self) -> int:
+        return -(-len(self.files) // self.batch)
+
+    def __getitem__(self, index: int) -> np.ndarray:  # type: ignore[override]
+        import cv2
+
+        from oars.export.preprocess import preprocess
+
+        if not -len(self) <= index < len(self):
+            raise IndexError(index)
+        start = (index % len(self)) * self.batch
+        chunk = self.files[start:start + self.batch]
+        chunk += [chunk[-1]] * (self.batch - len(chunk))
         images = []
         for f in chunk:
             img = cv2.imread(f, cv2.IMREAD_COLOR)
             if img is None:
                 raise ExportError(f"--calib-dir: cannot read image {f}")
             images.append(img)
-        x, _ = preprocess(images, steps, np, "float32")
-        yield np.ascontiguousarray(x, dtype=np.float32)
+        x, _ = preprocess(images, self.steps, np, "float32")
+        return np.ascontiguousarray(x, dtype=np.float32)
 
 
-def quantize_int8(src: str, dst: str, batches: Iterable[np.ndarray], input_name: str, method: str = "entropy",
-                  num_batches: int | None = None) -> str:
-    """Write a Q/DQ INT8 copy of ``src`` to ``dst``, its activation ranges calibrated on ``batches``."""
+def calibration_batches(files: Sequence[str], deploy_cfg: dict, batch: int) -> CalibrationBatches:
+    """The calibration inputs of ``files`` in batches of ``batch`` (see :class:`CalibrationBatches`)."""
+    return CalibrationBatches(files, deploy_cfg, batch)
+
+
+def quantize_int8(src: str, dst: str, batches: Sequence[np.ndarray], input_name: str,
+                  method: str = "entropy") -> str:
+    """Write a Q/DQ INT8 copy of ``src`` to ``dst``, its activation ranges calibrated on ``batches``.
+
+    The calibrator sees the batches in groups of at most ``CALIB_GROUP`` (its histograms are merged group by group),
+    so memory does not grow with the number of calibration images.
+    """
     import onnxruntime.quantization as q
     from mmengine.utils import ProgressBar
 
@@ -127,19 +147,29 @@ def quantize_int8(src: str, dst: str, batches: Iterable[np.ndarray], input_name:
         raise ExportError(f"calibration method must be one of {list(CALIB_METHODS)}, got {method!r}")
     calibrate = {"entropy": q.CalibrationMethod.Entropy, "minmax": q.CalibrationMethod.MinMax,
                  "percentile": q.CalibrationMethod.Percentile}[method]
-    bar = ProgressBar(num_batches, file=sys.stderr) if num_batches else None
+    if not len(batches):
+        raise ExportError("INT8 calibration needs at least one batch of images")
+    bar = ProgressBar(len(batches), file=sys.stderr)
+    group = max(d for d in range(1, CALIB_GROUP + 1) if len(batches) % d == 0)  # ORT wants equal groups
 
     class Reader(q.CalibrationDataReader):
+        """ONNX Runtime's strided reader protocol: ``set_range`` picks a group, ``get_next`` walks it."""
+
         def __init__(self) -> None:
-            self.batches = iter(batches)
+            self.indices = iter(range(len(batches)))
+
+        def __len__(self) -> int:
+            return len(batches)
+
+        def set_range(self, start_index: int, end_index: int) -> None:
+            self.indices = iter(range(start_index, min(end_index, len(batches))))
 
         def get_next(self) -> dict[str, np.ndarray] | None:
-            x = next(self.batches, None)
-            if x is None:
+            i = next(self.indices, None)
+            if i is None:
                 return None
-            if bar is not None:
-                bar.update()
-            return {input_name: x}
+            bar.update()
+            return {input_name: batches[i]}
 
     tmp = dst + ".tmp"
     try:
@@ -150,7 +180,7 @@ def quantize_int8(src: str, dst: str, batches: Iterable[np.ndarray], input_name:
                               activation_type=q.QuantType.QInt8, weight_type=q.QuantType.QInt8,
                               op_types_to_quantize=list(QUANTIZED_OPS), calibrate_method=calibrate,
                               extra_options={"ActivationSymmetric": True, "WeightSymmetric": True,
-                                             "QuantizeBias": False})
+                                             "QuantizeBias": False, "CalibStridedMinMax": group})
         os.replace(tmp, dst)
     except ExportError:
         raise
@@ -159,8 +189,7 @@ def quantize_int8(src: str, dst: str, batches: Iterable[np.ndarray], input_name:
     finally:
         if osp.exists(tmp):
             os.remove(tmp)
-        if bar is not None:
-            sys.stderr.write("\n")
+        sys.stderr.write("\n")
     return dst
 
 

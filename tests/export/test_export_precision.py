@@ -204,3 +204,27 @@ def test_predictor_runs_the_reduced_graph(demo_case, calib_dir, tmp_path):
     np.testing.assert_array_equal(raw, direct)
     fp32 = ort_outputs(ort_session(os.path.join(tmp_path, "model.onnx")), "image", x)["logits"]
     assert not np.array_equal(raw, fp32)
+
+
+def test_int8_calibration_sees_every_batch_in_groups(tmp_path, monkeypatch):
+    """Calibration runs in groups of batches (bounded memory); MinMax ranges must equal a one-batch-at-a-time
+    pass, and the last batch (the widest values here) must count."""
+    from oars.export import precision
+
+    src = str(tmp_path / "model.onnx")
+    _conv_net(src)
+    rng = np.random.default_rng(2)
+    images = [rng.standard_normal((1, 3, 32, 32)).astype(np.float32) * (1 + (i == 11) * 3) for i in range(12)]
+
+    def scales(path: str) -> dict[str, float]:
+        model = onnx.load(path)
+        inits = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+        return {n.input[0]: float(inits[n.input[1]]) for n in model.graph.node if n.op_type == "QuantizeLinear"}
+
+    precision.quantize_int8(src, str(tmp_path / "grouped.onnx"), images, "image", "minmax")  # groups of 6
+    monkeypatch.setattr(precision, "CALIB_GROUP", 1)
+    precision.quantize_int8(src, str(tmp_path / "single.onnx"), images, "image", "minmax")
+    precision.quantize_int8(src, str(tmp_path / "without_last.onnx"), images[:11], "image", "minmax")
+    grouped = scales(str(tmp_path / "grouped.onnx"))
+    assert grouped == pytest.approx(scales(str(tmp_path / "single.onnx")), rel=1e-6)
+    assert grouped["r1"] > scales(str(tmp_path / "without_last.onnx"))["r1"]
