@@ -23,7 +23,7 @@ $(STAMP): pyproject.toml
 
 demo: demo-seg demo-det
 	@echo "demo done: segmentation in $(DEMO_DIR), detection in $(DET_DIR) (metrics.json, pictures/, infer/, \
-	export/ (model.onnx + deploy.yaml), deploy_infer/, report.html)"
+	export/ (model.onnx + deploy.yaml), deploy_infer/, report.html; detection also export_int8/, deploy_infer_int8/)"
 
 demo-data: $(STAMP)
 	$(PY) -m oars.data.demo_shapes --out data/demo_shapes
@@ -47,6 +47,10 @@ demo-det: demo-data
 	$(PY) tools/export.py -c $(DET_CFG) -w "$$(cat $(DET_DIR)/last_checkpoint)" -o $(DET_DIR)/export --dynamic
 	$(PY) deploy/python/infer.py --model-dir $(DET_DIR)/export -i data/demo_shapes/images/val \
 		-o $(DET_DIR)/deploy_infer --benchmark
+	$(PY) tools/export.py -c $(DET_CFG) -w "$$(cat $(DET_DIR)/last_checkpoint)" -o $(DET_DIR)/export_int8 --dynamic \
+		--int8 --calib-dir data/demo_shapes/images/train --calib-num 64
+	$(PY) deploy/python/infer.py --model-dir $(DET_DIR)/export_int8 -i data/demo_shapes/images/val \
+		-o $(DET_DIR)/deploy_infer_int8 --benchmark
 
 test: $(STAMP)
 	$(PY) -m pytest -q

@@ -1,5 +1,5 @@
 """Export a trained model: tools/export.py -c CONFIG -w CKPT --format onnx|tensorrt [-o OUT_DIR] [--dynamic]
-[--half | --int8 --calib-dir DIR [--calib-method entropy|minmax|percentile]] [--opset N].
+[--half | --int8 --calib-dir DIR [--calib-num N] [--calib-method entropy|minmax|percentile]] [--opset N].
 
 Writes OUT_DIR/model.onnx and OUT_DIR/deploy.yaml (default OUT_DIR: work_dirs/<config name>/export), and
 model.engine for --format tensorrt. The export checks itself: ONNX Runtime must reproduce PyTorch on a sample
@@ -29,6 +29,8 @@ def main() -> None:
     parser.add_argument("--int8", action="store_true", help="also an INT8 (Q/DQ) graph, model_int8.onnx (and engine), "
                         "calibrated on --calib-dir")
     parser.add_argument("--calib-dir", default=None, help="folder of calibration images for --int8")
+    parser.add_argument("--calib-num", type=int, default=None,
+                        help="calibrate on the first N images of --calib-dir (default: all)")
     parser.add_argument("--calib-method", default="entropy", choices=["entropy", "minmax", "percentile"],
                         help="how --int8 sets activation ranges (default entropy)")
     parser.add_argument("--opset", type=int, default=17, help="ONNX opset (default 17)")
@@ -43,7 +45,7 @@ def main() -> None:
 
     result = export_model(args.config, args.weights, out_dir, fmt=args.format, dynamic=args.dynamic,
                           opset=args.opset, half=args.half, int8=args.int8, calib_dir=args.calib_dir,
-                          calib_method=args.calib_method,
+                          calib_method=args.calib_method, calib_num=args.calib_num,
                           overrides=overrides, check=not args.no_check, device=args.device)
     for key in ("onnx", "precision_onnx", "deploy", "engine"):
         if key in result:

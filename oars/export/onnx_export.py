@@ -49,13 +49,13 @@ PRECISION_CHECK_IMAGES = 8  # calibration images the INT8 model is compared with
 
 def export_model(config: str | Config, checkpoint: str, out_dir: str, *, fmt: str = "onnx", dynamic: bool = False,
                  opset: int = 17, half: bool = False, int8: bool = False, calib_dir: str | None = None,
-                 calib_method: str = "entropy", overrides: Sequence[str] = (), check: bool = True,
-                 device: str = "cpu") -> dict:
+                 calib_method: str = "entropy", calib_num: int | None = None, overrides: Sequence[str] = (),
+                 check: bool = True, device: str = "cpu") -> dict:
     """Write ``out_dir/model.onnx`` + ``out_dir/deploy.yaml`` (+ ``model.engine`` for tensorrt).
 
     ``half``/``int8``: also ``model_fp16.onnx``/``model_int8.onnx`` (precision in the graph, see
-    oars.export.precision; INT8 calibrated on ``calib_dir``), checked against the FP32 graph, and deploy.yaml's
-    ``model.onnx`` names it, so the predictors and the TensorRT engine use it.
+    oars.export.precision; INT8 calibrated on ``calib_dir``, its first ``calib_num`` images when given), checked
+    against the FP32 graph, and deploy.yaml's ``model.onnx`` names it, so the predictors and TensorRT use it.
     Returns ``{'onnx', 'deploy', 'engine' (tensorrt), 'precision_onnx' (fp16/int8), 'check': {
     'preprocess_max_abs_diff', 'outputs': {name: {max_abs_diff, tolerance}}, 'dynamic_batch': {...} (dynamic),
     'precision': {precision, agreement: {name: value}, min_agreement} (fp16/int8)}}``.
@@ -70,6 +70,10 @@ def export_model(config: str | Config, checkpoint: str, out_dir: str, *, fmt: st
         raise ExportError("--int8 needs --calib-dir DIR (a folder of calibration images, like the deployment data)")
     precision = precision_of(half, int8)
     files = calibration_images(calib_dir) if int8 else []
+    if calib_num is not None:
+        if int(calib_num) < 1:
+            raise ExportError(f"--calib-num must be at least 1, got {calib_num}")
+        files = files[:int(calib_num)]
     if calib_method not in CALIB_METHODS:
         raise ExportError(f"--calib-method must be one of {list(CALIB_METHODS)}, got {calib_method!r}")
     if fmt == "tensorrt" and importlib.util.find_spec("tensorrt") is None:

@@ -188,6 +188,8 @@ def test_precision_argument_errors(demo_case, calib_dir, tmp_path):
         export_model(cfg, ckpt, str(tmp_path), int8=True, calib_dir=str(tmp_path))
     with pytest.raises(ExportError, match="--calib-method must be one of"):
         export_model(cfg, ckpt, str(tmp_path), int8=True, calib_dir=calib_dir, calib_method="kl")
+    with pytest.raises(ExportError, match="--calib-num must be at least 1, got 0"):
+        export_model(cfg, ckpt, str(tmp_path), int8=True, calib_dir=calib_dir, calib_num=0)
 
 
 def test_predictor_runs_the_reduced_graph(demo_case, calib_dir, tmp_path):
