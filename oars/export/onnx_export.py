@@ -32,6 +32,7 @@ from oars.export.deploy_config import (
 from oars.export.errors import ExportError
 from oars.export.precision import (
     CALIB_METHODS,
+    agreement_threshold,
     calibration_batches,
     calibration_images,
     check_agreement,
@@ -82,6 +83,8 @@ def export_model(config: str | Config, checkpoint: str, out_dir: str, *, fmt: st
     check_checkpoint_file(checkpoint)
     cfg = _load_config(config, overrides)
     options = export_options(cfg, dynamic=dynamic, opset=opset)
+    if precision != "fp32":
+        agreement_threshold(precision, options.extra.get("min_agreement"))  # a bad value fails before the export
     if str(device).startswith("cuda") and not _cuda_available():
         raise ExportError(f"--device {device}: CUDA is not available on this machine")
     task = _task_export_module(cfg)

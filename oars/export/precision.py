@@ -241,6 +241,16 @@ def output_agreement(reference: np.ndarray, candidate: np.ndarray) -> float:
     return max(0.0, 1.0 - err / norm)
 
 
+def agreement_threshold(precision: str, min_agreement: Any = None) -> float:
+    """``export.min_agreement`` when set (a number in [0, 1], else an error naming the key), else the default of
+    ``precision``."""
+    if min_agreement is None:
+        return MIN_AGREEMENT[precision]
+    if isinstance(min_agreement, bool) or not isinstance(min_agreement, (int, float)) or not 0 <= min_agreement <= 1:
+        raise ExportError(f"export.min_agreement must be a number in [0, 1], got {min_agreement!r}")
+    return float(min_agreement)
+
+
 def check_agreement(reference: dict[str, np.ndarray], candidate: dict[str, np.ndarray], precision: str,
                     agreement: Callable | None = None, min_agreement: float | None = None) -> dict:
     """``{'agreement': {name: value}, 'min_agreement': threshold}``, or :class:`ExportCheckError` naming the
@@ -249,7 +259,7 @@ def check_agreement(reference: dict[str, np.ndarray], candidate: dict[str, np.nd
     ``agreement``: the task's own measure ``agreement(reference, candidate) -> {name: value}`` (e.g. detections
     matched by IoU); default ``output_agreement`` per output.
     """
-    threshold = MIN_AGREEMENT[precision] if min_agreement is None else float(min_agreement)
+    threshold = agreement_threshold(precision, min_agreement)
     if agreement is not None:
         values = {k: float(v) for k, v in agreement(reference, candidate).items()}
     else:

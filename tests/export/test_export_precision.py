@@ -87,6 +87,9 @@ def test_check_agreement_names_the_output_and_threshold():
     with pytest.raises(ExportCheckError, match=r"INT8 model agrees .* output 'label' only 0\.7500 \(needed: 0\.9"):
         check_agreement(ref, {"label": np.array([0, 1, 2, 0])}, "int8")
     assert check_agreement(ref, {"label": np.array([0, 1, 2, 0])}, "int8", min_agreement=0.7)["min_agreement"] == 0.7
+    for bad in (1.5, "high", -0.1):
+        with pytest.raises(ExportError, match="export.min_agreement must be a number in \\[0, 1\\]"):
+            check_agreement(ref, ref, "int8", min_agreement=bad)
 
 
 # ----------------------------------------------------------------------------- export
