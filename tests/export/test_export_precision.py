@@ -233,3 +233,23 @@ def test_int8_calibration_sees_every_batch_in_groups(tmp_path, monkeypatch):
     grouped = scales(str(tmp_path / "grouped.onnx"))
     assert grouped == pytest.approx(scales(str(tmp_path / "single.onnx")), rel=1e-6)
     assert grouped["r1"] > scales(str(tmp_path / "without_last.onnx"))["r1"]
+
+
+def test_cli_int8(demo_case, calib_dir, tmp_path, monkeypatch, capsys):
+    """tools/export.py --int8 --calib-dir --calib-num --calib-method: writes both graphs and prints the agreement."""
+    import runpy
+    import sys
+
+    from oars.config import dump_config
+
+    cfg, ckpt = demo_case
+    cfg_path = str(tmp_path / "cfg.yaml")
+    dump_config(cfg, cfg_path)
+    out = tmp_path / "out"
+    monkeypatch.setattr(sys, "argv", ["export.py", "-c", cfg_path, "-w", ckpt, "-o", str(out), "--int8",
+                                      "--calib-dir", calib_dir, "--calib-num", "4", "--calib-method", "minmax"])
+    runpy.run_path(os.path.join(ROOT, "tools/export.py"), run_name="__main__")
+    text = capsys.readouterr().out
+    assert f"wrote {out / 'model_int8.onnx'}" in text
+    assert "INT8 vs FP32 graph: agreement label " in text and "(needed 0.9)" in text
+    assert read_deploy_yaml(str(out / "deploy.yaml"))["model"]["onnx"] == "model_int8.onnx"
