@@ -34,7 +34,7 @@ from oars.export.errors import ExportCheckError, ExportError
 
 PRECISIONS = ("fp32", "fp16", "int8")
 CALIB_METHODS = ("entropy", "minmax", "percentile")
-# agreement with the FP32 graph below which a reduced-precision export fails (see `agreement`)
+# agreement with the FP32 graph below which a reduced-precision export fails (see `check_agreement`)
 MIN_AGREEMENT = {"fp16": 0.99, "int8": 0.9}
 CALIB_GROUP = 8  # calibration batches whose activations are held at once
 FP32_OPS = ("ArgMax", "ArgMin")  # index results: a tie broken differently in FP16 changes a label for nothing
