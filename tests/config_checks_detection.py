@@ -11,6 +11,7 @@ import torch
 from mmengine.dataset import Compose, pseudo_collate
 from mmengine.registry import DefaultScope
 from mmengine.structures import InstanceData
+from model_modes import loss_then_predict
 
 SIZE = 64
 
@@ -48,22 +49,12 @@ def _batch(num_classes: int, n: int = 2) -> dict:
 
 
 def run_all_modes(model, num_classes: int) -> None:
-    model.train()
-    data = model.data_preprocessor(_batch(num_classes), training=True)
-    losses = model(**data, mode="loss")
-    total = sum(v for k, v in losses.items() if "loss" in k)
-    assert torch.isfinite(total)
-    total.backward()
-    model.eval()
-    with torch.no_grad():
-        data = model.data_preprocessor(_batch(num_classes), training=False)
-        preds = model(**data, mode="predict")
-        pred = preds[0].pred_instances
-        assert pred.bboxes.shape[1] == 4 and len(pred.scores) == len(pred.labels) == len(pred.bboxes)
-        if len(pred.bboxes):
-            assert pred.bboxes.max() <= SIZE * 2 and int(pred.labels.max()) < num_classes
-        raw = model(data["inputs"], mode="tensor")
-        assert len(raw) == len(model.bbox_head.anchor_masks)
+    preds, raw = loss_then_predict(model, lambda: _batch(num_classes))
+    pred = preds[0].pred_instances
+    assert pred.bboxes.shape[1] == 4 and len(pred.scores) == len(pred.labels) == len(pred.bboxes)
+    if len(pred.bboxes):
+        assert pred.bboxes.max() <= SIZE * 2 and int(pred.labels.max()) < num_classes
+    assert len(raw) == len(model.bbox_head.anchor_masks)
 
 
 def _pipelines(ds: dict) -> list[list[dict]]:

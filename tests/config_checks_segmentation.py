@@ -10,6 +10,7 @@ import numpy as np
 import torch
 from mmengine.dataset import Compose, pseudo_collate
 from mmengine.registry import DefaultScope
+from model_modes import loss_then_predict
 from PIL import Image
 
 
@@ -49,19 +50,9 @@ def _batch(num_classes: int, size=(64, 64), n=2):
 
 
 def run_all_modes(model, num_classes):
-    model.train()
-    data = model.data_preprocessor(_batch(num_classes), training=True)
-    losses = model(**data, mode="loss")
-    total = sum(v for k, v in losses.items() if "loss" in k)
-    assert torch.isfinite(total)
-    total.backward()
-    model.eval()
-    with torch.no_grad():
-        data = model.data_preprocessor(_batch(num_classes), training=False)
-        preds = model(**data, mode="predict")
-        assert preds[0].pred_sem_seg.data.shape == (1, 64, 64)
-        logits = model(data["inputs"], mode="tensor")
-        assert logits.shape == (2, num_classes, 64, 64)
+    preds, logits = loss_then_predict(model, lambda: _batch(num_classes))
+    assert preds[0].pred_sem_seg.data.shape == (1, 64, 64)
+    assert logits.shape == (2, num_classes, 64, 64)
 
 
 def run_pipelines(cfg, tmp_path):

@@ -15,23 +15,37 @@ from oars.errors import DataError
 class DetectionDataset(BaseDataset):
     """Base of the detection datasets: subclasses give ``METAINFO['classes']`` and implement ``load_data_list``.
 
-    ``required_prefixes`` names the ``data_prefix`` folders the format needs; ``ann_hint`` says what ``ann_file`` is.
+    ``required_prefixes`` names the ``data_prefix`` folders the format needs, ``default_prefix`` the folders used
+    when the config gives none; ``ann_hint`` says what ``ann_file`` is.
     """
 
     METAINFO: dict = {}
     required_prefixes: tuple[str, ...] = ('img',)
+    default_prefix: dict = {'img': 'images/train'}
     ann_hint: str = 'the annotation file, relative to data_root'
 
-    def __init__(self, data_root: str, ann_file: str, data_prefix: dict, classes: Sequence[str] | None,
-                 palette: Sequence[Sequence[int]] | None, filter_empty_gt: bool, on_bad_annotation: str,
-                 pipeline: Sequence[dict | Callable], test_mode: bool, lazy_init: bool,
-                 indices: int | Sequence[int] | None, serialize_data: bool, max_refetch: int) -> None:
+    def __init__(
+        self,
+        data_root: str = '',
+        ann_file: str = '',
+        data_prefix: dict | None = None,
+        classes: Sequence[str] | None = None,
+        palette: Sequence[Sequence[int]] | None = None,
+        filter_empty_gt: bool = True,
+        on_bad_annotation: str = 'fail',
+        pipeline: Sequence[dict | Callable] = (),
+        test_mode: bool = False,
+        lazy_init: bool = False,
+        indices: int | Sequence[int] | None = None,
+        serialize_data: bool = True,
+        max_refetch: int = 1000,
+    ) -> None:
         owner = type(self).__name__
         self.on_bad_annotation = checks.check_policy(on_bad_annotation, owner)
         self.filter_empty_gt = bool(filter_empty_gt)
         if not ann_file:
             raise DataError(f'{owner}: ann_file is required ({self.ann_hint})')
-        data_prefix = dict(data_prefix)
+        data_prefix = dict(self.default_prefix if data_prefix is None else data_prefix)
         if not all(isinstance(data_prefix.get(k), str) for k in self.required_prefixes):
             folders = ' and '.join(repr(k) for k in self.required_prefixes)
             raise DataError(f'{owner}: data_prefix must be a dict with {folders} folder(s), got {data_prefix!r}')

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from pycocotools.coco import COCO
 
@@ -91,25 +91,8 @@ class CocoDataset(DetectionDataset):
     METAINFO: dict = {'classes': COCO_CLASSES}
     ann_hint = 'the COCO json, relative to data_root'
 
-    def __init__(
-        self,
-        data_root: str = '',
-        ann_file: str = '',
-        data_prefix: dict | None = None,
-        classes: Sequence[str] | None = None,
-        palette: Sequence[Sequence[int]] | None = None,
-        filter_empty_gt: bool = True,
-        on_bad_annotation: str = 'fail',
-        pipeline: Sequence[dict | Callable] = (),
-        test_mode: bool = False,
-        lazy_init: bool = False,
-        indices: int | Sequence[int] | None = None,
-        serialize_data: bool = True,
-        max_refetch: int = 1000,
-    ) -> None:
-        super().__init__(data_root, ann_file, {'img': 'images/train'} if data_prefix is None else data_prefix,
-                         classes, palette, filter_empty_gt, on_bad_annotation, pipeline, test_mode, lazy_init,
-                         indices, serialize_data, max_refetch)
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
         self._metainfo['ann_file'] = os.path.abspath(self.ann_file)
 
     def load_data_list(self) -> list[dict]:

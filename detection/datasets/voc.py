@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import xml.etree.ElementTree as ET
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable
 
 from detection.datasets import annotation_checks as checks
 from detection.datasets.base import DetectionDataset
@@ -72,30 +72,12 @@ class VOCDataset(DetectionDataset):
 
     METAINFO: dict = {'classes': VOC_CLASSES}
     required_prefixes = ('img', 'ann')
+    default_prefix = {'img': 'JPEGImages', 'ann': 'Annotations'}
     ann_hint = 'the image list, e.g. ImageSets/Main/trainval.txt'
 
-    def __init__(
-        self,
-        data_root: str = '',
-        ann_file: str = '',
-        data_prefix: dict | None = None,
-        img_suffix: str = '.jpg',
-        classes: Sequence[str] | None = None,
-        palette: Sequence[Sequence[int]] | None = None,
-        filter_empty_gt: bool = True,
-        on_bad_annotation: str = 'fail',
-        pipeline: Sequence[dict | Callable] = (),
-        test_mode: bool = False,
-        lazy_init: bool = False,
-        indices: int | Sequence[int] | None = None,
-        serialize_data: bool = True,
-        max_refetch: int = 1000,
-    ) -> None:
+    def __init__(self, img_suffix: str = '.jpg', **kwargs) -> None:
         self.img_suffix = img_suffix
-        super().__init__(data_root, ann_file,
-                         {'img': 'JPEGImages', 'ann': 'Annotations'} if data_prefix is None else data_prefix,
-                         classes, palette, filter_empty_gt, on_bad_annotation, pipeline, test_mode, lazy_init,
-                         indices, serialize_data, max_refetch)
+        super().__init__(**kwargs)
 
     def load_data_list(self) -> list[dict]:
         """Read the list and every XML once; one data info per image."""

@@ -7,11 +7,11 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
-from mmengine.model import BaseModel
 from torch import nn
 
 from detection.registry import MODELS
 from detection.structures import DetDataSample
+from oars.models.task_model import TaskModel
 
 ModuleCfg = dict[str, Any] | nn.Module
 
@@ -26,7 +26,7 @@ def _accepts(cfg: ModuleCfg, arg: str) -> bool:
 
 
 @MODELS.register_module()
-class SingleStageDetector(BaseModel):
+class SingleStageDetector(TaskModel):
     """Backbone, optional neck and one dense ``bbox_head``.
 
     Channels are inferred: the neck gets ``in_channels`` (and ``in_strides`` when it takes them) from the
@@ -122,16 +122,8 @@ class SingleStageDetector(BaseModel):
             feats = self.neck(feats)
         return (feats,) if isinstance(feats, torch.Tensor) else tuple(feats)
 
-    def forward(
-        self, inputs: torch.Tensor, data_samples: Sequence[DetDataSample] | None = None, mode: str = "tensor"
-    ) -> Any:
-        if mode == "loss":
-            return self.loss(inputs, data_samples)
-        if mode == "predict":
-            return self.predict(inputs, data_samples)
-        if mode == "tensor":
-            return self.bbox_head(self.extract_feat(inputs))
-        raise ValueError(f"{type(self).__name__}.forward: mode must be 'loss', 'predict' or 'tensor', got {mode!r}")
+    def _forward(self, inputs: torch.Tensor) -> Any:
+        return self.bbox_head(self.extract_feat(inputs))
 
     def loss(self, inputs: torch.Tensor, data_samples: Sequence[DetDataSample] | None) -> dict[str, torch.Tensor]:
         if not data_samples:

@@ -6,10 +6,10 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
-from mmengine.model import BaseModel
 from mmengine.structures import PixelData
 from torch import nn
 
+from oars.models.task_model import TaskModel
 from segmentation.registry import MODELS
 from segmentation.structures import SegDataSample
 
@@ -29,7 +29,7 @@ def _build(cfg: ModuleCfg, what: str, default_args: dict[str, Any] | None = None
 
 
 @MODELS.register_module()
-class EncoderDecoder(BaseModel):
+class EncoderDecoder(TaskModel):
     """Backbone -> optional neck -> ``decode_head``; ``auxiliary_head`` (one config or a list) adds deep
     supervision losses during training only.
 
@@ -166,16 +166,8 @@ class EncoderDecoder(BaseModel):
             )
         return self.encode_decode(inputs)
 
-    def forward(
-        self, inputs: torch.Tensor, data_samples: list[SegDataSample] | None = None, mode: str = "tensor"
-    ) -> Any:
-        if mode == "loss":
-            return self.loss(inputs, data_samples)
-        if mode == "predict":
-            return self.predict(inputs, data_samples)
-        if mode == "tensor":
-            return self.encode_decode(inputs)
-        raise ValueError(f"EncoderDecoder.forward: mode must be 'loss', 'predict' or 'tensor', got {mode!r}")
+    def _forward(self, inputs: torch.Tensor) -> Any:
+        return self.encode_decode(inputs)
 
     def _stack_gt(self, inputs: torch.Tensor, data_samples: list[SegDataSample] | None) -> torch.Tensor:
         if not data_samples:
