@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -27,19 +26,8 @@ class SegDataPreprocessor(ImageDataPreprocessor):
     Metainfo gains ``batch_input_shape`` and ``pad_shape`` (and ``img_shape`` when the pipeline did not set it).
     """
 
-    def __init__(
-        self,
-        mean: Sequence[float] | None = None,
-        std: Sequence[float] | None = None,
-        bgr_to_rgb: bool = False,
-        size: Sequence[int] | None = None,
-        size_divisor: int | None = None,
-        pad_val: float = 0,
-        seg_pad_val: int = 255,
-        non_blocking: bool = False,
-    ) -> None:
-        super().__init__(mean=mean, std=std, bgr_to_rgb=bgr_to_rgb, size=size, size_divisor=size_divisor,
-                         pad_val=pad_val, non_blocking=non_blocking)
+    def __init__(self, seg_pad_val: int = 255, **kwargs) -> None:
+        super().__init__(**kwargs)
         self.seg_pad_val = seg_pad_val
 
     def forward(self, data: dict, training: bool = False) -> dict[str, Any]:

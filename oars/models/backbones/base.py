@@ -6,7 +6,7 @@ from __future__ import annotations
 from torch import Tensor, nn
 from torch.nn.modules.batchnorm import _BatchNorm
 
-from ..utils import freeze_module, set_norm_eval
+from ..utils import freeze_module, load_pretrained, set_norm_eval
 
 
 def init_conv_norm(module: nn.Module, leaky_slope: float = 0.0) -> None:
@@ -31,6 +31,15 @@ class Backbone(nn.Module):
 
     def _frozen_modules(self) -> list[nn.Module]:
         raise NotImplementedError(f"{type(self).__name__} must list its frozen modules")
+
+    def finish_init(self, init: dict | None, skip_prefixes: list[str], leaky_slope: float | None = 0.0) -> None:
+        """The end of every backbone's ``__init__``: torchvision's conv/norm initialisation (``leaky_slope`` None:
+        the subclass initialised itself), pretrained weights from ``init`` without ``skip_prefixes`` (the layers
+        this configuration does not build), then the frozen stages."""
+        if leaky_slope is not None:
+            init_conv_norm(self, leaky_slope=leaky_slope)
+        load_pretrained(self, init, skip_prefixes=skip_prefixes)
+        self.freeze_stages()
 
     def freeze_stages(self) -> None:
         """Stop gradients of the frozen modules and put them in eval mode (call once, after building)."""

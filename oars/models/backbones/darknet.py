@@ -26,8 +26,8 @@ from oars.registry import MODELS
 from ..layers import ConvNormAct
 from ..layers.activation import ActSpec, build_activation_layer
 from ..layers.norm import NormSpec, norm_type
-from ..utils import check_frozen_stages, check_out_indices, load_pretrained
-from .base import Backbone, init_conv_norm
+from ..utils import check_frozen_stages, check_out_indices
+from .base import Backbone
 
 # depth -> residual blocks per stage
 ARCH_SETTINGS: dict[int, tuple[int, ...]] = {53: (1, 2, 8, 8, 4)}
@@ -111,10 +111,8 @@ class DarkNet(Backbone):
         self.out_channels = [stage_channels[i] for i in self.out_indices]
         self.out_strides = [stage_strides[i] for i in self.out_indices]
 
-        init_conv_norm(self, leaky_slope=0.1)
         skip = ["fc."] + [f"conv_res_block{i}." for i in range(len(self.stage_names), NUM_STAGES + 1)]
-        load_pretrained(self, init, skip_prefixes=skip)
-        self.freeze_stages()
+        self.finish_init(init, skip, leaky_slope=0.1)
 
 
     def _frozen_modules(self) -> list[nn.Module]:

@@ -23,8 +23,8 @@ from oars.registry import MODELS
 from ..layers import ConvNormAct
 from ..layers.activation import ActSpec, build_activation_layer
 from ..layers.norm import NormSpec, norm_type
-from ..utils import check_frozen_stages, check_out_indices, load_pretrained
-from .base import Backbone, forward_features, init_conv_norm
+from ..utils import check_frozen_stages, check_out_indices
+from .base import Backbone, forward_features
 
 STEM_CHANNELS = 32
 # (output channels, stride of the depthwise conv) of the 13 depthwise-separable blocks
@@ -112,10 +112,8 @@ class MobileNetV1(Backbone):
         self.out_channels = [stage_channels[i] for i in self.out_indices]
         self.out_strides = [stage_strides[i] for i in self.out_indices]
 
-        init_conv_norm(self)
         skip = ["fc.", "classifier."] + [f"features.{j}." for j in range(len(features), NUM_INDICES)]
-        load_pretrained(self, init, skip_prefixes=skip)
-        self.freeze_stages()
+        self.finish_init(init, skip)
 
 
     def _frozen_modules(self) -> list[nn.Module]:

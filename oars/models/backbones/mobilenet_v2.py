@@ -30,9 +30,8 @@ from ..utils import (
     check_frozen_stages,
     check_out_indices,
     check_output_stride,
-    load_pretrained,
 )
-from .base import Backbone, forward_features, init_conv_norm
+from .base import Backbone, forward_features
 
 # expand ratio t, channels c, blocks n, first stride s
 SETTINGS = ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1), (6, 160, 3, 2), (6, 320, 1, 1))
@@ -156,10 +155,8 @@ class MobileNetV2(Backbone):
         self.out_strides = [stage_strides[i] for i in self.out_indices]
         self._out_positions = {self.stage_ends[i] for i in self.out_indices}
 
-        init_conv_norm(self)
         skip = ["classifier."] + [f"features.{j}." for j in range(len(features), 19)]
-        load_pretrained(self, init, skip_prefixes=skip)
-        self.freeze_stages()
+        self.finish_init(init, skip)
 
 
     def _frozen_modules(self) -> list[nn.Module]:

@@ -31,8 +31,8 @@ from oars.registry import MODELS
 
 from ..layers import ConvNormAct
 from ..layers.norm import NormSpec, norm_type
-from ..utils import check_frozen_stages, check_out_indices, load_pretrained
-from .base import Backbone, forward_features, init_conv_norm
+from ..utils import check_frozen_stages, check_out_indices
+from .base import Backbone, forward_features
 from .mobilenet_v2 import make_divisible
 
 TORCHVISION_BN = {"type": "BN", "eps": 1e-3, "momentum": 0.01}
@@ -179,10 +179,8 @@ class MobileNetV3(Backbone):
         self.out_channels = [stage_channels[i] for i in self.out_indices]
         self.out_strides = [stage_strides[i] for i in self.out_indices]
 
-        init_conv_norm(self)
         skip = ["classifier."] + [f"features.{j}." for j in range(len(features), num_indices)]
-        load_pretrained(self, init, skip_prefixes=skip)
-        self.freeze_stages()
+        self.finish_init(init, skip)
 
 
     def _frozen_modules(self) -> list[nn.Module]:

@@ -37,7 +37,6 @@ from ..utils import (
     check_frozen_stages,
     check_out_indices,
     check_output_stride,
-    load_pretrained,
 )
 from .base import Backbone, init_conv_norm
 
@@ -199,8 +198,7 @@ class ResNet(Backbone):
 
         self._init_weights(zero_init_residual)
         skip = ["fc."] + [f"layer{i + 1}." for i in range(max(self.out_indices) + 1, 4)]
-        load_pretrained(self, init, skip_prefixes=skip)
-        self.freeze_stages()
+        self.finish_init(init, skip, leaky_slope=None)
 
     def _make_stem(self, in_channels: int, base_channels: int, norm: NormSpec) -> None:
         if self.variant == "b":
