@@ -15,6 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from detection.evaluation.ap import iou_matrix
+
 OUTPUT_NAMES = ("num_dets", "boxes", "scores", "labels")
 
 
@@ -42,17 +44,6 @@ def _as_tuple(outs: Sequence | Mapping) -> tuple[np.ndarray, ...]:
     if len(outs) != 4:
         raise ValueError(f"compare_detections: expected 4 outputs {OUTPUT_NAMES}, got {len(outs)}")
     return tuple(np.asarray(o.detach().cpu() if hasattr(o, "detach") else o) for o in outs)
-
-
-def _iou(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Pairwise IoU of [n, 4] and [m, 4] xyxy boxes (0 where the union is empty)."""
-    lt = np.maximum(a[:, None, :2], b[None, :, :2])
-    rb = np.minimum(a[:, None, 2:], b[None, :, 2:])
-    inter = np.clip(rb - lt, 0, None).prod(-1)
-    area_a = np.clip(a[:, 2:] - a[:, :2], 0, None).prod(-1)
-    area_b = np.clip(b[:, 2:] - b[:, :2], 0, None).prod(-1)
-    union = area_a[:, None] + area_b[None, :] - inter
-    return np.where(union > 0, inter / np.where(union > 0, union, 1), 0.0)
 
 
 def _fmt(boxes: np.ndarray, scores: np.ndarray, labels: np.ndarray, i: int) -> str:
@@ -89,7 +80,7 @@ def _explained(
         same = [j for j in range(len(os_)) if ol[j] == labels[d] and not (tag == "own" and j == d)]
         if not same:
             continue
-        ious = _iou(boxes[d : d + 1], ob[same])[0]
+        ious = iou_matrix(boxes[d : d + 1], ob[same])[0]
         for j, iou in zip(same, ious):
             if float(os_[j]) <= score + s.score_atol:
                 continue  # only a higher-scored box can suppress d (an equal score: d's own moved copy)
@@ -153,7 +144,7 @@ def compare_detections(
             break
         E = (e_boxes[img, :ne].astype(np.float64), e_scores[img, :ne].astype(np.float64), e_labels[img, :ne])
         A = (a_boxes[img, :na].astype(np.float64), a_scores[img, :na].astype(np.float64), a_labels[img, :na])
-        iou = _iou(E[0], A[0]) if ne and na else np.zeros((ne, na))
+        iou = iou_matrix(E[0], A[0]) if ne and na else np.zeros((ne, na))
         near = np.abs(E[0][:, None, :] - A[0][None, :, :]).max(-1) <= s.box_atol if ne and na else iou > 1
         free = np.ones(na, dtype=bool)
         pairs = []
@@ -185,7 +176,7 @@ def compare_detections(
             for tag, d, own, other in (unexplained or [("expected", i, E, A) for i in sorted(un_e)])[:5]:
                 line = f"  {tag} {_fmt(*own, d)} has no partner"
                 if len(other[1]):
-                    ious = _iou(own[0][d : d + 1], other[0])[0]
+                    ious = iou_matrix(own[0][d : d + 1], other[0])[0]
                     k = int(np.argmax(ious))
                     line += f" (closest: IoU {ious[k]:.4f}, {_fmt(*other, k)})"
                 lines.append(line)
@@ -236,7 +227,7 @@ def detection_agreement(reference: Mapping, candidate: Mapping, min_iou: float =
     for i in range(ref[0].shape[0]):
         r = [o[i][: int(ref[0][i])] for o in ref[1:]]
         c = [o[i][: int(cand[0][i])] for o in cand[1:]]
-        iou = _iou(r[0].astype(np.float64), c[0].astype(np.float64))
+        iou = iou_matrix(r[0], c[0])
         same = (iou >= min_iou) & (r[2][:, None] == c[2][None, :])
         for key, scores, hit in (("detections_recall", r[1], same.any(1)), ("detections_precision", c[1], same.any(0))):
             found[key][0] += float(scores[hit].sum())
