@@ -9,6 +9,7 @@ import sys
 from collections.abc import Callable
 
 from oars.errors import OarsError
+from oars_deploy.errors import UserError
 
 
 def base_parser(description: str) -> argparse.ArgumentParser:
@@ -40,7 +41,7 @@ def run_cli(main: Callable[[], object]) -> None:
     """Run a tool's main; print user errors plainly (set OARS_DEBUG=1 for the traceback)."""
     try:
         main()
-    except OarsError as err:
+    except UserError as err:
         if os.environ.get("OARS_DEBUG"):
             raise
         print(f"error: {user_message(err)}", file=sys.stderr)

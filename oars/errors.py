@@ -1,7 +1,9 @@
 """The base of every user-facing error: tools print its message without a traceback."""
 
+from oars_deploy.errors import UserError
 
-class OarsError(Exception):
+
+class OarsError(UserError):
     """An error whose message alone tells the user what to fix."""
 
 
