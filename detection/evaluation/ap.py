@@ -19,20 +19,10 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-import torch
-from torchvision.ops import box_iou
+
+from detection.box_ops import iou_matrix
 
 AP_MODES = ('area', '11points')
-
-
-def iou_matrix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """IoU of every box in ``a`` [K, 4] with every box in ``b`` [N, 4] (xyxy) -> [K, N] float64 (0 where both
-    boxes are empty, not NaN)."""
-    a = np.asarray(a, dtype=np.float64).reshape(-1, 4)
-    b = np.asarray(b, dtype=np.float64).reshape(-1, 4)
-    if len(a) == 0 or len(b) == 0:
-        return np.zeros((len(a), len(b)), dtype=np.float64)
-    return np.nan_to_num(box_iou(torch.from_numpy(a), torch.from_numpy(b)).numpy(), nan=0.0)
 
 
 def match_image(pred: dict[str, np.ndarray], gt: dict[str, np.ndarray],

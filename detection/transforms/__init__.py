@@ -6,9 +6,10 @@ parent, and importing them here makes sure they are registered. What albumentati
 """
 
 import oars.data  # noqa: F401  (registers the core transforms)
-from detection.transforms.boxes import box_fields, clip_and_drop, clip_boxes, select
+from detection.box_ops import clip_boxes
+from detection.transforms.boxes import box_fields, clip_and_drop, select
 from detection.transforms.formatting import PackDetInputs
-from detection.transforms.geometric import Expand, MinIoURandomCrop, iou_many_to_many
+from detection.transforms.geometric import Expand, MinIoURandomCrop
 from detection.transforms.loading import FilterAnnotations, LoadAnnotations
 from detection.transforms.mix import MixUp, Mosaic
 
@@ -23,6 +24,5 @@ __all__ = [
     'box_fields',
     'clip_and_drop',
     'clip_boxes',
-    'iou_many_to_many',
     'select',
 ]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from detection.box_ops import clip_boxes
 from oars.data.transforms.albu import BOX_ALIGNED_KEYS, BOX_KEY, valid_boxes
 
 BOX_FIELDS: tuple[str, ...] = (BOX_KEY, *BOX_ALIGNED_KEYS)
@@ -33,15 +34,6 @@ def select(results: dict, keep: np.ndarray) -> dict:
         if results.get(key) is not None:
             results[key] = np.asarray(results[key])[keep]
     return results
-
-
-def clip_boxes(boxes: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
-    """Clip (x1, y1, x2, y2) boxes to an image of ``shape`` (H, W)."""
-    h, w = shape
-    out = boxes.copy()
-    out[:, 0::2] = np.clip(out[:, 0::2], 0, w)
-    out[:, 1::2] = np.clip(out[:, 1::2], 0, h)
-    return out
 
 
 def clip_and_drop(results: dict, shape: tuple[int, int]) -> dict:

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from detection.box_ops import iou_matrix
 from detection.registry import TRANSFORMS
 from detection.transforms.boxes import clip_and_drop, select
 from oars.errors import DataError
@@ -59,16 +60,6 @@ class Expand:
         return f'{type(self).__name__}(mean={self.mean.tolist()}, ratio_range={self.ratio_range}, prob={self.prob})'
 
 
-def iou_many_to_many(patches: np.ndarray, boxes: np.ndarray) -> np.ndarray:
-    """IoU of each (x1, y1, x2, y2) of ``patches`` [T, 4] with each of ``boxes`` [N, 4] -> [T, N] (vectorised)."""
-    lt = np.maximum(patches[:, None, :2], boxes[None, :, :2])
-    rb = np.minimum(patches[:, None, 2:], boxes[None, :, 2:])
-    inter = np.clip(rb - lt, 0, None).prod(axis=2)
-    area_p = (patches[:, 2] - patches[:, 0]) * (patches[:, 3] - patches[:, 1])
-    area_b = (boxes[:, 2] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1])
-    return inter / np.maximum(area_p[:, None] + area_b[None, :] - inter, 1e-6)
-
-
 @TRANSFORMS.register_module()
 class MinIoURandomCrop:
     """SSD's crop: draw a minimum IoU from ``min_ious`` (or "no crop", or "any overlap"), then up to
@@ -103,7 +94,7 @@ class MinIoURandomCrop:
         aspect = new_h / new_w
         ok = (aspect >= self.aspect_ratio_range[0]) & (aspect <= self.aspect_ratio_range[1])
         ok &= (patches[:, 2] > patches[:, 0]) & (patches[:, 3] > patches[:, 1])
-        ok &= iou_many_to_many(patches, boxes).min(axis=1) >= min_iou
+        ok &= iou_matrix(patches, boxes).min(axis=1) >= min_iou
         centres = (boxes[:, :2] + boxes[:, 2:]) / 2
         inside = ((centres[None] > patches[:, None, :2]) & (centres[None] < patches[:, None, 2:])).all(axis=2)
         ok &= inside.any(axis=1)

@@ -16,6 +16,7 @@ import torch
 from mmengine.structures import InstanceData
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pad_sequence
+from torchvision.ops import clip_boxes_to_image
 
 from detection.registry import MODELS
 from oars.errors import DataError
@@ -344,10 +345,7 @@ class YOLOv3Head(nn.Module):
         results = []
         for i, meta in enumerate(batch_img_metas):
             img_h, img_w = (meta.get("img_shape") or meta.get("batch_input_shape") or input_shape)[:2]
-            b = boxes[i].float()
-            b = torch.stack(
-                [b[:, 0].clamp(0, img_w), b[:, 1].clamp(0, img_h), b[:, 2].clamp(0, img_w), b[:, 3].clamp(0, img_h)], 1
-            )
+            b = clip_boxes_to_image(boxes[i].float(), (int(img_h), int(img_w)))
             det_boxes, det_scores, det_labels = multiclass_nms(
                 b, scores[i].float(), cfg["score_thr"], cfg["nms"]["iou_threshold"], cfg["max_per_img"], cfg["nms_pre"]
             )
@@ -355,6 +353,6 @@ class YOLOv3Head(nn.Module):
                 sw, sh = meta.get("scale_factor", (1.0, 1.0))[:2]
                 ori_h, ori_w = meta.get("ori_shape", (img_h, img_w))[:2]
                 det_boxes = det_boxes / det_boxes.new_tensor([sw, sh, sw, sh])
-                det_boxes = torch.min(det_boxes.clamp(min=0), det_boxes.new_tensor([ori_w, ori_h, ori_w, ori_h]))
+                det_boxes = clip_boxes_to_image(det_boxes, (int(ori_h), int(ori_w)))
             results.append(InstanceData(bboxes=det_boxes, scores=det_scores, labels=det_labels))
         return results

@@ -18,6 +18,8 @@ from typing import Any
 import albumentations as A
 import cv2
 import numpy as np
+import torch
+from torchvision.ops import remove_small_boxes
 
 from oars.errors import DataError
 from oars.registry import TRANSFORMS
@@ -42,9 +44,10 @@ _BOX_SIZE_TOL = 1e-3
 
 def valid_boxes(boxes: np.ndarray, min_size: float = MIN_BOX_SIZE) -> np.ndarray:
     """Boolean mask [N] of the (x1, y1, x2, y2) boxes at least ``min_size`` wide and high (the MIN_BOX_SIZE rule)."""
-    boxes = np.asarray(boxes).reshape(-1, 4)
-    return ((boxes[:, 2] - boxes[:, 0]) >= min_size - _BOX_SIZE_TOL) & (
-        (boxes[:, 3] - boxes[:, 1]) >= min_size - _BOX_SIZE_TOL)
+    boxes = torch.from_numpy(np.asarray(boxes, dtype=np.float32).reshape(-1, 4))
+    keep = np.zeros(len(boxes), dtype=bool)
+    keep[remove_small_boxes(boxes, min_size - _BOX_SIZE_TOL).numpy()] = True
+    return keep
 
 
 def _pixel_only(transform: A.BasicTransform | A.BaseCompose) -> bool:
