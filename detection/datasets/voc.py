@@ -62,8 +62,9 @@ class VOCDataset(DetectionDataset):
     annotations ``data_prefix['ann']/<id>.xml``.
 
     Coordinates: VOC ``bndbox`` values are 1-based pixel indices with both ends inclusive, so a box is
-    converted to 0-based corner coordinates as ``(xmin - 1, ymin - 1, xmax, ymax)`` (as mmdetection does)
-    and then clipped to the image. ``difficult=1`` objects become ignored instances. Object names not in
+    converted to 0-based corner coordinates as ``(xmin - 1, ymin - 1, xmax, ymax)`` (detectron2's rule;
+    mmdetection subtracts 1 from all four values, which makes every box one pixel too small) and then
+    clipped to the image. ``difficult=1`` objects become ignored instances. Object names not in
     ``classes`` (default: the 20 VOC classes) are bad annotations ("unknown class name"), handled by
     ``on_bad_annotation`` like the other problems (see ``detection.datasets.annotation_checks``); so is a
     missing or malformed XML file. The image size comes from ``<size>``, or from the image when absent.
