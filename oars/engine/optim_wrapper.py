@@ -3,7 +3,9 @@
 mmengine's ``AmpOptimWrapper`` asserts a GPU, so ``--amp`` could not run on a CPU machine.
 This wrapper picks the device at construction: on CUDA it autocasts to float16 (or the
 given dtype) with a ``torch.amp.GradScaler``; on the CPU it autocasts to bfloat16, which
-needs no loss scaling. Steps the scaler skips (inf/NaN gradients) are counted and logged.
+needs no loss scaling. Steps the scaler skips (inf/NaN gradients) are counted and logged, with a
+dynamic scale and with a fixed one alike; ``consecutive_skipped_steps`` is what ``NaNGuardHook`` reads
+to stop a run whose loss stays non-finite (the scaler would otherwise skip steps forever).
 """
 
 from __future__ import annotations
@@ -54,7 +56,8 @@ class MixedPrecisionOptimWrapper(OptimWrapper):
                 self.loss_scaler = torch.amp.GradScaler(self.device_type, **loss_scale)
             else:
                 raise ValueError(f"optim_wrapper.loss_scale: expected 'dynamic', a number or a dict: {loss_scale!r}")
-        self.skipped_steps = 0
+        self.skipped_steps = 0  # all steps the scaler skipped in this process
+        self.consecutive_skipped_steps = 0  # skipped steps since the last one that updated the weights
 
     def backward(self, loss: torch.Tensor, **kwargs) -> None:
         if self.loss_scaler is not None:
@@ -71,15 +74,36 @@ class MixedPrecisionOptimWrapper(OptimWrapper):
             self._clip_grad()
         scale_before = self.loss_scaler.get_scale()
         self.loss_scaler.step(self.optimizer, **kwargs)
+        skipped = self._scaler_found_inf()
         self.loss_scaler.update(self._fixed_scale)
         scale_after = self.loss_scaler.get_scale()
-        if scale_after < scale_before:
-            # The scaler found inf/NaN gradients: it skipped this step and lowered the scale.
+        if skipped is None:  # scaler state not readable: a lowered scale is the sign of a skipped step
+            skipped = scale_after < scale_before
+        if skipped:
             self.skipped_steps += 1
-            print_log(f"FP16: non-finite gradients, step skipped, loss scale {scale_before:g} -> {scale_after:g} "
-                      f"({self.skipped_steps} skipped so far)", logger="current", level=logging.WARNING)
+            self.consecutive_skipped_steps += 1
+            change = f"{scale_before:g} (fixed)" if self._fixed_scale is not None else \
+                f"{scale_before:g} -> {scale_after:g}"
+            print_log(f"FP16: non-finite gradients, step skipped, loss scale {change} "
+                      f"({self.consecutive_skipped_steps} in a row, {self.skipped_steps} so far)",
+                      logger="current", level=logging.WARNING)
+        else:
+            self.consecutive_skipped_steps = 0
         hub = MessageHub.get_current_instance()
         hub.update_scalar("train/loss_scale", scale_after)
+
+    def _scaler_found_inf(self) -> bool | None:
+        """Whether the scaler's last ``step`` found inf/NaN gradients (and so skipped it); ``None`` when its
+        per-optimizer record is missing. Read before ``update()``, which clears it. ``GradScaler`` keeps this in
+        ``_found_inf_per_device``, its only record of the decision: with a fixed scale the scale itself
+        does not change when a step is skipped."""
+        if not self.loss_scaler.is_enabled():
+            return False
+        try:
+            found = self.loss_scaler._found_inf_per_device(self.optimizer)
+        except (AttributeError, KeyError):
+            return None
+        return any(bool(v.item()) for v in found.values())
 
     def state_dict(self) -> dict:
         state = super().state_dict()
