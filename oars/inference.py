@@ -1,10 +1,15 @@
 """Task-independent inference plumbing: build a model from a config + checkpoint, build the
-test pipeline without its annotation-loading steps, and list input images."""
+test pipeline without its annotation-loading steps, list input images and run the model over them.
+
+A folder with one unreadable file still gets every other image predicted: :func:`batched_predict` records the
+file in a :class:`oars_deploy.failures.Failures` and goes on; the caller raises its summary at the end.
+"""
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator, Sequence
+import os.path as osp
+from collections.abc import Callable, Iterator, Sequence
 
 import torch
 from mmengine.config import Config
@@ -13,7 +18,9 @@ from mmengine.registry import MODELS, DefaultScope
 
 from oars.engine.checkpoint import checkpoint_mismatch, load_checkpoint_file, state_dict_from_checkpoint
 from oars.errors import OarsError
-from oars.image_files import IMAGE_SUFFIXES, list_images  # noqa: F401  (part of this module's API)
+from oars_deploy.errors import UserError
+from oars_deploy.failures import Failures
+from oars_deploy.image_files import IMAGE_SUFFIXES, list_images  # noqa: F401  (part of this module's API)
 
 
 def init_model(cfg: Config, checkpoint: str, device: str = "cpu") -> torch.nn.Module:
@@ -44,12 +51,42 @@ def build_test_pipeline(cfg: Config, drop: Sequence[str] = ()) -> Compose:
         return Compose(steps)
 
 
-def batched_predict(model: torch.nn.Module, pipeline: Compose, paths: Sequence[str],
-                    batch_size: int = 1) -> Iterator[tuple[str, object]]:
-    """Yield ``(path, data_sample)`` for every image, running the model in batches."""
+def batched_predict(model: torch.nn.Module, pipeline: Compose, paths: Sequence[str], batch_size: int = 1,
+                    failures: Failures | None = None,
+                    predict: Callable[[torch.nn.Module, dict], list] | None = None) -> Iterator[tuple[str, object]]:
+    """Yield ``(path, data_sample)`` for every image, running the model in batches.
+
+    ``failures``: where an image the pipeline cannot read goes (a :class:`UserError` from its loading steps,
+    e.g. a corrupt or unsupported file); that image is skipped and the others are predicted. Without it the
+    error propagates. ``predict(model, batch)``: what runs a collated batch (default ``model.test_step``).
+    """
+    predict = predict or (lambda m, batch: m.test_step(batch))
     for start in range(0, len(paths), batch_size):
-        chunk = paths[start:start + batch_size]
-        batch = pseudo_collate([pipeline({"img_path": p}) for p in chunk])
+        chunk, items = [], []
+        for path in paths[start:start + batch_size]:
+            try:
+                items.append(pipeline({"img_path": path}))
+            except UserError as err:
+                if failures is None:
+                    raise
+                failures.add(path, str(err))
+                continue
+            chunk.append(path)
+        if not items:
+            continue
         with torch.no_grad():
-            outputs = model.test_step(batch)
+            outputs = predict(model, pseudo_collate(items))
         yield from zip(chunk, outputs)
+
+
+def check_output_folder(path: str, flag: str = "-o") -> str:
+    """Raise :class:`OarsError` when the output folder ``path``, or a folder above it, is an existing file
+    (``os.makedirs`` would end in FileExistsError/NotADirectoryError with a traceback); returns ``path``.
+    Creates nothing, so a tool can check before the slow work and create the folder after it."""
+    probe = osp.abspath(path)
+    while not osp.exists(probe) and osp.dirname(probe) != probe:
+        probe = osp.dirname(probe)
+    if osp.exists(probe) and not osp.isdir(probe):
+        where = "is a file" if probe == osp.abspath(path) else f"is inside {probe}, which is a file"
+        raise OarsError(f"{flag} {path}: {where}; the output must be a folder (the files are written into it)")
+    return path

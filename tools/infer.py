@@ -2,6 +2,9 @@
 
 ``-o`` takes both the output folder and ``key=value`` config overrides, as on every tool:
 ``-o out/ test_dataloader.dataset.pipeline.1.scale=[256,256]``.
+
+An image of a folder that cannot be read does not stop the others: they are written, and the tool ends with
+one list of the files it could not read (exit status 2).
 """
 
 import argparse
@@ -12,6 +15,7 @@ import inspect
 from oars.cli import run_cli, split_output_and_overrides
 from oars.engine.entry import load
 from oars.errors import OarsError
+from oars_deploy.failures import Failures
 
 
 def main() -> None:
@@ -37,8 +41,11 @@ def main() -> None:
         if "draw_threshold" not in inspect.signature(apis.run_inference).parameters:
             raise OarsError(f"--draw-threshold applies to detection configs, not to default_scope {scope!r}")
         extra["draw_threshold"] = args.draw_threshold
-    written = apis.run_inference(cfg, args.weights, args.input, output, device=args.device, **extra)
+    failures = Failures()  # images that cannot be read: the others are written, then one summary, exit 2
+    written = apis.run_inference(cfg, args.weights, args.input, output, device=args.device, failures=failures,
+                                 **extra)
     print(f"wrote {len(written)} pictures to {output}")
+    failures.raise_if_any(total=len(written) + len(failures))
 
 
 if __name__ == "__main__":

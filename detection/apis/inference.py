@@ -10,18 +10,25 @@ from mmengine.config import Config
 from tqdm import tqdm
 
 from detection.evaluation.gt_utils import predictions
-from detection.records import detection_record, write_records
-from detection.visualization import draw_detection_sample
-from oars.inference import batched_predict, build_test_pipeline, init_model, list_images
-from oars.visualization import get_palette
+from oars.inference import batched_predict, build_test_pipeline, check_output_folder, init_model, list_images
+from oars_deploy.draw import draw_detection_sample, get_palette
+from oars_deploy.failures import Failures
+from oars_deploy.records import detection_record, write_records
 
 ANNOTATION_LOADERS = ("LoadAnnotations",)
 
 
 def run_inference(cfg: Config, checkpoint: str, inputs: str, out_dir: str, device: str = "cpu",
-                  draw_threshold: float = 0.3) -> list[str]:
+                  draw_threshold: float = 0.3, failures: Failures | None = None) -> list[str]:
     """Predict every image under ``inputs``; writes ``<stem>_vis.png`` (boxes with class names and scores
-    at or above ``draw_threshold``) and ``detections.json`` (every kept detection, original pixels, xyxy)."""
+    at or above ``draw_threshold``) and ``detections.json`` (every kept detection, original pixels, xyxy).
+
+    An image that cannot be read is skipped and recorded in ``failures``; without ``failures`` their summary is
+    raised (:class:`oars_deploy.failures.FolderFailuresError`) after everything readable was written.
+    """
+    check_output_folder(out_dir)
+    own = failures is None
+    failures = Failures() if own else failures
     model = init_model(cfg, checkpoint, device)
     classes = list(model.dataset_meta.get("classes") or [str(i) for i in range(model.num_classes)])
     palette = get_palette(len(classes), model.dataset_meta.get("palette"))
@@ -29,7 +36,8 @@ def run_inference(cfg: Config, checkpoint: str, inputs: str, out_dir: str, devic
     paths = list_images(inputs)
     os.makedirs(out_dir, exist_ok=True)
     written, records = [], []
-    for path, sample in tqdm(batched_predict(model, pipeline, paths), total=len(paths), desc="infer"):
+    for path, sample in tqdm(batched_predict(model, pipeline, paths, failures=failures), total=len(paths),
+                             desc="infer"):
         stem = osp.splitext(osp.basename(path))[0]
         pred = predictions(sample)
         img = cv2.imread(path, cv2.IMREAD_COLOR)
@@ -38,4 +46,6 @@ def run_inference(cfg: Config, checkpoint: str, inputs: str, out_dir: str, devic
         written.append(out)
         records.append(detection_record(path, pred, classes))
     write_records(records, osp.join(out_dir, "detections.json"))
+    if own:
+        failures.raise_if_any(total=len(paths))
     return written

@@ -20,6 +20,7 @@ from albumentations.augmentations.geometric import functional as fgeometric
 from oars.data.transforms.albu import IMG_INTERP, MASK_INTERP, AlbuAdapter
 from oars.errors import DataError
 from oars.registry import TRANSFORMS
+from oars_deploy.preprocess import scaled_size
 
 MAX_CROP_TRIES = 10
 
@@ -39,9 +40,10 @@ def to_pair(value: int | Sequence[int], name: str, what: str) -> tuple[int, int]
 
 def rescale_size(w: int, h: int, scale: tuple[int, int]) -> tuple[int, int]:
     """mmcv's ``rescale_size``: the largest (w, h) with the same aspect ratio whose long edge is at
-    most ``max(scale)`` and short edge at most ``min(scale)``."""
-    factor = min(max(scale) / max(h, w), min(scale) / min(h, w))
-    return int(w * factor + 0.5), int(h * factor + 0.5)
+    most ``max(scale)`` and short edge at most ``min(scale)``, rounded by the deploy predictors' rule
+    (:func:`oars_deploy.preprocess.scaled_size`: at least 1 pixel per side, so a 2000x3 image does not become
+    64x0)."""
+    return scaled_size(w, h, min(max(scale) / max(h, w), min(scale) / min(h, w)))
 
 
 def resize_results(results: dict, adapter: AlbuAdapter, scale: tuple[int, int], keep_ratio: bool) -> dict:
