@@ -25,7 +25,8 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper, shape_inference
 
-from oars.export.deploy_config import read_deploy_yaml, write_deploy_yaml
+from oars.export.deploy_config import write_deploy_yaml
+from oars_deploy.deploy_config import read_deploy_yaml
 
 
 def _constants(graph: onnx.GraphProto) -> dict[str, np.ndarray]:

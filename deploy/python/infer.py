@@ -1,89 +1,11 @@
-"""Predict images with an exported model, without torch:
+"""Predict images with an exported model, without torch: ``python deploy/python/infer.py --model-dir EXPORT_DIR
+-i IMAGE_OR_DIR -o OUT_DIR``, the ``oars-infer`` command of ``pip install deploy/python`` run from a checkout.
 
-    python deploy/python/infer.py --model-dir OUT_DIR -i IMAGE_OR_DIR -o OUT_DIR [--device cpu|cuda] [--benchmark]
-
-Reads OUT_DIR/deploy.yaml and the ONNX file it names (model.onnx, or model_fp16.onnx / model_int8.onnx after
-tools/export.py --half / --int8) for ONNX Runtime, or OUT_DIR/model.engine (--backend tensorrt);
-writes the same pictures as tools/infer.py (segmentation: <stem>_vis.png and the <stem>.png label map;
-detection: <stem>_vis.png and detections.json). --benchmark prints latency (median, p90) and images/s.
+Run as a script, Python puts this folder first on ``sys.path``, which is where the ``oars_deploy`` package lives,
+so no path edit is needed; see ``oars_deploy/cli.py`` for the options.
 """
 
-from __future__ import annotations
-
-import argparse
-import os.path as osp
-import sys
-
-ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
-# Run as a script, Python puts deploy/python first on sys.path, where our module names (errors, nms, ...) would
-# shadow installed ones; the repository root takes its place (deploy.python.*, oars, segmentation, detection).
-if sys.path and osp.abspath(sys.path[0] or ".") == osp.dirname(osp.abspath(__file__)):
-    sys.path[0] = ROOT
-elif ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
-
-from deploy.python.backends import BACKENDS  # noqa: E402
-from deploy.python.errors import DeployError  # noqa: E402
-from deploy.python.outputs import ResultWriter, read_image  # noqa: E402
-from deploy.python.predictor import Predictor  # noqa: E402
-from oars.cli import run_cli  # noqa: E402
-from oars.image_files import list_images  # noqa: E402
-
-DEFAULT_DRAW_THRESHOLD = 0.3  # as tools/infer.py
-
-
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model-dir", required=True, help="folder with deploy.yaml and model.onnx (tools/export.py)")
-    parser.add_argument("-i", "--input", required=True, help="an image or a folder of images")
-    parser.add_argument("-o", "--output-dir", required=True, help="folder for the pictures")
-    parser.add_argument("--device", default="cpu", help="cpu or cuda (cuda: CUDAExecutionProvider / TensorRT)")
-    parser.add_argument("--backend", default="onnxruntime", choices=BACKENDS,
-                        help="onnxruntime (deploy.yaml's model.onnx) or tensorrt (model.engine, GPU)")
-    parser.add_argument("--batch-size", type=int, default=None,
-                        help="images per predict call (default: the model's batch, 8 for a dynamic batch)")
-    parser.add_argument("--draw-threshold", type=float, default=None,
-                        help=f"detection: draw boxes with a score at or above this (default {DEFAULT_DRAW_THRESHOLD})")
-    parser.add_argument("--benchmark", action="store_true", help="also time the model on the first batch of images")
-    parser.add_argument("--warmup", type=int, default=5, help="--benchmark: untimed runs first")
-    parser.add_argument("--runs", type=int, default=30, help="--benchmark: timed runs")
-    parser.add_argument("--array-module", default=None, choices=("numpy", "cupy"),
-                        help="pre/post-processing arrays (default: cupy with --device cuda when it runs, else numpy)")
-    return parser.parse_args(argv)
-
-
-def print_benchmark(stats: dict[str, float], device: str, backend: str) -> None:
-    print(f"benchmark ({backend}, {device}, batch {int(stats['batch'])}, {int(stats['runs'])} runs):")
-    print(f"  {'':<12} {'median ms':>10} {'p90 ms':>10} {'images/s':>10}")
-    for name in ("end_to_end", "model"):
-        print(f"  {name:<12} {stats[f'{name}_median_ms']:>10.2f} {stats[f'{name}_p90_ms']:>10.2f} "
-              f"{stats[f'{name}_images_per_s']:>10.1f}")
-
-
-def main(argv: list[str] | None = None) -> None:
-    args = parse_args(argv)
-    predictor = Predictor(args.model_dir, device=args.device, backend=args.backend,
-                          array_module_name=args.array_module)
-    if args.draw_threshold is not None and predictor.task != "detection":
-        raise DeployError(f"--draw-threshold applies to detection models, not to task {predictor.task!r}")
-    if args.batch_size is not None and args.batch_size < 1:
-        raise DeployError(f"--batch-size must be >= 1, got {args.batch_size}")
-    batch_size = args.batch_size or predictor.batch_size or 8
-    threshold = DEFAULT_DRAW_THRESHOLD if args.draw_threshold is None else args.draw_threshold
-    writer = ResultWriter(predictor.task, args.output_dir, predictor.labels, predictor.palette, threshold)
-    paths = list_images(args.input)
-    first: list = []
-    for start in range(0, len(paths), batch_size):
-        chunk = paths[start:start + batch_size]
-        images = [read_image(p) for p in chunk]
-        first = first or images
-        for path, img, result in zip(chunk, images, predictor.predict(images)):
-            writer.add(path, img, result)
-    written = writer.close()
-    print(f"wrote {len(written)} pictures to {args.output_dir}")
-    if args.benchmark:
-        print_benchmark(predictor.benchmark(first, args.warmup, args.runs), args.device, args.backend)
-
+from oars_deploy.cli import main
 
 if __name__ == "__main__":
-    run_cli(main)
+    main()

@@ -8,8 +8,8 @@ import numpy as np
 
 from detection.evaluation.gt_utils import gt_in_original, has_gt, predictions
 from detection.registry import HOOKS
-from detection.visualization import draw_detection_sample
 from oars.engine.hooks.prediction_pictures import PredictionPicturesHookBase
+from oars_deploy.draw import draw_detection_sample
 
 
 @HOOKS.register_module()

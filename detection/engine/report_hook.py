@@ -15,14 +15,8 @@ from detection.evaluation.analysis import class_pr_curves, confusion_matrix, ima
 from detection.evaluation.ap import average_precision
 from detection.evaluation.gt_utils import has_gt, image_record
 from detection.registry import HOOKS
-from detection.visualization import draw_detection_sample
-from oars.visualization import (
-    ReportSection,
-    get_palette,
-    plot_confusion_matrix,
-    plot_pr_curves,
-    write_html_report,
-)
+from oars.visualization import ReportSection, plot_confusion_matrix, plot_pr_curves, write_html_report
+from oars_deploy.draw import draw_detection_sample, get_palette
 
 # worst-image panels: longest side shrunk to at most 640 px (small report) and grown to at least 320 px
 # (readable captions on tiny images)

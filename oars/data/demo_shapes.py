@@ -30,7 +30,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from oars.visualization.palette import save_label_png
+from oars_deploy.draw import save_label_png
 
 CLASSES: tuple[str, ...] = ('background', 'circle', 'square', 'triangle')
 # RGB colours of the label PNG palette, index = class id (255, the usual ignore index, is white).

@@ -17,8 +17,8 @@ import numpy as np
 import torch
 
 from oars.export.errors import ExportCheckError, ExportError
-from oars.export.preprocess import preprocess_one
 from oars.export.spec import ExportSpec
+from oars_deploy.preprocess import preprocess_one
 
 PREPROCESS_ATOL = 1e-6
 

@@ -1,45 +1,24 @@
-"""deploy.yaml: everything a predictor needs besides the model file (labels, input spec, preprocessing as
-data, outputs, what post-processing is inside the graph).
+"""deploy.yaml from a training config: the preprocessing steps and the file itself.
 
-The preprocessing steps are derived from the config's test pipeline and the model's data preprocessor so
-that, for the fixed export input (H, W), they give the same float tensor as
-``model.data_preprocessor(pipeline(img))``. Step semantics (what every predictor implements), applied in order
-to the BGR uint8 HxWx3 image from ``cv2.imread``:
-
-- ``Resize {size: [W, H], keep_ratio, interpolation: linear}``: keep_ratio false -> ``cv2.resize`` to (W, H);
-  keep_ratio true -> fit inside: ``f = min(W / w, H / h)``, new size ``(int(w * f + 0.5), int(h * f + 0.5))``
-  (no resize when that is the image's own size). Interpolation ``linear`` = ``cv2.INTER_LINEAR``.
-- ``Normalize {mean, std, to_rgb}``: float32 ``((x[..., ::-1] if to_rgb else x) - mean) / std``.
-- ``Pad {size: [W, H], value, size_divisor}``: bottom/right to (W, H) with ``value`` (a number, or one per channel
-  of the normalised image); ``size_divisor`` is informational (W and H are multiples of it).
-- ``Permute``: HWC -> CHW and a batch axis.
-
-This module imports no torch at import time (the Python predictor may read deploy.yaml through it).
+The schema (keys, step semantics) and its reader/validator live in the torch-free runtime,
+``oars_deploy.deploy_config``; this module derives the preprocessing steps from the config's test pipeline and
+the model's data preprocessor so that, for the fixed export input (H, W), they give the same float tensor as
+``model.data_preprocessor(pipeline(img))``, and writes deploy.yaml after validating it with the same code the
+predictors read it with. It imports no torch at import time.
 """
 
 from __future__ import annotations
 
 import copy
-import os
-import os.path as osp
-import tempfile
 from collections.abc import Sequence
 from typing import Any
 
 import yaml
 
 from oars.export.errors import ExportError
+from oars_deploy.atomic import atomic_write
+from oars_deploy.deploy_config import validate_deploy
 
-DEPLOY_VERSION = 1
-STEP_KEYS = {
-    "Resize": ("size", "keep_ratio", "interpolation"),
-    "Normalize": ("mean", "std", "to_rgb"),
-    "Pad": ("size", "value"),
-    "Permute": (),
-}
-TOP_KEYS = ("version", "model", "labels", "input", "preprocess", "outputs", "postprocess")
-MODEL_KEYS = ("name", "task", "onnx")
-INPUT_KEYS = ("name", "shape", "dtype", "layout", "color")
 EXPORT_EXAMPLE = "export: {input_shape: [1, 3, 512, 512]}"
 
 
@@ -79,9 +58,10 @@ def _pair(value: Any, where: str) -> tuple[int, int]:
 
 
 def _rescale_size(w: int, h: int, scale: tuple[int, int]) -> tuple[int, int]:
-    """oars Resize with keep_ratio (mmcv's rescale_size): long edge <= max(scale), short edge <= min(scale)."""
-    factor = min(max(scale) / max(h, w), min(scale) / min(h, w))
-    return int(w * factor + 0.5), int(h * factor + 0.5)
+    """oars Resize with keep_ratio: the pipeline's own rule (imported here, so that this module stays light)."""
+    from oars.data.transforms.geometric import rescale_size
+
+    return rescale_size(w, h, scale)
 
 
 def _build_data_preprocessor(cfg: Any) -> Any:
@@ -219,85 +199,11 @@ def _short_floats(values: Any) -> list[float]:
     return [float(str(np.float32(v))) for v in values.reshape(-1).tolist()]
 
 
-# ----------------------------------------------------------------------------- writing and reading
+# ----------------------------------------------------------------------------- writing
 def write_deploy_yaml(path: str, deploy: dict) -> str:
-    """Validate ``deploy`` and write it to ``path`` atomically (temp file + ``os.replace``)."""
+    """Validate ``deploy`` (``oars_deploy.deploy_config.validate_deploy``) and write it to ``path`` atomically."""
     validate_deploy(deploy, path)
-    folder = osp.dirname(osp.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".deploy-", suffix=".yaml.tmp", dir=folder)
-    try:
-        with os.fdopen(fd, "w") as f:
-            yaml.safe_dump(_plain(deploy), f, sort_keys=False, default_flow_style=None, width=120)
-        os.replace(tmp, path)
-    except BaseException:
-        if osp.exists(tmp):
-            os.remove(tmp)
-        raise
-    return path
-
-
-def read_deploy_yaml(path: str) -> dict:
-    """Read and validate a deploy.yaml; errors name the file and the key."""
-    if not osp.isfile(path):
-        raise ExportError(f"deploy file not found: {path} (written by tools/export.py next to model.onnx)")
-    with open(path) as f:
-        try:
-            data = yaml.safe_load(f)
-        except yaml.YAMLError as err:
-            raise ExportError(f"{path}: not valid YAML: {err}") from None
-    validate_deploy(data, path)
-    return data
-
-
-def validate_deploy(data: Any, path: str = "deploy.yaml") -> None:
-    """Check version, required keys and step contents; raise :class:`ExportError` naming ``path`` and the key."""
-    if not isinstance(data, dict):
-        raise ExportError(f"{path}: expected a mapping at the top level, got {type(data).__name__}")
-    for key in TOP_KEYS:
-        if key not in data:
-            raise ExportError(f"{path}: missing key {key!r} (required: {', '.join(TOP_KEYS)})")
-    if data["version"] != DEPLOY_VERSION:
-        raise ExportError(f"{path}: version {data['version']!r} is not supported (this code reads version "
-                          f"{DEPLOY_VERSION}); re-export the model with tools/export.py")
-    _require(data["model"], MODEL_KEYS, path, "model")
-    precision = data["model"].get("precision", "fp32")
-    if precision not in ("fp32", "fp16", "int8"):
-        raise ExportError(f"{path}: model.precision must be fp32, fp16 or int8, got {precision!r}")
-    labels = data["labels"]
-    if not isinstance(labels, list) or not labels or not all(isinstance(v, str) for v in labels):
-        raise ExportError(f"{path}: labels must be a non-empty list of class names, got {labels!r}")
-    if "palette" in data:
-        pal = data["palette"]
-        if not isinstance(pal, list) or len(pal) != len(labels) or not all(
-                isinstance(c, list) and len(c) == 3 for c in pal):
-            raise ExportError(f"{path}: palette must have one [R, G, B] per label ({len(labels)}), got {pal!r}")
-    _require(data["input"], INPUT_KEYS, path, "input")
-    shape = data["input"]["shape"]
-    if not isinstance(shape, list) or len(shape) != 4 or not all(isinstance(v, int) for v in shape):
-        raise ExportError(f"{path}: input.shape must be [B, 3, H, W] (B = -1 when dynamic), got {shape!r}")
-    steps = data["preprocess"]
-    if not isinstance(steps, list):
-        raise ExportError(f"{path}: preprocess must be a list of steps, got {type(steps).__name__}")
-    for i, step in enumerate(steps):
-        kind = step.get("type") if isinstance(step, dict) else None
-        if kind not in STEP_KEYS:
-            raise ExportError(f"{path}: preprocess[{i}].type must be one of {list(STEP_KEYS)}, got {kind!r}")
-        _require(step, STEP_KEYS[kind], path, f"preprocess[{i}] ({kind})")
-    outputs = data["outputs"]
-    if not isinstance(outputs, list) or not outputs:
-        raise ExportError(f"{path}: outputs must be a non-empty list, got {outputs!r}")
-    for i, out in enumerate(outputs):
-        _require(out, ("name", "shape", "dtype"), path, f"outputs[{i}]")
-    _require(data["postprocess"], ("type",), path, "postprocess")
-
-
-def _require(section: Any, keys: Sequence[str], path: str, where: str) -> None:
-    if not isinstance(section, dict):
-        raise ExportError(f"{path}: {where} must be a mapping, got {section!r}")
-    for key in keys:
-        if key not in section:
-            raise ExportError(f"{path}: missing key {where}.{key}")
+    return atomic_write(path, yaml.safe_dump(_plain(deploy), sort_keys=False, default_flow_style=None, width=120))
 
 
 def _plain(value: Any) -> Any:

@@ -22,13 +22,7 @@ import torch
 from mmengine.config import Config
 
 from oars.export.check import compare_outputs, ort_outputs, ort_session, sample_inputs, torch_outputs
-from oars.export.deploy_config import (
-    EXPORT_EXAMPLE,
-    export_input_hw,
-    preprocess_steps,
-    validate_deploy,
-    write_deploy_yaml,
-)
+from oars.export.deploy_config import EXPORT_EXAMPLE, export_input_hw, preprocess_steps, write_deploy_yaml
 from oars.export.errors import ExportError
 from oars.export.precision import (
     CALIB_METHODS,
@@ -42,6 +36,7 @@ from oars.export.precision import (
     quantize_int8,
 )
 from oars.export.spec import ExportOptions, ExportSpec
+from oars_deploy.deploy_config import validate_deploy
 
 FORMATS = ("onnx", "tensorrt")
 DYNAMIC_CHECK_BATCH = 3
@@ -248,7 +243,7 @@ def self_check(spec: ExportSpec, onnx_path: str, image: torch.Tensor, deploy_ima
 # ----------------------------------------------------------------------------- deploy.yaml
 def dataset_labels(cfg: Config, model: torch.nn.Module) -> tuple[list[str], list[list[int]]]:
     """Class names and RGB palette: checkpoint meta, else the config's dataset, else the dataset class."""
-    from oars.visualization import get_palette
+    from oars_deploy.draw.palette import get_palette
 
     meta = dict(getattr(model, "dataset_meta", None) or {})
     if not meta.get("classes"):

@@ -86,14 +86,14 @@ def convert_fp16(src: str, dst: str) -> str:
 # ----------------------------------------------------------------------------- INT8
 def calibration_images(calib_dir: str) -> list[str]:
     """Sorted image files in ``calib_dir``; an error naming the folder when it is not one or holds none."""
-    from oars.errors import OarsError
-    from oars.image_files import list_images
+    from oars_deploy.errors import UserError
+    from oars_deploy.image_files import list_images
 
     if not calib_dir or not osp.isdir(calib_dir):
         raise ExportError(f"--calib-dir {calib_dir}: not a folder (INT8 needs a folder of calibration images)")
     try:
         return list_images(calib_dir)
-    except OarsError as err:
+    except UserError as err:
         raise ExportError(f"--calib-dir: {err}") from None
 
 

@@ -8,12 +8,12 @@ from collections.abc import Callable, Sequence
 from mmengine.dataset import BaseDataset
 
 from oars.errors import DataError, DataFileNotFoundError
-from oars.visualization import get_palette
+from oars_deploy.draw import get_palette
 from segmentation.registry import DATASETS, TRANSFORMS
 
 
 def _checked_palette(palette: Sequence | None, num_classes: int, owner: str) -> list[list[int]]:
-    """The given RGB palette validated, or the default VOC-style one (``oars.visualization.get_palette``)."""
+    """The given RGB palette validated, or the default VOC-style one (``oars_deploy.draw.get_palette``)."""
     try:
         return get_palette(num_classes, palette).tolist()
     except ValueError as err:

@@ -7,8 +7,8 @@ from typing import Any
 import numpy as np
 
 from oars.engine.hooks.prediction_pictures import PredictionPicturesHookBase
+from oars_deploy.draw import draw_sample
 from segmentation.registry import HOOKS
-from segmentation.visualization import draw_sample
 
 
 @HOOKS.register_module()

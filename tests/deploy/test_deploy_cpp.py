@@ -20,7 +20,7 @@ import pytest
 from demo_utils import ROOT
 from export_cases import shrunk_export_case
 
-from oars.export.deploy_config import read_deploy_yaml
+from oars_deploy.deploy_config import read_deploy_yaml
 
 CPP_DIR = os.path.join(ROOT, "deploy", "cpp")
 BINARY = os.path.join(CPP_DIR, "build", "oars_infer")
@@ -85,7 +85,7 @@ def _opencv_model_dir(model_dir: str, folder: str) -> str:
 
 
 def _python_predictor(model_dir: str):
-    from deploy.python.predictor import Predictor
+    from oars_deploy.predictor import Predictor
 
     return Predictor(model_dir)
 

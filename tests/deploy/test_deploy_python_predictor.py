@@ -1,5 +1,6 @@
-"""deploy/python end to end: export the (shrunk, random-weight) demo models, run deploy/python/infer.py with torch
-blocked, and compare its files with tools/infer.py's on the same images and checkpoint.
+"""The Python predictor (oars_deploy) end to end: export the (shrunk, random-weight) demo models, run
+deploy/python/infer.py with torch blocked, and compare its files with tools/infer.py's on the same images and
+checkpoint.
 
 Segmentation is exported with ``output_op: none`` so the comparison is exact (the predictor resizes the logits
 bilinearly, then takes the argmax, as the segmentor does); the argmax-in-graph path is checked in
@@ -25,12 +26,11 @@ from mmengine.registry import MODELS, DefaultScope
 from onnx import TensorProto, helper, numpy_helper
 from PIL import Image
 
-from deploy.python.errors import DeployError
-from deploy.python.infer import main as infer_main
-from deploy.python.predictor import Predictor
 from oars.config import load_config
-from oars.errors import OarsError
 from oars.export.deploy_config import write_deploy_yaml
+from oars_deploy.cli import run as infer_main
+from oars_deploy.errors import DeployError, UserError
+from oars_deploy.predictor import Predictor
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 INFER = osp.join(ROOT, "deploy/python/infer.py")
@@ -105,7 +105,7 @@ def _tools_infer(cfg_path: str, ckpt: str, images: str, out: str, overrides: lis
 
 
 def test_predictor_modules_import_without_torch():
-    proc = run_without_torch("import deploy.python.predictor, deploy.python.outputs, deploy.python.backends\n"
+    proc = run_without_torch("import oars_deploy.predictor, oars_deploy.outputs, oars_deploy.cli\n"
                              "print('torch' in sys.modules, 'mmengine' in sys.modules)")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.split() == ["False", "False"]
@@ -196,11 +196,11 @@ def test_infer_cli_errors(tmp_path):
     model_dir, _ = _tiny_model_dir(str(tmp_path / "m"), -1)
     img_dir = _images(str(tmp_path / "images"), [40])
     out = str(tmp_path / "out")
-    with pytest.raises(OarsError, match="deploy file not found"):
+    with pytest.raises(UserError, match="deploy file not found"):
         infer_main(["--model-dir", str(tmp_path), "-i", img_dir, "-o", out])
     with pytest.raises(DeployError, match="applies to detection"):
         infer_main(["--model-dir", model_dir, "-i", img_dir, "-o", out, "--draw-threshold", "0.5"])
-    with pytest.raises(OarsError, match="neither an image file nor a folder"):
+    with pytest.raises(UserError, match="neither an image file nor a folder"):
         infer_main(["--model-dir", model_dir, "-i", str(tmp_path / "nope"), "-o", out])
     with pytest.raises(DeployError, match="no engine"):
         infer_main(["--model-dir", model_dir, "-i", img_dir, "-o", out, "--backend", "tensorrt", "--device", "cuda"])
@@ -233,3 +233,78 @@ def test_cuda_predictor_matches_cpu(tmp_path):
     cuda = Predictor(model_dir, device="cuda").predict(images)
     for a, b in zip(cpu, cuda):
         assert (a["label"] != b["label"]).mean() < 1e-3  # float differences between the providers at ties only
+
+
+@pytest.mark.parametrize("hw", [(3, 2000), (2000, 3), (1, 1)], ids=["3x2000", "2000x3", "1x1"])
+def test_extreme_aspect_ratios_predict(tmp_path, hw):
+    """keep_ratio fits a 2000x3 image into 32x32 as 32x1, not 32x0 (which OpenCV's resize refused)."""
+    model_dir, _ = _tiny_model_dir(str(tmp_path / "m"), -1)
+    img = np.random.default_rng(3).integers(0, 256, (*hw, 3), dtype=np.uint8)
+    predictor = Predictor(model_dir)
+    _, metas = predictor.preprocess([img])
+    assert min(metas[0]["img_shape"]) >= 1 and max(metas[0]["img_shape"]) == 32
+    assert predictor.predict([img])[0]["label"].shape == hw
+
+
+def test_folder_with_an_unreadable_file_writes_the_others(tmp_path, capsys):
+    """One corrupt and one vanished file: the readable images are written, the failures listed, exit status 2."""
+    from oars_deploy.cli import main
+    from oars_deploy.failures import FolderFailuresError
+
+    model_dir, _ = _tiny_model_dir(str(tmp_path / "m"), -1)
+    img_dir = _images(str(tmp_path / "images"), [40, 48])
+    (tmp_path / "images" / "broken.png").write_bytes(b"not a png")
+    out = tmp_path / "out"
+    with pytest.raises(FolderFailuresError) as err:
+        infer_main(["--model-dir", model_dir, "-i", img_dir, "-o", str(out), "--batch-size", "2"])
+    assert str(err.value).startswith("1 of 3 images could not be read:")
+    assert "broken.png" in str(err.value) and "unsupported or corrupt" in str(err.value)
+    assert sorted(os.listdir(out)) == ["img0.png", "img0_vis.png", "img1.png", "img1_vis.png"]
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--model-dir", model_dir, "-i", img_dir, "-o", str(tmp_path / "out2")])
+    assert exit_info.value.code == 2
+    captured = capsys.readouterr()
+    assert "wrote 2 pictures" in captured.out
+    assert captured.err.startswith("error: 1 of 3 images could not be read:") and "broken.png" in captured.err
+
+
+def test_detection_folder_failures_keep_detections_json(tmp_path):
+    """detections.json holds the readable images when another one fails (tiny raw-output detector)."""
+    model_dir = _tiny_detector_dir(str(tmp_path / "m"))
+    img_dir = _images(str(tmp_path / "images"), [40])
+    (tmp_path / "images" / "broken.jpg").write_bytes(b"\xff\xd8 truncated")
+    out = tmp_path / "out"
+    with pytest.raises(UserError, match="1 of 2 images could not be read"):
+        infer_main(["--model-dir", model_dir, "-i", img_dir, "-o", str(out)])
+    with open(out / "detections.json") as f:
+        records = json.load(f)
+    assert [osp.basename(r["image"]) for r in records] == ["img0.png"]
+
+
+def _tiny_detector_dir(folder: str) -> str:
+    """A raw-output 'detector' (one box per image with fixed scores) at 32x32: enough for the writer's files."""
+    boxes = numpy_helper.from_array(np.array([[[2, 2, 20, 20]]], np.float32), "b")
+    scores = numpy_helper.from_array(np.array([[[0.9, 0.1]]], np.float32), "s")
+    graph = helper.make_graph(
+        [helper.make_node("Shape", ["image"], ["shp"], end=1),
+         helper.make_node("Concat", ["shp", "one", "one"], ["reps"], axis=0),
+         helper.make_node("Tile", ["b", "reps"], ["boxes"]), helper.make_node("Tile", ["s", "reps"], ["scores"])],
+        "tinydet", [helper.make_tensor_value_info("image", TensorProto.FLOAT, ["batch", 3, 32, 32])],
+        [helper.make_tensor_value_info("boxes", TensorProto.FLOAT, ["batch", 1, 4]),
+         helper.make_tensor_value_info("scores", TensorProto.FLOAT, ["batch", 1, 2])],
+        [boxes, scores, numpy_helper.from_array(np.array([1], np.int64), "one")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    os.makedirs(folder, exist_ok=True)
+    onnx.save(model, osp.join(folder, "model.onnx"))
+    write_deploy_yaml(osp.join(folder, "deploy.yaml"), {
+        "version": 1, "model": {"name": "TinyDet", "task": "detection", "onnx": "model.onnx"},
+        "labels": ["a", "b"],
+        "input": {"name": "image", "shape": [-1, 3, 32, 32], "dtype": "float32", "layout": "NCHW", "color": "BGR"},
+        "preprocess": [{"type": "Resize", "size": [32, 32], "keep_ratio": False, "interpolation": "linear"},
+                       {"type": "Normalize", "mean": [0, 0, 0], "std": [255, 255, 255], "to_rgb": True},
+                       {"type": "Pad", "size": [32, 32], "value": 0.0}, {"type": "Permute"}],
+        "outputs": [{"name": "boxes", "shape": [-1, 1, 4], "dtype": "float32"},
+                    {"name": "scores", "shape": [-1, 1, 2], "dtype": "float32"}],
+        "postprocess": {"type": "detection", "inside_graph": ["decode"], "score_thr": 0.05, "iou_threshold": 0.45}})
+    return folder

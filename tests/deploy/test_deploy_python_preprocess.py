@@ -1,4 +1,4 @@
-"""deploy/python pre- and post-processing against the PyTorch paths they reproduce.
+"""oars_deploy pre- and post-processing against the PyTorch paths they reproduce.
 
 Preprocessing: for the demo configs and non-square images, deploy.yaml's steps give the same input as
 ``model.data_preprocessor(test_pipeline(img))`` (1e-6; the deploy input is further padded to the fixed export
@@ -19,15 +19,15 @@ import torch.nn.functional as F
 from mmengine.dataset import pseudo_collate
 from mmengine.registry import MODELS, DefaultScope
 
-from deploy.python import postprocess as post
-from deploy.python.arrays import cupy_or_none
-from deploy.python.nms import multiclass_nms
 from detection.models.task_utils.postprocess import multiclass_nms as torch_multiclass_nms
 from oars.config import load_config
 from oars.export.deploy_config import preprocess_steps
-from oars.export.errors import ExportError
-from oars.export.preprocess import check_steps, preprocess
 from oars.inference import build_test_pipeline
+from oars_deploy import postprocess as post
+from oars_deploy.arrays import cupy_or_none
+from oars_deploy.errors import DeployError
+from oars_deploy.nms import multiclass_nms
+from oars_deploy.preprocess import check_steps, preprocess
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 SEG_CFG = osp.join(ROOT, "configs/segmentation/unet/unet_demo_shapes.yaml")
@@ -87,15 +87,15 @@ def test_preprocess_batches_and_rejects_bad_steps():
     assert batch.shape == (2, 3, 32, 32)
     assert metas[0]["img_shape"] == (16, 32) and metas[0]["scale_factor"] == (0.4, 0.4)
     np.testing.assert_array_equal(batch[0, :, 20, 5], [1.0, 2.0, 3.0])  # per-channel pad value
-    with pytest.raises(ExportError, match="type must be one of"):
+    with pytest.raises(DeployError, match="type must be one of"):
         check_steps([{"type": "Flip"}, {"type": "Permute"}])
-    with pytest.raises(ExportError, match="std values must be > 0"):
+    with pytest.raises(DeployError, match="std values must be > 0"):
         check_steps([{**steps[1], "std": [1, 0, 1]}, {"type": "Permute"}])
-    with pytest.raises(ExportError, match="last preprocess step must be Permute"):
+    with pytest.raises(DeployError, match="last preprocess step must be Permute"):
         check_steps(steps[:3])
-    with pytest.raises(ExportError, match="larger than the model input"):
+    with pytest.raises(DeployError, match="larger than the model input"):
         preprocess([_image(40, 80, 0)], [{"type": "Pad", "size": [32, 32], "value": 0}, {"type": "Permute"}])
-    with pytest.raises(ExportError, match="BGR uint8"):
+    with pytest.raises(DeployError, match="BGR uint8"):
         preprocess([np.zeros((8, 8), np.uint8)], check_steps(steps))
 
 
@@ -191,7 +191,7 @@ def test_detection_in_graph_postprocess_rescales_and_clips():
     res = post.postprocess(outputs, metas, {"type": "detection", "inside_graph": ["decode", "nms"]})[0]
     np.testing.assert_allclose(res["bboxes"], [[100, 50, 200, 100], [0, 0, 200, 15.625]], atol=1e-4)
     np.testing.assert_array_equal(res["labels"], [1, 0])
-    with pytest.raises(ExportError, match="needs outputs"):
+    with pytest.raises(DeployError, match="needs outputs"):
         post.postprocess({"boxes": outputs["boxes"]}, metas, {"type": "detection", "inside_graph": ["decode", "nms"]})
 
 
@@ -213,5 +213,5 @@ def test_segmentation_postprocess_matches_encoder_decoder(tmp_path):
                              {"type": "segmentation", "output_op": "argmax"})[0]["label"]
     assert label.shape == ref.shape == (128, 128)
     assert (label != ref).mean() < 0.05
-    with pytest.raises(ExportError, match="output_op must be one of"):
+    with pytest.raises(DeployError, match="output_op must be one of"):
         post.postprocess({"logits": logits}, metas, {"type": "segmentation", "output_op": "sigmoid"})

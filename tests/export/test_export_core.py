@@ -21,7 +21,8 @@ from oars.engine.checkpoint import CheckpointError
 from oars.export import ExportCheckError, ExportError, export_model, preprocess_steps, read_deploy_yaml
 from oars.export.check import sample_inputs, synthetic_image
 from oars.export.deploy_config import write_deploy_yaml
-from oars.export.preprocess import preprocess
+from oars_deploy.errors import DeployError
+from oars_deploy.preprocess import preprocess
 
 DEMO_STEPS = [
     {"type": "Resize", "size": [64, 64], "keep_ratio": True, "interpolation": "linear"},
@@ -69,16 +70,16 @@ def test_deploy_yaml_validation_names_file_and_key(tmp_path, edit, message):
     edit(data)
     path = tmp_path / "deploy.yaml"
     path.write_text(yaml.safe_dump(data))
-    with pytest.raises(ExportError) as err:
+    with pytest.raises(DeployError) as err:
         read_deploy_yaml(str(path))
     assert str(path) in str(err.value) and message in str(err.value)
-    with pytest.raises(ExportError):
+    with pytest.raises(DeployError):
         write_deploy_yaml(str(tmp_path / "other.yaml"), data)
     assert not (tmp_path / "other.yaml").exists()
 
 
 def test_missing_deploy_yaml(tmp_path):
-    with pytest.raises(ExportError, match="deploy file not found"):
+    with pytest.raises(DeployError, match="deploy file not found"):
         read_deploy_yaml(str(tmp_path / "nope.yaml"))
 
 
@@ -232,14 +233,14 @@ def test_self_check_catches_a_wrong_graph(demo_case, tmp_path, monkeypatch):
 
 
 def test_deploy_yaml_reader_needs_no_torch(tmp_path):
-    """The Python predictor reads deploy.yaml through oars.export without torch installed."""
+    """The Python predictor reads deploy.yaml (oars_deploy) without torch installed."""
     import subprocess
 
     path = str(tmp_path / "deploy.yaml")
     write_deploy_yaml(path, _deploy())
     code = ("import sys; sys.modules['torch'] = None\n"
-            "from oars.export import read_deploy_yaml\n"
-            "from oars.export.preprocess import preprocess\n"
+            "from oars_deploy.deploy_config import read_deploy_yaml\n"
+            "from oars_deploy.preprocess import preprocess\n"
             f"print(read_deploy_yaml({path!r})['labels'])")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert "background" in out.stdout

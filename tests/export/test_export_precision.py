@@ -17,11 +17,11 @@ from onnx import numpy_helper
 from detection.export.compare import detection_agreement
 from oars.config import apply_overrides
 from oars.export.check import ort_outputs, ort_session, synthetic_image
-from oars.export.deploy_config import read_deploy_yaml
 from oars.export.errors import ExportCheckError, ExportError
 from oars.export.onnx_export import export_model, reduce_precision
 from oars.export.precision import check_agreement, layers_reading_inputs, output_agreement
 from oars.export.spec import ExportSpec
+from oars_deploy.deploy_config import read_deploy_yaml
 
 DET_CFG = os.path.join(ROOT, "configs/detection/yolov3/yolov3_darknet53_demo_shapes.yaml")
 
@@ -197,7 +197,7 @@ def test_precision_argument_errors(demo_case, calib_dir, tmp_path):
 
 def test_predictor_runs_the_reduced_graph(demo_case, calib_dir, tmp_path):
     """deploy.yaml points the predictor at model_int8.onnx: its output is ONNX Runtime's on that file."""
-    from deploy.python.predictor import Predictor
+    from oars_deploy.predictor import Predictor
 
     cfg, ckpt = demo_case
     export_model(_with(cfg, "export.output_op=none"), ckpt, str(tmp_path), int8=True, calib_dir=calib_dir)

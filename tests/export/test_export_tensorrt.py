@@ -16,8 +16,8 @@ from demo_utils import ROOT
 from oars.errors import OarsError
 from oars.export.errors import ExportError
 from oars.export.precision import calibration_batches, calibration_images, convert_fp16, quantize_int8
-from oars.export.preprocess import preprocess
 from oars.export.tensorrt import TensorRTRunner, build_engine, network_flags, profile_shapes
+from oars_deploy.preprocess import preprocess
 
 SEG_CFG = os.path.join(ROOT, "configs/segmentation/unet/unet_demo_shapes.yaml")
 DET_CFG = os.path.join(ROOT, "configs/detection/yolov3/yolov3_darknet53_demo_shapes.yaml")
@@ -127,7 +127,7 @@ def _ort(model_dir: str, x: np.ndarray, file: str = "model.onnx") -> dict[str, n
 
 def _engine(model_dir: str, half: bool, file: str | None = None) -> TensorRTRunner:
     """An engine of model.onnx, or of its FP16 graph (``half``), or of ``file``; precision is the graph's."""
-    from oars.export.deploy_config import read_deploy_yaml
+    from oars_deploy.deploy_config import read_deploy_yaml
 
     deploy = read_deploy_yaml(os.path.join(model_dir, "deploy.yaml"))
     onnx_path = os.path.join(model_dir, file or "model.onnx")

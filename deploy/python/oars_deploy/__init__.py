@@ -1,6 +1,15 @@
 """oars_deploy: the runtime an exported oars model needs and nothing more.
 
-It depends only on numpy, opencv-python-headless, pyyaml and onnxruntime, so a deployment target installs
-``deploy/python`` alone. The training packages import their torch-free pieces (file writing, errors) from here,
-so both sides share one implementation and the arrow never runs from the predictor back into training code.
+It depends only on numpy, opencv-python-headless, pyyaml and onnxruntime (CuPy and TensorRT optional, imported
+when asked for), so a deployment target installs ``deploy/python`` alone (``pip install deploy/python`` gives
+the ``oars-infer`` command). The training packages import their torch-free pieces from here, so both sides share
+one implementation and the arrow never runs from the predictor back into training code:
+
+- ``predictor`` (``Predictor``), ``preprocess``, ``postprocess``, ``nms``, ``backends``, ``arrays``: the model's
+  pre/post-processing and runtimes; ``deploy_config``: the deploy.yaml schema and reader;
+- ``draw``: the pictures (palettes, boxes, masks, panels, label PNGs) that tools/infer.py and evaluation draw too;
+- ``outputs``, ``records``, ``image_files``, ``failures``: the files a prediction run reads and writes;
+- ``atomic``, ``errors``: atomic file writing and the user-error base with its command-line printing.
+
+tests/deploy/test_deploy_imports.py checks that no module imports anything else.
 """

@@ -14,7 +14,7 @@ import cv2
 import numpy as np
 from mmengine.hooks import Hook
 
-from oars.visualization import get_palette, make_grid
+from oars_deploy.draw import get_palette, make_grid
 
 
 class PredictionPicturesHookBase(Hook):

@@ -13,7 +13,7 @@ import pytest
 from detection.datasets import COCO_CLASSES, BadAnnotationWarning, CocoDataset
 from detection.registry import DATASETS
 from oars.errors import DataError, DataFileNotFoundError
-from oars.visualization import get_palette
+from oars_deploy.draw import get_palette
 
 CATEGORIES = [{'id': 3, 'name': 'cat'}, {'id': 7, 'name': 'dog'}, {'id': 9, 'name': 'bird'}]
 

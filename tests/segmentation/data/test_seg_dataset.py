@@ -12,7 +12,7 @@ import torch
 import yaml
 from PIL import Image
 
-from oars.visualization import get_palette
+from oars_deploy.draw import get_palette
 from segmentation.datasets import CityscapesDataset, PascalVOCDataset, SegDataset
 from segmentation.registry import DATASETS, METRICS, TRANSFORMS
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from deploy.python.errors import DeployError
-from oars.export.preprocess import to_numpy
+from oars_deploy.arrays import to_numpy
+from oars_deploy.errors import DeployError
 
 BACKENDS = ("onnxruntime", "tensorrt")
 
@@ -57,8 +57,8 @@ class OrtBackend:
 
 
 class TensorRTBackend:
-    """A TensorRT engine, run by ``oars.export.tensorrt.TensorRTRunner`` (imported only when asked for; it keeps its
-    device buffers in torch CUDA tensors, so this backend, unlike ONNX Runtime, needs torch)."""
+    """A TensorRT engine run by :class:`oars_deploy.tensorrt.TensorRTRunner` (tensorrt and CuPy, imported only
+    when asked for)."""
 
     def __init__(self, engine_path: str, device: str = "cuda") -> None:
         if not osp.isfile(engine_path):
@@ -66,18 +66,12 @@ class TensorRTBackend:
                               "--format tensorrt")
         if not device.startswith("cuda"):
             raise DeployError(f"--backend tensorrt runs on the GPU only; use --device cuda, not {device!r}")
-        try:
-            import tensorrt  # noqa: F401
+        from oars_deploy.tensorrt import TensorRTRunner
 
-            from oars.export.tensorrt import TensorRTRunner
-        except ImportError as err:
-            raise DeployError(f"--backend tensorrt needs the tensorrt Python package (pip install tensorrt) and a "
-                              f"CUDA GPU: {err}") from None
         self.runner = TensorRTRunner(engine_path)
 
     def __call__(self, inputs: dict[str, Any]) -> dict[str, np.ndarray]:
-        feed = {k: np.ascontiguousarray(to_numpy(v)) for k, v in inputs.items()}
-        return {k: to_numpy(v) for k, v in self.runner(feed).items()}
+        return self.runner(inputs)
 
 
 def make_backend(name: str, model_dir: str, model: dict, device: str) -> OrtBackend | TensorRTBackend:

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from oars.visualization import colorize_mask, draw_legend, overlay_mask
+from oars_deploy.draw import colorize_mask, draw_legend, overlay_mask
 
 PAL = [[255, 0, 0], [0, 255, 0], [10, 20, 30]]  # RGB
 MASK = np.array([[0, 1, 2], [255, 2, 0]], dtype=np.uint8)

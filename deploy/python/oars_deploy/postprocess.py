@@ -15,10 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from deploy.python.arrays import module_of
-from deploy.python.errors import DeployError
-from deploy.python.nms import multiclass_nms
-from oars.export.preprocess import to_numpy
+from oars_deploy.arrays import module_of, to_numpy
+from oars_deploy.errors import DeployError
+from oars_deploy.nms import multiclass_nms
 
 SEG_OUTPUT_OPS = {"argmax": "label", "softmax": "prob", "none": "logits"}
 

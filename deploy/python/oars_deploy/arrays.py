@@ -7,10 +7,11 @@ two paths give the same numbers (the resize runs in OpenCV on the host either wa
 from __future__ import annotations
 
 from types import ModuleType
+from typing import Any
 
 import numpy as np
 
-from deploy.python.errors import DeployError
+from oars_deploy.errors import DeployError
 
 
 def cupy_or_none() -> ModuleType | None:
@@ -50,3 +51,11 @@ def module_of(x) -> ModuleType:
     import cupy
 
     return cupy
+
+
+def to_numpy(x: Any) -> np.ndarray:
+    """A host NumPy array from a NumPy or CuPy array (anything else through ``np.asarray``)."""
+    if isinstance(x, np.ndarray):
+        return x
+    get = getattr(x, "get", None)
+    return get() if callable(get) else np.asarray(x)

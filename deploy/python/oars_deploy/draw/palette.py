@@ -1,7 +1,7 @@
 """Class colour palettes: deterministic distinct colours, or a validated user palette.
 
-Palettes are RGB rows (as in dataset metainfo and PIL palette PNGs); the drawing functions convert to
-BGR where they paint on OpenCV images.
+Palettes are RGB rows (as in dataset metainfo and palette PNGs, see ``label_png``); the drawing functions
+convert to BGR where they paint on OpenCV images.
 """
 
 from __future__ import annotations
@@ -55,17 +55,3 @@ def get_palette(num_classes: int, palette: Sequence[Sequence[int]] | np.ndarray 
         raise ValueError(f'get_palette: palette[{row}][{col}] = {arr[row, col].item()!r} is not an integer in [0, 255] '
                          f'(row {row}: {arr[row].tolist()})')
     return arr.astype(np.uint8)
-
-
-def save_label_png(label: np.ndarray, palette: Sequence[Sequence[int]] | np.ndarray, path) -> None:
-    """Class ids as an 8-bit palette PNG: the pixel values stay class indices (read them back with
-    PIL, not OpenCV), viewers show the class colours; 255 (ignore) is white."""
-    from PIL import Image
-
-    flat = np.zeros((256, 3), dtype=np.uint8)
-    flat[: len(palette)] = np.asarray(palette, dtype=np.uint8)
-    flat[255] = (255, 255, 255)
-    img = Image.fromarray(np.asarray(label, dtype=np.uint8), mode="P")
-    img.putpalette(flat.reshape(-1).tolist())
-    img.save(path)
-

@@ -1,10 +1,11 @@
-"""Pictures of segmentation results, shared by evaluation (--show-dir) and tools/infer.py."""
+"""Pictures of segmentation results, shared by evaluation (--show-dir), tools/infer.py and the deploy predictor."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from oars.visualization import colorize_mask, draw_legend, overlay_mask, side_by_side
+from oars_deploy.draw.layout import side_by_side
+from oars_deploy.draw.masks import colorize_mask, draw_legend, overlay_mask
 
 
 def draw_sample(img_bgr: np.ndarray, pred: np.ndarray, palette: np.ndarray, gt: np.ndarray | None = None,

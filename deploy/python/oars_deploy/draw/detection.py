@@ -1,4 +1,5 @@
-"""Pictures of detection results, shared by evaluation (--show-dir) and tools/infer.py."""
+"""Pictures of detection results, shared by evaluation (--show-dir, the HTML report), tools/infer.py and the
+deploy predictor."""
 
 from __future__ import annotations
 
@@ -6,8 +7,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from oars.visualization.box_draw import draw_boxes
-from oars.visualization.layout import side_by_side
+from oars_deploy.draw.boxes import draw_boxes
+from oars_deploy.draw.layout import side_by_side
 
 
 def draw_detection_sample(img_bgr: np.ndarray, pred: dict[str, np.ndarray], class_names: Sequence[str],

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from oars.visualization import make_grid, side_by_side
+from oars_deploy.draw import make_grid, side_by_side
 
 
 def test_side_by_side_resizes_to_common_height_and_captions():

@@ -1,9 +1,8 @@
 """The files the predictor writes: the same pictures and JSON as tools/infer.py, with the same drawing functions.
 
-Segmentation: ``<stem>_vis.png`` (segmentation.visualization.draw_sample) and ``<stem>.png`` (class ids as a
-palette PNG, oars.visualization.save_label_png). Detection: ``<stem>_vis.png``
-(detection.visualization.draw_detection_sample) and ``detections.json`` (detection/apis/inference.py's format).
-These drawing modules import only NumPy/OpenCV/matplotlib, never torch.
+Segmentation: ``<stem>_vis.png`` (oars_deploy.draw.draw_sample) and ``<stem>.png`` (class ids as a palette PNG,
+oars_deploy.draw.save_label_png). Detection: ``<stem>_vis.png`` (oars_deploy.draw.draw_detection_sample) and
+``detections.json`` (oars_deploy.records). tools/infer.py calls the same functions.
 """
 
 from __future__ import annotations
@@ -15,18 +14,18 @@ from collections.abc import Sequence
 import cv2
 import numpy as np
 
-from deploy.python.errors import DeployError
-from detection.records import detection_record, write_records
-from detection.visualization import draw_detection_sample
-from oars.visualization import save_label_png
-from segmentation.visualization import draw_sample
+from oars_deploy.draw import draw_detection_sample, draw_sample, save_label_png
+from oars_deploy.errors import DeployError
+from oars_deploy.records import detection_record, write_records
 
 
 def read_image(path: str) -> np.ndarray:
-    """BGR uint8 HxWx3, as the pipeline's LoadImageFromFile reads it."""
+    """BGR uint8 HxWx3, as the pipeline's LoadImageFromFile reads it (the same messages when it cannot)."""
+    if not osp.isfile(path):
+        raise DeployError(f"image file not found: {path}")
     img = cv2.imread(path, cv2.IMREAD_COLOR)
     if img is None:
-        raise DeployError(f"could not read image (missing, unsupported or corrupt file): {path}")
+        raise DeployError(f"could not read image (unsupported or corrupt file): {path}")
     return img
 
 

@@ -1,7 +1,7 @@
 """Paint semantic masks: colour them, blend them over images, and label the colours with a legend.
 
 Images are BGR uint8 (OpenCV convention, as in the data pipeline); palettes are RGB rows
-(see ``palette.get_palette``) and are flipped to BGR here.
+(see ``oars_deploy.draw.palette.get_palette``) and are flipped to BGR here.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 import cv2
 import numpy as np
 
-from .palette import get_palette
+from oars_deploy.draw.palette import get_palette
 
 
 def _check_mask(mask: np.ndarray, num_classes: int, ignore_index: int | None) -> np.ndarray:

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import cv2
 import numpy as np
 
-from .palette import get_palette
+from oars_deploy.draw.palette import get_palette
 
 
 def _text_colour(bgr: np.ndarray) -> tuple[int, int, int]:

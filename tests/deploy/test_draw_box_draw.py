@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from oars.visualization import draw_boxes
+from oars_deploy.draw import draw_boxes
 
 NAMES = ['cat', 'dog']
 PALETTE = np.array([[255, 0, 0], [0, 255, 0]], dtype=np.uint8)  # RGB

@@ -1,12 +1,13 @@
-"""detections.json: one record per image, written by tools/infer.py and the deploy predictor (no torch)."""
+"""detections.json: one record per image, written by tools/infer.py and the deploy predictor."""
 
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Sequence
 
 import numpy as np
+
+from oars_deploy.atomic import atomic_write
 
 
 def detection_record(path: str, pred: dict[str, np.ndarray], classes: Sequence[str]) -> dict:
@@ -18,8 +19,5 @@ def detection_record(path: str, pred: dict[str, np.ndarray], classes: Sequence[s
 
 
 def write_records(records: list[dict], path: str) -> None:
-    """The records as JSON, written atomically (temporary file + rename)."""
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(records, f, indent=1)
-    os.replace(tmp, path)
+    """The records as JSON, written atomically (``oars_deploy.atomic.atomic_write``)."""
+    atomic_write(path, json.dumps(records, indent=1))

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from oars.visualization import get_palette
+from oars_deploy.draw import get_palette
 
 
 def test_default_palette_is_voc_style_deterministic_and_distinct():

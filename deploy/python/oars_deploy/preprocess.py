@@ -1,8 +1,8 @@
 """deploy.yaml's ``preprocess`` steps applied to BGR uint8 images: the same float input the PyTorch model gets.
 
-One implementation for the export self-check, the TensorRT INT8 calibrator and the Python predictor (deploy/python);
-it imports no torch. The step semantics are those of oars.export.deploy_config (the schema); the deploy/cpp
-predictor implements them again in C++.
+One implementation for the export self-check, the TensorRT INT8 calibrator (oars.export) and the Python predictor
+(this package); it imports no torch. The step semantics are those of oars_deploy.deploy_config (the schema); the
+deploy/cpp predictor implements them again in C++.
 
 Each step reproduces one piece of the evaluation path bit for bit:
 - Resize: oars' ``Resize`` (keep_ratio: fit inside (W, H); then albumentations' resize, which for a 3-channel
@@ -25,33 +25,32 @@ from typing import Any
 import cv2
 import numpy as np
 
-from oars.export.errors import ExportError
+from oars_deploy.arrays import to_numpy
+from oars_deploy.errors import DeployError
 
 INTERPOLATIONS = {"linear": cv2.INTER_LINEAR, "nearest": cv2.INTER_NEAREST, "cubic": cv2.INTER_CUBIC,
                   "area": cv2.INTER_AREA}
 STEP_TYPES = ("Resize", "Normalize", "Pad", "Permute")
 
 
-def to_numpy(x: Any) -> np.ndarray:
-    """A host NumPy array from a NumPy or CuPy array."""
-    if isinstance(x, np.ndarray):
-        return x
-    get = getattr(x, "get", None)
-    return get() if callable(get) else np.asarray(x)
+def scaled_size(w: int, h: int, factor: float) -> tuple[int, int]:
+    """The one size rule of every keep-ratio resize (this file's ``fit_inside``, oars' ``Resize``/``rescale_size``
+    in the training pipeline): (w, h) times ``factor``, rounded half up, at least 1 pixel per side. A 2000x3 image
+    fitted into 64x64 would otherwise get height int(0.096 + 0.5) = 0, which neither OpenCV nor a model takes."""
+    return max(1, int(w * factor + 0.5)), max(1, int(h * factor + 0.5))
 
 
 def fit_inside(w: int, h: int, size: Sequence[int]) -> tuple[int, int]:
-    """keep_ratio: the (w, h) scaled by ``min(W / w, H / h)``, rounded half up (deploy.yaml's rule; for the square
-    sizes of the configs this is oars' Resize, i.e. mmcv's ``rescale_size``, bit for bit)."""
-    factor = min(size[0] / w, size[1] / h)
-    return int(w * factor + 0.5), int(h * factor + 0.5)
+    """keep_ratio: the (w, h) scaled by ``min(W / w, H / h)`` (deploy.yaml's rule; for the square sizes of the
+    configs this is oars' Resize, i.e. mmcv's ``rescale_size``, bit for bit), by :func:`scaled_size`."""
+    return scaled_size(w, h, min(size[0] / w, size[1] / h))
 
 
 def _pair(step: dict, key: str, index: int) -> tuple[int, int]:
     value = step.get(key)
     if not (isinstance(value, (list, tuple)) and len(value) == 2 and all(isinstance(v, int) and v > 0
                                                                           for v in value)):
-        raise ExportError(f"deploy.yaml preprocess[{index}] ({step.get('type')}): {key} must be [W, H] positive ints, "
+        raise DeployError(f"deploy.yaml preprocess[{index}] ({step.get('type')}): {key} must be [W, H] positive ints, "
                           f"got {value!r}")
     return int(value[0]), int(value[1])
 
@@ -60,7 +59,7 @@ def _triple(step: dict, key: str, index: int) -> np.ndarray:
     value = step.get(key)
     if not (isinstance(value, (list, tuple)) and len(value) in (1, 3)
             and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value)):
-        raise ExportError(f"deploy.yaml preprocess[{index}] (Normalize): {key} must be a list of 1 or 3 numbers, "
+        raise DeployError(f"deploy.yaml preprocess[{index}] (Normalize): {key} must be a list of 1 or 3 numbers, "
                           f"got {value!r}")
     return np.asarray(value, dtype=np.float32)
 
@@ -68,22 +67,22 @@ def _triple(step: dict, key: str, index: int) -> np.ndarray:
 def check_steps(steps: Any) -> list[dict]:
     """Validate the steps (types and the keys each needs); returns them as a list of dicts."""
     if not isinstance(steps, list) or not steps:
-        raise ExportError(f"deploy.yaml: preprocess must be a non-empty list of steps, got {steps!r}")
+        raise DeployError(f"deploy.yaml: preprocess must be a non-empty list of steps, got {steps!r}")
     for i, step in enumerate(steps):
         if not isinstance(step, dict) or step.get("type") not in STEP_TYPES:
-            raise ExportError(f"deploy.yaml preprocess[{i}]: type must be one of {list(STEP_TYPES)}, got {step!r}")
+            raise DeployError(f"deploy.yaml preprocess[{i}]: type must be one of {list(STEP_TYPES)}, got {step!r}")
         kind = step["type"]
         if kind in ("Resize", "Pad"):
             _pair(step, "size", i)
         if kind == "Resize" and step.get("interpolation", "linear") not in INTERPOLATIONS:
-            raise ExportError(f"deploy.yaml preprocess[{i}] (Resize): interpolation must be one of "
+            raise DeployError(f"deploy.yaml preprocess[{i}] (Resize): interpolation must be one of "
                               f"{list(INTERPOLATIONS)}, got {step.get('interpolation')!r}")
         if kind == "Normalize":
             _triple(step, "mean", i)
             if (_triple(step, "std", i) <= 0).any():
-                raise ExportError(f"deploy.yaml preprocess[{i}] (Normalize): std values must be > 0, got {step['std']}")
+                raise DeployError(f"deploy.yaml preprocess[{i}] (Normalize): std values must be > 0, got {step['std']}")
     if steps[-1]["type"] != "Permute":
-        raise ExportError(f"deploy.yaml: the last preprocess step must be Permute (HWC -> CHW), got {steps[-1]}")
+        raise DeployError(f"deploy.yaml: the last preprocess step must be Permute (HWC -> CHW), got {steps[-1]}")
     return steps
 
 
@@ -115,7 +114,7 @@ def pad(img: Any, step: dict, xp: ModuleType, index: int) -> Any:
     w, h = step["size"]
     ih, iw = img.shape[:2]
     if ih > h or iw > w:
-        raise ExportError(f"preprocess[{index}] (Pad): the image is {iw}x{ih} (WxH) after resizing, larger than the "
+        raise DeployError(f"preprocess[{index}] (Pad): the image is {iw}x{ih} (WxH) after resizing, larger than the "
                           f"model input {w}x{h}; the deploy.yaml steps do not fit this model")
     if (ih, iw) == (h, w):
         return img
@@ -129,7 +128,7 @@ def preprocess_one(img: np.ndarray, steps: list[dict], xp: ModuleType = np) -> t
     """One BGR uint8 HxWx3 image -> (CHW array, meta with ori_shape, img_shape, pad_shape, scale_factor (w, h))."""
     if not isinstance(img, np.ndarray) or img.ndim != 3 or img.shape[2] != 3 or img.dtype != np.uint8:
         what = f"{img.dtype} array of shape {img.shape}" if isinstance(img, np.ndarray) else type(img).__name__
-        raise ExportError(f"preprocess: expected a BGR uint8 HxWx3 image (cv2.imread), got a {what}")
+        raise DeployError(f"preprocess: expected a BGR uint8 HxWx3 image (cv2.imread), got a {what}")
     h, w = img.shape[:2]
     meta: dict[str, Any] = {"ori_shape": (h, w), "img_shape": (h, w), "scale_factor": (1.0, 1.0)}
     out: Any = img
@@ -154,11 +153,11 @@ def preprocess(images: Sequence[np.ndarray], steps: list[dict], xp: ModuleType =
                dtype: str = "float32") -> tuple[Any, list[dict]]:
     """BGR uint8 images -> ([B, C, H, W] array of ``dtype`` (NumPy or CuPy), one meta dict per image)."""
     if len(images) == 0:
-        raise ExportError("preprocess: no images given")
+        raise DeployError("preprocess: no images given")
     outs, metas = zip(*(preprocess_one(img, steps, xp) for img in images))
     shapes = {tuple(o.shape) for o in outs}
     if len(shapes) != 1:
-        raise ExportError(f"preprocess: the images came out in different shapes {sorted(shapes)}; deploy.yaml needs a "
+        raise DeployError(f"preprocess: the images came out in different shapes {sorted(shapes)}; deploy.yaml needs a "
                           "Pad step to the model input size")
     batch = xp.stack(outs)
     if batch.dtype != dtype:

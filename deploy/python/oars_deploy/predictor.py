@@ -14,15 +14,13 @@ from typing import Any
 
 import numpy as np
 
-from deploy.python.arrays import array_module
-from deploy.python.backends import make_backend
-from deploy.python.errors import DeployError
-from deploy.python.postprocess import postprocess
-from oars.export.deploy_config import read_deploy_yaml
-from oars.export.preprocess import check_steps, preprocess
-from oars.visualization.palette import get_palette
-
-DEPLOY_FILE = "deploy.yaml"
+from oars_deploy.arrays import array_module
+from oars_deploy.backends import make_backend
+from oars_deploy.deploy_config import DEPLOY_FILE, read_deploy_yaml
+from oars_deploy.draw.palette import get_palette
+from oars_deploy.errors import DeployError
+from oars_deploy.postprocess import postprocess
+from oars_deploy.preprocess import check_steps, preprocess
 
 
 class Predictor:

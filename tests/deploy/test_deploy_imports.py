@@ -1,0 +1,58 @@
+"""oars_deploy stands alone: every module imports only the standard library, its runtime dependencies and itself.
+
+A static scan (ast), so it also covers imports inside functions and modules no other test loads; the venv test
+(test_deploy_standalone.py) runs the installed package where torch and the training code are absent.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import os.path as osp
+import sys
+
+from demo_utils import ROOT
+
+PACKAGE = osp.join(ROOT, "deploy", "python", "oars_deploy")
+RUNTIME = {"numpy", "cv2", "yaml", "onnxruntime"}
+OPTIONAL = {"cupy", "tensorrt"}  # imported only inside the functions that need them
+ALLOWED = set(sys.stdlib_module_names) | RUNTIME | OPTIONAL | {"oars_deploy", "__future__"}
+
+
+def _imports(path: str) -> list[tuple[str, int, bool]]:
+    """(top-level module name, line, at module level) for every import in the file."""
+    tree = ast.parse(open(path).read(), path)
+    top = {id(n) for n in tree.body}
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(a.name.split(".")[0], node.lineno, id(node) in top) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            assert node.level == 0, f"{path}:{node.lineno}: relative import; use oars_deploy.<module>"
+            found.append((node.module.split(".")[0], node.lineno, id(node) in top))
+    return found
+
+
+def _modules() -> list[str]:
+    return sorted(osp.join(d, f) for d, _, files in os.walk(PACKAGE) for f in files if f.endswith(".py"))
+
+
+def test_runtime_modules_import_only_the_runtime():
+    bad = [f"{osp.relpath(p, ROOT)}:{line}: {name}" for p in _modules() for name, line, _ in _imports(p)
+           if name not in ALLOWED]
+    assert not bad, "oars_deploy may import only the stdlib, numpy, cv2, yaml, onnxruntime (cupy, tensorrt lazily):\n" \
+        + "\n".join(bad)
+
+
+def test_optional_packages_are_imported_lazily():
+    eager = [f"{osp.relpath(p, ROOT)}:{line}: {name}" for p in _modules() for name, line, at_top in _imports(p)
+             if name in OPTIONAL and at_top]
+    assert not eager, "cupy / tensorrt must be imported inside the functions that need them:\n" + "\n".join(eager)
+
+
+def test_scan_sees_all_modules_and_would_catch_torch(tmp_path):
+    names = {osp.relpath(p, PACKAGE) for p in _modules()}
+    assert {"predictor.py", "cli.py", "preprocess.py", "draw/detection.py", "draw/label_png.py"} <= names
+    bad = tmp_path / "m.py"
+    bad.write_text("def f():\n    import torch\n    from oars.x import y\n")
+    assert [(n, at_top) for n, _, at_top in _imports(str(bad))] == [("torch", False), ("oars", False)]
