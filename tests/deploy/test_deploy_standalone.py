@@ -1,8 +1,8 @@
 """The predictor stands alone: ``pip install deploy/python`` into a fresh venv (numpy, opencv-python-headless,
 pyyaml, onnxruntime; no torch, no training code) and its ``oars-infer`` writes the files tools/infer.py writes.
 
-Slow (about 2-3 minutes, most of it creating the venv and installing onnxruntime and OpenCV from the package
-index); the export and the tools/infer.py reference run in this (training) environment.
+Slow (about 3 minutes on 2 shared cores, one of them creating the venv and installing onnxruntime and OpenCV
+from the package index); the export and the tools/infer.py reference run in this (training) environment.
 """
 
 from __future__ import annotations
@@ -110,7 +110,7 @@ def test_installed_predictor_writes_what_tools_infer_writes(venv, tmp_path, task
         got = json.load(f)
     assert [r["image"] for r in got] == [r["image"] for r in want]
     for r_got, r_want in zip(got, want):
-        assert len(r_got["detections"]) == len(r_want["detections"])
+        assert len(r_got["detections"]) == len(r_want["detections"]) > 0  # 8, 8, 11 boxes
         for a, b in zip(r_got["detections"], r_want["detections"]):
             assert (a["label"], a["class"]) == (b["label"], b["class"])
             np.testing.assert_allclose(a["bbox"], b["bbox"], rtol=0, atol=0.01 + 1e-6)  # ONNX vs eager floats
