@@ -1,5 +1,6 @@
-"""Check a loaded config before anything is built: every ``type`` must name a registered class, and
-every key beside it must be an argument that class accepts.
+"""Check a loaded config before anything is built: every ``type`` must name a registered class, every
+key beside it must be an argument that class accepts, every built section must have the right shape and
+a ``type`` (``structure``), and the values every run reads must be usable (``values``).
 
 Problems are reported the way a user fixes them: the file that set the key, the key path, what is
 wrong, and the closest valid names. The registry a ``type`` belongs to follows from where the dict
@@ -31,6 +32,8 @@ from oars.config.provenance import source_of
 from oars.config.registry_lookup import _list_names, _lookup, _Registries, _unknown_type, closest
 from oars.config.registry_lookup import visible_names as visible_names  # re-exported: public API
 from oars.config.registry_map import _LAYER_TABLES, Path_, _key_text, _typed_nodes, registry_kind
+from oars.config.structure import structure_problems
+from oars.config.values import value_problems
 
 # Keys that a builder pops before calling the class, so they are not constructor arguments.
 _BUILDER_KEYS = {
@@ -115,6 +118,18 @@ def config_problems(cfg: Config | Mapping) -> list[str]:
             near = closest(key, sorted(TOP_LEVEL_KEYS))
             hint = f" Did you mean: {', '.join(near)}?" if near else ""
             problems.append(f"{where}: {key}: unknown top-level key.{hint}")
+
+    def names_for(kind: str, scope: str | None) -> tuple[dict[str, Any], str]:
+        try:
+            registry = registries.get(kind, scope)
+        except ConfigError:  # an unknown default_scope is reported on its own
+            return {}, kind.lower()
+        registries.import_error(registry)
+        names = {name: _lookup(registry, name) for name in sorted(visible_names(registry))}
+        return names, registry.name.replace(" ", "_")
+
+    problems += structure_problems(data, describe, names_for)
+    problems += value_problems(data, describe)
     for path, node, scope in _typed_nodes(data, (), default_scope):
         kind = registry_kind(path, node)
         if kind is None:

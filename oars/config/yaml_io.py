@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import os
 import re
-import tempfile
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import yaml
@@ -18,6 +16,7 @@ from mmengine.config import Config
 
 from oars.config.errors import ConfigError
 from oars.config.provenance import join_key
+from oars_deploy.atomic import atomic_write
 
 YAML_SUFFIXES = (".yaml", ".yml")
 
@@ -72,6 +71,17 @@ def _yaml_error(path: str, text: str, err: yaml.YAMLError) -> ConfigError:
                        f"{mark.column + 1}){shown}{hint}")
 
 
+def _not_utf8(path: str, err: UnicodeDecodeError) -> ConfigError:
+    """Where the first byte that is not UTF-8 sits (line, column), and what to do about it."""
+    before = err.object[:err.start]
+    line = before.count(b"\n") + 1
+    column = len(before[before.rfind(b"\n") + 1:].decode("utf-8", errors="replace")) + 1  # characters, not bytes
+    shown = err.object.splitlines()[line - 1].decode("utf-8", errors="replace") if err.object else ""
+    return ConfigError(f"{path}:{line}:{column}: not UTF-8 text: byte 0x{err.object[err.start]:02x} cannot be "
+                       f"decoded (line {line}, column {column}):\n    {shown}\n  configs are read as UTF-8; save "
+                       "the file as UTF-8 (the editor's encoding setting, or `iconv -f latin1 -t utf-8`)")
+
+
 def _read_yaml(path: str) -> dict:
     """Parse one file into a mapping, with errors that give file, line and column."""
     try:
@@ -79,6 +89,8 @@ def _read_yaml(path: str) -> dict:
             text = f.read()
     except OSError as err:
         raise ConfigError(f"{path}: cannot read config file: {err.strerror or err}") from None
+    except UnicodeDecodeError as err:
+        raise _not_utf8(path, err) from None
     try:
         data = yaml.load(text, Loader=_StrictSafeLoader)  # a SafeLoader subclass: plain data only
     except yaml.YAMLError as err:
@@ -120,18 +132,5 @@ def config_to_yaml(cfg: Config | Mapping) -> str:
 
 
 def dump_config(cfg: Config | Mapping, path: str | os.PathLike) -> None:
-    """Write the resolved config as YAML, atomically (a temp file in the same folder, then rename)."""
-    text = config_to_yaml(cfg)
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    """Write the resolved config as YAML, atomically (``oars_deploy.atomic.atomic_write``, normal permissions)."""
+    atomic_write(path, config_to_yaml(cfg))
