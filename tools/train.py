@@ -10,6 +10,9 @@ def main() -> None:
     parser = base_parser(__doc__)
     parser.add_argument("--resume", nargs="?", const=True, default=None, metavar="CKPT",
                         help="continue from the latest checkpoint in the work dir, or from CKPT")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="start afresh in a work dir that holds checkpoints: delete its epoch_N/iter_N/best_*"
+                             ".pth and last_checkpoint first (without it, such a work dir is refused)")
     parser.add_argument("--amp", action="store_true",
                         help="mixed precision: FP16 + dynamic loss scaling on CUDA, bfloat16 on CPU")
     parser.add_argument("--launcher", choices=["none", "pytorch"], default="none",
@@ -17,7 +20,7 @@ def main() -> None:
     parser.add_argument("--local-rank", "--local_rank", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
     train(args.config, args.overrides, work_dir=args.work_dir, resume=args.resume, amp=args.amp,
-          launcher=args.launcher)
+          launcher=args.launcher, overwrite=args.overwrite)
 
 
 if __name__ == "__main__":

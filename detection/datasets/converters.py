@@ -20,6 +20,7 @@ import numpy as np
 from detection.datasets.annotation_checks import BadAnnotationWarning
 from detection.datasets.voc import VOCDataset, object_names, read_split
 from oars.errors import DataError, DataFileNotFoundError
+from oars_deploy.atomic import atomic_write
 
 LABELME_SHAPES: tuple[str, ...] = ('polygon', 'rectangle')
 
@@ -182,17 +183,8 @@ def labelme_to_coco(input_dir: str, classes: Sequence[str] | None = None, image_
 
 
 def write_coco_json(coco: dict, out: str) -> None:
-    """Write ``coco`` to ``out`` atomically (a temporary file in the same folder, then ``os.replace``)."""
-    folder = os.path.dirname(os.path.abspath(out))
-    os.makedirs(folder, exist_ok=True)
-    tmp = os.path.join(folder, f'.{os.path.basename(out)}.tmp{os.getpid()}')
-    try:
-        with open(tmp, 'w', encoding='utf-8') as f:
-            json.dump(coco, f)
-        os.replace(tmp, out)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    """Write ``coco`` to ``out`` atomically (``oars_deploy.atomic.atomic_write``)."""
+    atomic_write(out, json.dumps(coco))
 
 
 def summary(coco: dict, out: str) -> str:

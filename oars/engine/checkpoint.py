@@ -2,8 +2,10 @@
 
 mmengine's local loader silently falls back to full unpickling when a file holds
 objects outside the allow-list; that runs arbitrary code from the file. We refuse
-instead and say how to opt in deliberately. Writing goes through a temporary file
-and ``os.replace`` so a kill mid-write never leaves a torn checkpoint.
+instead and say how to opt in deliberately. torch.load does not check the zip CRCs,
+so a file with flipped bytes loads with wrong weights; we verify them first. Writing
+goes through :func:`oars_deploy.atomic.atomic_write` so a kill mid-write never leaves
+a torn checkpoint.
 """
 
 from __future__ import annotations
@@ -11,8 +13,6 @@ from __future__ import annotations
 import os
 import os.path as osp
 import pickle
-import re
-import tempfile
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -23,6 +23,7 @@ from mmengine.fileio.backends import LocalBackend
 from mmengine.runner.checkpoint import CheckpointLoader, get_torch_safe_globals
 
 from oars.errors import OarsError
+from oars_deploy.atomic import atomic_write
 
 UNSAFE_ENV = "OARS_UNSAFE_LOAD"
 
@@ -39,9 +40,10 @@ def load_checkpoint_file(path: str | Path, map_location: Any = "cpu") -> Any:
     """Load ``path`` with ``torch.load(weights_only=True)`` (plus mmengine's safe globals).
 
     A file that needs arbitrary unpickling is refused unless ``OARS_UNSAFE_LOAD=1``
-    is set, because unpickling can execute code stored in the file.
+    is set, because unpickling can execute code stored in the file. The zip CRCs are checked first
+    (one extra read of the file), so a damaged file is called corrupt instead of loading wrong weights.
     """
-    path = check_checkpoint_file(path)
+    path = verify_checkpoint(path)
     try:
         with torch.serialization.safe_globals(get_torch_safe_globals()):
             return torch.load(path, map_location=map_location, weights_only=True)
@@ -69,41 +71,57 @@ def checkpoint_mismatch(checkpoint: str, config: str | None, detail: object) -> 
 
 
 def check_checkpoint_file(path: str | Path) -> str:
-    """Fail early (without reading the whole file) when ``path`` is missing or not a torch.save file."""
+    """Fail early (without reading the whole file) when ``path`` is missing, truncated or not a torch.save file."""
     path = osp.expanduser(str(path))
     if not osp.isfile(path):
         raise CheckpointError(f"checkpoint file not found: {path}")
-    if not _looks_like_torch_file(path):
+    if zipfile.is_zipfile(path):
+        return path
+    with open(path, "rb") as f:
+        head = f.read(4)
+    if head == _ZIP_MAGIC:
+        raise CheckpointError(f"{path} is truncated or corrupt: it starts like a PyTorch checkpoint but its zip "
+                              f"directory is missing ({osp.getsize(path)} bytes; was the copy or the save "
+                              "interrupted?)")
+    if not (len(head) >= 2 and head[0] == 0x80 and head[1] >= 2):  # pre-1.6 torch.save: a plain pickle
         raise CheckpointError(f"{path} is not a PyTorch checkpoint (expected a file written by torch.save, "
                               "e.g. work_dirs/<name>/epoch_N.pth)")
     return path
 
 
-def _looks_like_torch_file(path: str) -> bool:
-    """torch.save writes a zip archive (or, before torch 1.6, a pickle starting with protocol 2+)."""
-    if zipfile.is_zipfile(path):
-        return True
-    with open(path, "rb") as f:
-        head = f.read(2)
-    return len(head) == 2 and head[0] == 0x80 and head[1] >= 2
+_ZIP_MAGIC = b"PK\x03\x04"
 
 
-_CKPT_NAME = re.compile(r"^(epoch|iter)_(\d+)\.pth$")
+def verify_checkpoint(path: str | Path) -> str:
+    """:func:`check_checkpoint_file` plus the CRC of every member of the zip (reads the whole file once).
+
+    Raises:
+        CheckpointError: missing, not a checkpoint, truncated, or a member whose bytes changed since saving.
+    """
+    path = check_checkpoint_file(path)
+    if not zipfile.is_zipfile(path):
+        return path  # legacy pickle format: nothing to verify
+    try:
+        with zipfile.ZipFile(path) as archive:
+            bad = archive.testzip()
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError) as err:
+        raise CheckpointError(f"{path} is truncated or corrupt: {err}") from None
+    if bad is not None:
+        raise CheckpointError(f"{path} is corrupt: the bytes of {bad!r} inside it do not match their checksum "
+                              "(the file was damaged after saving, e.g. by a disk or copy error); use another "
+                              "checkpoint")
+    return path
 
 
-def latest_checkpoint(work_dir: str) -> str | None:
-    """The checkpoint to resume from: the one ``last_checkpoint`` names, or, when that pointer is
-    missing, empty or stale (mmengine writes it non-atomically), the newest ``epoch_N``/``iter_N``."""
-    if not osp.isdir(work_dir):
+def checkpoint_meta(path: str | Path) -> dict | None:
+    """The ``meta`` dict of a checkpoint without reading its tensors (memory-mapped); ``None`` when unreadable."""
+    try:
+        with torch.serialization.safe_globals(get_torch_safe_globals()):
+            ckpt = torch.load(str(path), map_location="cpu", weights_only=True, mmap=True)
+    except Exception:  # noqa: BLE001 - any failure means "cannot tell": the caller names the file
         return None
-    pointer = osp.join(work_dir, "last_checkpoint")
-    if osp.isfile(pointer):
-        with open(pointer) as f:
-            named = f.read().strip()
-        if named and osp.isfile(named):
-            return named
-    found = [(int(m.group(2)), name) for name in os.listdir(work_dir) if (m := _CKPT_NAME.match(name))]
-    return osp.join(work_dir, max(found)[1]) if found else None
+    meta = ckpt.get("meta") if isinstance(ckpt, dict) else None
+    return meta if isinstance(meta, dict) else {}
 
 
 def state_dict_from_checkpoint(ckpt: Any, prefix: str | None = None) -> dict[str, torch.Tensor]:
@@ -134,19 +152,7 @@ class AtomicLocalBackend(LocalBackend):
     """Local file backend whose writes are atomic: temp file in the same folder, then rename."""
 
     def put(self, obj: bytes, filepath: str | Path) -> None:
-        folder = osp.dirname(str(filepath)) or "."
-        os.makedirs(folder, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".tmp_", dir=folder)
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(obj)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, filepath)
-        except BaseException:
-            if osp.exists(tmp):
-                os.remove(tmp)
-            raise
+        atomic_write(filepath, obj)
 
     def put_text(self, obj: str, filepath: str | Path, encoding: str = "utf-8") -> None:
         self.put(obj.encode(encoding), filepath)

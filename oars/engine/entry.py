@@ -9,6 +9,8 @@ from collections.abc import Sequence
 
 from mmengine.config import Config
 
+from oars_deploy.atomic import atomic_write
+
 from .runner import OarsRunner, build_runner, prepare_config, setup_errors_are_config_errors
 
 
@@ -20,9 +22,21 @@ def load(config: str, overrides: Sequence[str] = ()) -> Config:
 
 
 def train(config: str, overrides: Sequence[str] = (), *, work_dir: str | None = None,
-          resume: bool | str | None = None, amp: bool = False, launcher: str = "none") -> OarsRunner:
-    """Train the model a config describes; returns the finished Runner."""
+          resume: bool | str | None = None, amp: bool = False, launcher: str = "none",
+          overwrite: bool = False) -> OarsRunner:
+    """Train the model a config describes; returns the finished Runner.
+
+    A work dir that holds another run's checkpoints is refused unless ``resume`` continues that run or
+    ``overwrite`` deletes its checkpoints (``epoch_N``/``iter_N``/``best_*``/``last_checkpoint``) first.
+    """
+    from .work_dir import prepare_work_dir
+
+    if resume and overwrite:
+        from oars.errors import OarsError
+
+        raise OarsError("--resume continues the run in the work dir and --overwrite deletes it; give one of them")
     cfg = prepare_config(load(config, overrides), work_dir=work_dir, resume=resume, amp=amp, launcher=launcher)
+    prepare_work_dir(cfg.work_dir, resume=bool(resume) or bool(cfg.resume), overwrite=overwrite)
     runner = build_runner(cfg)
     with setup_errors_are_config_errors(cfg, runner):
         runner.train()
@@ -56,8 +70,7 @@ def evaluate(config: str, checkpoint: str, overrides: Sequence[str] = (), *, wor
     metrics = {k: _plain(v) for k, v in metrics.items()}
     extra = _metric_details(runner)
     out = osp.join(cfg.work_dir, "metrics.json")
-    with open(out, "w") as f:
-        json.dump(_json_safe({"checkpoint": checkpoint, "metrics": metrics, **extra}), f, indent=2)
+    atomic_write(out, json.dumps(_json_safe({"checkpoint": checkpoint, "metrics": metrics, **extra}), indent=2))
     result = {"metrics": metrics, "metrics_file": out, **extra}
     if report_file:
         result["report_file"] = report_file

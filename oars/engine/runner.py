@@ -23,7 +23,7 @@ from mmengine.runner import Runner
 
 from oars.errors import OarsError
 
-from .checkpoint import checkpoint_mismatch, latest_checkpoint
+from .checkpoint import CheckpointError, checkpoint_mismatch, verify_checkpoint
 from .dist import init_distributed
 
 # Hooks every run needs for the guarantees oars makes (exact resume, NaN stop, config in
@@ -59,6 +59,26 @@ class OarsRunner(Runner):
         from oars.config import dump_config
 
         dump_config(shareable_config(self.cfg), osp.join(self.work_dir, "config.yaml"))
+
+    def _init_model_weights(self) -> None:
+        """Pretrained weights (``init.checkpoint`` of backbones) are loaded here, when training starts; a resumed
+        run skips them (its checkpoint holds every weight). A file that cannot be loaded names its config key."""
+        from oars.models.backbones.base import pretrained_weights_skipped
+
+        from .resume_check import flatten
+
+        try:
+            if self._resume:
+                with pretrained_weights_skipped():
+                    super()._init_model_weights()
+            else:
+                super()._init_model_weights()
+        except CheckpointError as err:
+            keys = [k for k, v in flatten(self.cfg.get("model", {}), "model").items()
+                    if k.endswith("init.checkpoint") and isinstance(v, str) and v in str(err)]
+            if not keys:
+                raise
+            raise CheckpointError(f"{self.cfg.filename}: {keys[0]}: {err}") from None
 
     def load_checkpoint(self, filename: str, map_location="cpu", strict: bool = False, revise_keys=None):
         strict = strict or self.strict_load
@@ -104,20 +124,26 @@ def prepare_config(cfg: Config, *, work_dir: str | None = None, resume: bool | s
 
 
 def _apply_resume(cfg: Config, resume: bool | str | None) -> None:
+    """Choose the checkpoint to resume (``--resume``: the work dir's latest by iteration, verified; ``--resume
+    PATH``: that file, verified) and refuse one trained with another model (keys listed)."""
+    from .resume_check import check_resume_config
+    from .work_dir import resume_checkpoint
+
     if not resume:
         cfg.resume = bool(cfg.get("resume", False))
         return
     if isinstance(resume, str):
         if not osp.isfile(resume):
             raise OarsError(f"--resume {resume}: no such checkpoint file")
-        cfg.resume, cfg.load_from = True, resume
-        return
-    latest = latest_checkpoint(cfg.work_dir)
+        latest = verify_checkpoint(resume)
+    else:
+        latest = resume_checkpoint(cfg.work_dir)
     if latest is None:
         print(f"--resume: no checkpoint in {cfg.work_dir} yet; starting from the beginning")
         cfg.resume = False
-    else:
-        cfg.resume, cfg.load_from = True, latest
+        return
+    check_resume_config(cfg, latest)
+    cfg.resume, cfg.load_from = True, latest
 
 
 def _enable_amp(cfg: Config) -> None:
@@ -151,9 +177,13 @@ def _seed_workers(cfg: Config) -> None:
 
 
 def _make_checkpoints_atomic(cfg: Config) -> None:
+    """Checkpoints written atomically, and old ones rotated out only after the new one is complete
+    (mmengine's CheckpointHook deletes first; AtomicCheckpointHook takes the same arguments)."""
     hooks = cfg.setdefault("default_hooks", {})
     ckpt = hooks.get("checkpoint")
     if isinstance(ckpt, dict):
+        if ckpt.get("type") in ("CheckpointHook", "mmengine.CheckpointHook"):
+            ckpt["type"] = "AtomicCheckpointHook"
         ckpt.setdefault("backend_args", {"backend": "atomic_local"})
 
 

@@ -57,6 +57,8 @@ def export_model(config: str | Config, checkpoint: str, out_dir: str, *, fmt: st
     'precision': {precision, agreement: {name: value}, min_agreement} (fp16/int8)}}``.
     """
     from oars.engine.checkpoint import check_checkpoint_file
+    from oars.engine.work_dir import clean_stale_temp_files
+    from oars_deploy.atomic import temp_path
 
     if fmt not in FORMATS:
         raise ExportError(f"unsupported export format {fmt!r}; expected one of: {'|'.join(FORMATS)}")
@@ -94,9 +96,10 @@ def export_model(config: str | Config, checkpoint: str, out_dir: str, *, fmt: st
     image, deploy_image, pre_diff = sample_inputs(cfg, model, steps, options.input_shape[0], hw)
 
     os.makedirs(out_dir, exist_ok=True)
+    clean_stale_temp_files(out_dir)  # what a killed export left
     onnx_path, deploy_path = osp.join(out_dir, "model.onnx"), osp.join(out_dir, "deploy.yaml")
     low_path = osp.join(out_dir, precision_file(precision)) if precision != "fp32" else None
-    tmp_onnx, tmp_low = osp.join(out_dir, ".model.onnx.tmp"), osp.join(out_dir, f".model_{precision}.onnx.tmp")
+    tmp_onnx, tmp_low = temp_path(onnx_path), temp_path(low_path or onnx_path)
     try:
         export_spec_to_onnx(spec, image, tmp_onnx, options)
         result: dict[str, Any] = {"onnx": onnx_path, "deploy": deploy_path}

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from oars.export.errors import ExportCheckError, ExportError
+from oars_deploy.atomic import temp_path
 
 PRECISIONS = ("fp32", "fp16", "int8")
 CALIB_METHODS = ("entropy", "minmax", "percentile")
@@ -171,7 +172,7 @@ def quantize_int8(src: str, dst: str, batches: Sequence[np.ndarray], input_name:
             bar.update()
             return {input_name: batches[i]}
 
-    tmp = dst + ".tmp"
+    tmp = temp_path(dst)
     try:
         keep_float = layers_reading_inputs(src)
         with _quiet():
@@ -209,7 +210,7 @@ def layers_reading_inputs(path: str) -> list[str]:
 def _save_atomically(model: Any, dst: str) -> None:
     import onnx
 
-    tmp = dst + ".tmp"
+    tmp = temp_path(dst)
     try:
         onnx.save(model, tmp)
         os.replace(tmp, dst)

@@ -13,7 +13,6 @@ array library of its own).
 
 from __future__ import annotations
 
-import os
 import os.path as osp
 from typing import Any
 
@@ -114,12 +113,9 @@ def build_engine(onnx_path: str, engine_path: str, deploy_cfg: dict, workspace_g
     serialized = builder.build_serialized_network(network, config)
     if serialized is None:
         raise ExportError(f"TensorRT failed to build an engine from {onnx_path} (see the TensorRT messages above)")
-    os.makedirs(osp.dirname(osp.abspath(engine_path)), exist_ok=True)
-    tmp = engine_path + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(bytes(serialized))
-    os.replace(tmp, engine_path)
-    return engine_path
+    from oars_deploy.atomic import atomic_write
+
+    return atomic_write(engine_path, bytes(serialized))
 
 
 # ----------------------------------------------------------------------------- run

@@ -40,6 +40,21 @@ def _prefix_hint(own_keys: Iterable[str], file_keys: Iterable[str]) -> str:
     return ""
 
 
+def check_init(init: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Validate an ``init`` argument (``{checkpoint: PATH, prefix, strict}`` or None) without reading the file:
+    a misspelt key is a config error when the model is built, not when training starts."""
+    if init is None:
+        return None
+    if not isinstance(init, dict):
+        raise ValueError(f"init must be a dict like {{checkpoint: PATH}} or None, got {init!r}")
+    unknown = sorted(set(init) - set(INIT_KEYS))
+    if unknown:
+        raise ValueError(f"init has unknown keys {unknown}; accepted: {list(INIT_KEYS)}")
+    if not init.get("checkpoint"):
+        raise ValueError(f"init needs a 'checkpoint' path, got {init!r}")
+    return init
+
+
 def load_pretrained(
     module: nn.Module, init: dict[str, Any] | None, skip_prefixes: Sequence[str] = ("fc.",)
 ) -> LoadReport | None:
@@ -51,15 +66,8 @@ def load_pretrained(
     have (a classifier's ``fc.*``) are dropped silently. A file of which no key fits is always an error,
     because a silently un-initialised "pretrained" model is worse than a crash.
     """
-    if init is None:
+    if check_init(init) is None:
         return None
-    if not isinstance(init, dict):
-        raise ValueError(f"init must be a dict like {{checkpoint: PATH}} or None, got {init!r}")
-    unknown = sorted(set(init) - set(INIT_KEYS))
-    if unknown:
-        raise ValueError(f"init has unknown keys {unknown}; accepted: {list(INIT_KEYS)}")
-    if not init.get("checkpoint"):
-        raise ValueError(f"init needs a 'checkpoint' path, got {init!r}")
     path, prefix, strict = str(init["checkpoint"]), init.get("prefix"), bool(init.get("strict", False))
     name = type(module).__name__
 

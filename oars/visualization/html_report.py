@@ -10,13 +10,14 @@ import base64
 import html
 import math
 import os
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import cv2
 import numpy as np
+
+from oars_deploy.atomic import atomic_write
 
 _CSS = """body{font-family:sans-serif;margin:24px;color:#222}h1{font-size:22px}h2{font-size:18px;margin-top:28px;
 border-bottom:1px solid #ccc}table{border-collapse:collapse;margin:8px 0 16px}th,td{border:1px solid #ccc;
@@ -91,19 +92,5 @@ def render_html_report(title: str, sections: Sequence[ReportSection]) -> str:
 
 
 def write_html_report(path: str | os.PathLike, title: str, sections: Sequence[ReportSection]) -> str:
-    """Write the report to ``path`` atomically (parent folders created); returns the path."""
-    text = render_html_report(title, sections)
-    path = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix='.report-', suffix='.html.tmp', dir=folder)
-    try:
-        with os.fdopen(fd, 'w', encoding='utf-8') as f:
-            f.write(text)
-        os.chmod(tmp, 0o644)  # mkstemp makes it private; a report is meant to be shared
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return path
+    """Write the report to ``path`` atomically (parent folders created, normal permissions); returns the path."""
+    return atomic_write(path, render_html_report(title, sections))

@@ -13,12 +13,14 @@ import os
 import os.path as osp
 import shutil
 import tempfile
+import uuid
 
 from oars_deploy.errors import UserError
 
 TEMP_PREFIX = ".oars-tmp-"
 # Prefixes earlier versions used for their temporary files; cleaned up the same way.
-LEGACY_TEMP_PREFIXES = (".tmp_", ".deploy-", ".report-")
+LEGACY_TEMP_PREFIXES = (".tmp_", ".deploy-", ".report-", ".config.yaml.", ".model.onnx.tmp", ".model_fp16.onnx.tmp",
+                        ".model_int8.onnx.tmp")
 
 
 class FileWriteError(UserError, OSError):
@@ -69,6 +71,15 @@ def atomic_write(path: str | os.PathLike, data: bytes | str, *, encoding: str = 
         if tmp is not None and osp.exists(tmp):
             os.remove(tmp)
     return path
+
+
+def temp_path(path: str | os.PathLike) -> str:
+    """A fresh temporary name beside ``path`` (not created), for writers that need a file name rather than
+    bytes (``torch.onnx.export``, ``onnx.save``, a quantiser): write there, then ``os.replace`` it over
+    ``path``. It carries :data:`TEMP_PREFIX`, so :func:`remove_stale_temp_files` finds it after a kill."""
+    path = os.fspath(path)
+    folder = osp.dirname(osp.abspath(path))
+    return osp.join(folder, f"{TEMP_PREFIX}{osp.basename(path)}.{os.getpid()}-{uuid.uuid4().hex[:8]}")
 
 
 def _explain(err: OSError, path: str, size: int) -> FileWriteError:

@@ -1,12 +1,31 @@
-"""What every oars backbone shares: frozen stages, ``norm_eval``, torchvision-style initialisation, and the
-forward of backbones that are one ``features`` sequence."""
+"""What every oars backbone shares: frozen stages, ``norm_eval``, torchvision-style initialisation, pretrained
+weights loaded when training starts, and the forward of backbones that are one ``features`` sequence."""
 
 from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 from torch import Tensor, nn
 from torch.nn.modules.batchnorm import _BatchNorm
 
-from ..utils import freeze_module, load_pretrained, set_norm_eval
+from oars.engine.checkpoint import CheckpointError
+
+from ..utils import check_init, freeze_module, load_pretrained, set_norm_eval
+
+_SKIP_PRETRAINED: ContextVar[bool] = ContextVar("oars_skip_pretrained", default=False)
+
+
+@contextmanager
+def pretrained_weights_skipped() -> Iterator[None]:
+    """Within the block, ``init_weights`` leaves pretrained files alone (resuming: the checkpoint holds every
+    weight, and the pretrained file need not exist on this machine any more)."""
+    token = _SKIP_PRETRAINED.set(True)
+    try:
+        yield
+    finally:
+        _SKIP_PRETRAINED.reset(token)
 
 
 def init_conv_norm(module: nn.Module, leaky_slope: float = 0.0) -> None:
@@ -34,12 +53,32 @@ class Backbone(nn.Module):
 
     def finish_init(self, init: dict | None, skip_prefixes: list[str], leaky_slope: float | None = 0.0) -> None:
         """The end of every backbone's ``__init__``: torchvision's conv/norm initialisation (``leaky_slope`` None:
-        the subclass initialised itself), pretrained weights from ``init`` without ``skip_prefixes`` (the layers
-        this configuration does not build), then the frozen stages."""
+        the subclass initialised itself), the frozen stages, and ``init`` checked and kept for
+        :meth:`init_weights` (the pretrained file is read when training starts, not here: evaluation, inference
+        and export of a trained model build the same backbone on machines without that file)."""
         if leaky_slope is not None:
             init_conv_norm(self, leaky_slope=leaky_slope)
-        load_pretrained(self, init, skip_prefixes=skip_prefixes)
+        self._pretrained = (check_init(init), tuple(skip_prefixes))
         self.freeze_stages()
+
+    def init_weights(self) -> None:
+        """Load the pretrained weights of ``init`` (without the layers under ``skip_prefixes`` that this
+        configuration does not build). mmengine's Runner calls it when training starts (``BaseModule.init_weights``
+        reaches every child that has one); outside a Runner call it yourself.
+
+        Raises:
+            CheckpointError: the file is missing, unreadable, or fits none of the parameters; the message names
+                the backbone and the ``init.checkpoint`` path.
+        """
+        init, skip = getattr(self, "_pretrained", (None, ()))
+        if init is None or _SKIP_PRETRAINED.get():
+            return
+        try:
+            load_pretrained(self, init, skip_prefixes=skip)
+        except CheckpointError as err:
+            raise CheckpointError(f"{type(self).__name__} init.checkpoint={init['checkpoint']!r}: {err} (pretrained "
+                                  "weights are read when training starts; give an existing file, or init: null to "
+                                  "train from scratch)") from None
 
     def freeze_stages(self) -> None:
         """Stop gradients of the frozen modules and put them in eval mode (call once, after building)."""

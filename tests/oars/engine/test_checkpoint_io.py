@@ -4,6 +4,7 @@ import os
 
 import pytest
 import torch
+from damaged_files import flip_tensor_bytes
 
 from oars.engine.checkpoint import (
     AtomicLocalBackend,
@@ -48,8 +49,31 @@ def test_missing_and_corrupt_files(tmp_path):
     bad = tmp_path / "torn.pth"
     torch.save({"a": torch.ones(1000)}, bad)
     bad.write_bytes(bad.read_bytes()[:100])
-    with pytest.raises(CheckpointError, match="torn.pth"):
+    with pytest.raises(CheckpointError, match="torn.pth is truncated or corrupt"):
         load_checkpoint_file(bad)
+
+
+def test_flipped_bytes_are_called_corrupt(tmp_path):
+    path = tmp_path / "epoch_1.pth"
+    torch.save({"state_dict": {"w": torch.randn(1000)}, "meta": {"iter": 4}}, path)
+    size = path.stat().st_size
+    flip_tensor_bytes(path)
+    assert path.stat().st_size == size
+    # torch.load alone accepts it, with different weights
+    assert torch.load(path, weights_only=True)["meta"] == {"iter": 4}
+    with pytest.raises(CheckpointError, match=r"epoch_1.pth is corrupt: the bytes of '.*data/0' .* checksum"):
+        load_checkpoint_file(path)
+
+
+def test_truncated_file_is_truncated_not_foreign(tmp_path):
+    from oars.engine.checkpoint import check_checkpoint_file
+
+    path = tmp_path / "epoch_2.pth"
+    torch.save({"a": torch.ones(1000)}, path)
+    path.write_bytes(path.read_bytes()[:2000])
+    with pytest.raises(CheckpointError, match="epoch_2.pth is truncated or corrupt") as err:
+        check_checkpoint_file(path)
+    assert "not a PyTorch checkpoint" not in str(err.value)
 
 
 def test_mmengine_loader_uses_the_safe_path(tmp_path, monkeypatch):
@@ -69,6 +93,15 @@ def test_atomic_put_replaces_whole_file_and_leaves_no_temp(tmp_path):
     backend.put(b"second", target)
     assert target.read_bytes() == b"second"
     assert os.listdir(target.parent) == ["ckpt.pth"]
+
+
+def test_checkpoints_get_normal_permissions(tmp_path):
+    old = os.umask(0o022)
+    try:
+        AtomicLocalBackend().put(b"x", tmp_path / "epoch_1.pth")
+    finally:
+        os.umask(old)
+    assert (tmp_path / "epoch_1.pth").stat().st_mode & 0o777 == 0o644  # mkstemp alone gives 0600
 
 
 def test_failed_write_keeps_the_previous_file(tmp_path, monkeypatch):
@@ -95,7 +128,7 @@ def test_non_checkpoint_files_are_named_as_such(tmp_path):
 
 
 def test_latest_checkpoint_survives_a_torn_pointer(tmp_path):
-    from oars.engine.checkpoint import latest_checkpoint
+    from oars.engine.work_dir import latest_checkpoint
 
     assert latest_checkpoint(str(tmp_path / "missing")) is None
     for n in (1, 2, 10):

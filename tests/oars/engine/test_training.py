@@ -74,7 +74,7 @@ def test_config_and_checkpoint_contents(demo_data, tmp_path):
     ema_model = runner.model if not hasattr(runner.model, "module") else runner.model.module
     assert ckpt["state_dict"].keys() == ema_model.state_dict().keys()
     assert (tmp_path / "last_checkpoint").read_text().strip().endswith("epoch_1.pth")
-    assert not [f for f in os.listdir(tmp_path) if f.startswith(".tmp_")]
+    assert not [f for f in os.listdir(tmp_path) if f.startswith((".tmp_", ".oars-tmp-"))]
 
 
 def test_tensorboard_backend_by_config(demo_data, tmp_path):

@@ -31,3 +31,14 @@ def randomize():
 @pytest.fixture
 def image():
     return torch.randn(1, 3, 64, 64, generator=torch.Generator().manual_seed(1))
+
+
+@pytest.fixture()
+def pretrained():
+    """``pretrained(backbone)``: run its ``init_weights`` (where the ``init`` file is read) and return it."""
+
+    def _load(module: nn.Module) -> nn.Module:
+        module.init_weights()
+        return module
+
+    return _load

@@ -66,12 +66,12 @@ def test_residual_block_is_identity_plus_branch():
     assert block.conv2[0].kernel_size == (3, 3) and block.conv2[0].out_channels == 16
 
 
-def test_unbuilt_stages_and_pretrained(image, tmp_path):
+def test_unbuilt_stages_and_pretrained(image, tmp_path, pretrained):
     full = DarkNet(base_channels=8, out_indices=(3, 4, 5)).eval()
     path = tmp_path / "darknet.pth"
     torch.save({"state_dict": {f"backbone.{k}": v for k, v in full.state_dict().items()}}, path)
 
-    short = DarkNet(base_channels=8, out_indices=(2, 3), init=dict(checkpoint=str(path), prefix="backbone"))
+    short = pretrained(DarkNet(base_channels=8, out_indices=(2, 3), init=dict(checkpoint=str(path), prefix="backbone")))
     assert not hasattr(short, "conv_res_block4") and not hasattr(short, "conv_res_block5")
     assert short.stage_names == ["conv1", "conv_res_block1", "conv_res_block2", "conv_res_block3"]
     assert short.out_channels == [32, 64] and short.out_strides == [4, 8]

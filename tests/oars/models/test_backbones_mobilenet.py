@@ -31,7 +31,7 @@ def assert_close(ours, ref):
 
 
 @pytest.mark.parametrize("widen_factor", [1.0, 0.5])
-def test_torchvision_parity(widen_factor, randomize, image, tmp_path):
+def test_torchvision_parity(widen_factor, randomize, image, tmp_path, pretrained):
     torch.manual_seed(0)
     tv = randomize(torchvision.models.mobilenet_v2(width_mult=widen_factor))
     with torch.no_grad():
@@ -48,7 +48,7 @@ def test_torchvision_parity(widen_factor, randomize, image, tmp_path):
 
     path = tmp_path / "mbv2.pth"
     torch.save(tv.state_dict(), path)
-    default = MobileNetV2(widen_factor, init=dict(checkpoint=str(path))).eval()
+    default = pretrained(MobileNetV2(widen_factor, init=dict(checkpoint=str(path)))).eval()
     assert len(default.features) == 18  # features.18 only exists when index 7 is asked for
     with torch.no_grad():
         assert_close(default(image), [ref[i] for i in (1, 2, 4, 6)])

@@ -34,7 +34,7 @@ def tv_features(tv: nn.Module, x: torch.Tensor) -> list[torch.Tensor]:
 
 
 @pytest.mark.parametrize("arch,widen_factor", [("large", 1.0), ("small", 1.0), ("small", 0.75)])
-def test_v3_torchvision_parity(arch, widen_factor, randomize, image, tmp_path):
+def test_v3_torchvision_parity(arch, widen_factor, randomize, image, tmp_path, pretrained):
     torch.manual_seed(0)
     tv = randomize(getattr(torchvision.models, f"mobilenet_v3_{arch}")(width_mult=widen_factor))
     with torch.no_grad():
@@ -53,7 +53,7 @@ def test_v3_torchvision_parity(arch, widen_factor, randomize, image, tmp_path):
     # default YOLOv3 levels, loaded from a file; the final 1x1 conv is not built
     path = tmp_path / "mbv3.pth"
     torch.save(tv.state_dict(), path)
-    default = MobileNetV3(arch, widen_factor, init=dict(checkpoint=str(path))).eval()
+    default = pretrained(MobileNetV3(arch, widen_factor, init=dict(checkpoint=str(path)))).eval()
     indices = default.out_indices
     assert len(default.features) == indices[-1] + 1 < NUM_FEATURES[arch]
     assert default.out_strides == [8, 16, 32]
@@ -142,11 +142,11 @@ def test_v1_narrow_all_indices(image):
     assert sum(isinstance(m, nn.ReLU) for m in model.modules()) == 27  # stem + 2 per block
 
 
-def test_v1_unbuilt_blocks_and_pretrained(image, tmp_path):
+def test_v1_unbuilt_blocks_and_pretrained(image, tmp_path, pretrained):
     full = MobileNetV1(0.25).eval()
     path = tmp_path / "mbv1.pth"
     torch.save(full.state_dict(), path)
-    short = MobileNetV1(0.25, out_indices=(4, 6), init=dict(checkpoint=str(path), strict=False)).eval()
+    short = pretrained(MobileNetV1(0.25, out_indices=(4, 6), init=dict(checkpoint=str(path), strict=False))).eval()
     assert len(short.features) == 7 and short.out_channels == [64, 128]
     with torch.no_grad():
         assert_close(short(image), full(image)[:2])

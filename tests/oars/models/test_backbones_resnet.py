@@ -30,7 +30,7 @@ def assert_close(ours, ref):
 
 
 @pytest.mark.parametrize("depth,output_stride", [(18, None), (50, None), (50, 8)])
-def test_torchvision_parity(depth, output_stride, randomize, image, tmp_path):
+def test_torchvision_parity(depth, output_stride, randomize, image, tmp_path, pretrained):
     torch.manual_seed(0)
     dilation = [False, True, True] if output_stride == 8 else None
     tv = randomize(getattr(torchvision.models, f"resnet{depth}")(replace_stride_with_dilation=dilation))
@@ -46,7 +46,7 @@ def test_torchvision_parity(depth, output_stride, randomize, image, tmp_path):
 
     path = tmp_path / "tv.pth"
     torch.save(tv.state_dict(), path)
-    from_file = ResNet(depth, output_stride=output_stride, init=dict(checkpoint=str(path))).eval()
+    from_file = pretrained(ResNet(depth, output_stride=output_stride, init=dict(checkpoint=str(path)))).eval()
     with torch.no_grad():
         assert_close(from_file(image), ref)
     assert from_file.out_strides == ([4, 8, 8, 8] if output_stride == 8 else [4, 8, 16, 32])
@@ -95,7 +95,7 @@ def test_registry_build_and_config_override():
     assert isinstance(model, ResNet) and model.out_channels == [64]
 
 
-def test_vd_variant(image, tmp_path):
+def test_vd_variant(image, tmp_path, pretrained):
     model = ResNet(50, base_channels=16, variant="vd").eval()
     names = dict(model.named_modules())
     assert "conv1" not in names and "bn1" not in names
@@ -118,7 +118,8 @@ def test_vd_variant(image, tmp_path):
     # mmseg-style checkpoint: keys under "backbone."
     path = tmp_path / "vd.pth"
     torch.save({"state_dict": {f"backbone.{k}": v for k, v in model.state_dict().items()}}, path)
-    loaded = ResNet(50, base_channels=16, variant="vd", init=dict(checkpoint=str(path), prefix="backbone")).eval()
+    init = dict(checkpoint=str(path), prefix="backbone")
+    loaded = pretrained(ResNet(50, base_channels=16, variant="vd", init=init)).eval()
     with torch.no_grad():
         assert_close(loaded(image), outs)
 
@@ -222,6 +223,8 @@ def test_checkpoint_problems(tmp_path, monkeypatch):
     torch.save(state, path)
 
     model = ResNet(18, base_channels=8, init=dict(checkpoint=str(path)))
+    assert logged == []  # nothing is read when the model is built
+    model.init_weights()
     assert len(logged) == 1
     msg = logged[0][0]
     assert str(path) in msg and "layer4.1.bn2.bias" in msg and "extra.weight" in msg
@@ -229,24 +232,25 @@ def test_checkpoint_problems(tmp_path, monkeypatch):
     assert torch.equal(model.layer2[0].conv1.weight, state["layer2.0.conv1.weight"])
 
     with pytest.raises(CheckpointError, match="layer4.1.bn2.bias"):
-        ResNet(18, base_channels=8, init=dict(checkpoint=str(path), strict=True))
-    with pytest.raises(CheckpointError, match="not found"):
-        ResNet(18, init=dict(checkpoint=str(tmp_path / "missing.pth")))
+        ResNet(18, base_channels=8, init=dict(checkpoint=str(path), strict=True)).init_weights()
+    missing = ResNet(18, init=dict(checkpoint=str(tmp_path / "missing.pth")))  # builds: eval needs no file
+    with pytest.raises(CheckpointError, match=r"ResNet init.checkpoint=.*missing.pth.*not found"):
+        missing.init_weights()
 
     nested = tmp_path / "nested.pth"
     fresh = ResNet(18, base_channels=8).state_dict()
     torch.save({"state_dict": {f"model.backbone.{k}": v for k, v in fresh.items()}}, nested)
     with pytest.raises(CheckpointError, match="prefix: 'model.backbone'"):
-        ResNet(18, base_channels=8, init=dict(checkpoint=str(nested)))
+        ResNet(18, base_channels=8, init=dict(checkpoint=str(nested))).init_weights()
 
 
-def test_frozen_bn_loads_torchvision_weights_quietly(randomize, image, tmp_path, monkeypatch):
+def test_frozen_bn_loads_torchvision_weights_quietly(randomize, image, tmp_path, monkeypatch, pretrained):
     logged = []
     monkeypatch.setattr(model_utils, "print_log", lambda msg, **kw: logged.append(msg))
     tv = randomize(torchvision.models.resnet18())
     path = tmp_path / "r18.pth"
     torch.save(tv.state_dict(), path)  # holds num_batches_tracked, which FrozenBN lacks
-    model = ResNet(18, norm="FrozenBN", frozen_stages=1, init=dict(checkpoint=str(path))).train()
+    model = pretrained(ResNet(18, norm="FrozenBN", frozen_stages=1, init=dict(checkpoint=str(path)))).train()
     assert logged == []
     with torch.no_grad():
         for a, b in zip(model(image), tv_stages(tv, image)):
