@@ -12,27 +12,12 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 from mmengine.structures import PixelData
-from PIL import Image
 
 import oars.data  # noqa: F401  (registers the core transforms)
-from oars.errors import DataError, DataFileNotFoundError
+from oars.data.transforms.loading import read_label_map
+from oars.errors import DataError
 from segmentation.registry import TRANSFORMS
 from segmentation.structures import SegDataSample
-
-# PIL modes that hold one value per pixel; colour label maps are rejected with a clear message.
-_INDEX_MODES = {'P', 'L', '1', 'I', 'I;16', 'I;16B', 'I;16L'}
-
-
-def read_label_map(path: str) -> np.ndarray:
-    """Class ids of a label image as PIL reads them: palette PNGs give indices, not colours."""
-    if not os.path.isfile(path):
-        raise DataFileNotFoundError(f'label map not found: {path}')
-    with Image.open(path) as im:
-        if im.mode not in _INDEX_MODES:
-            raise DataError(f'{path}: label map has PIL mode {im.mode!r} (colour); expected a single-channel '
-                             f'class-index image (palette "P" or greyscale "L" PNG)')
-        seg = np.array(im)
-    return seg.astype(np.uint8) if seg.dtype == bool else seg
 
 
 def _present_values(seg: np.ndarray) -> np.ndarray:
@@ -57,6 +42,20 @@ def check_label_values(values: np.ndarray, path: str, num_classes: int, ignore_i
         raise DataError(f'{path}: label values [{shown}] are out of range; expected {expected}')
 
 
+def check_label_size(seg: np.ndarray, path: str, results: dict) -> None:
+    """Raise ``DataError`` naming both files and sizes when the label map is not the size of its image as read
+    (``results['ori_shape']``, set by ``LoadImageFromFile``; no check without it). A mask of another size would
+    be cropped and resized out of step with the image in training, and fail the metric after a whole
+    validation epoch."""
+    shape = results.get('ori_shape')
+    if shape is None or tuple(seg.shape[:2]) == tuple(shape[:2]):
+        return
+    (lh, lw), (ih, iw) = seg.shape[:2], shape[:2]
+    raise DataError(f'label map {path} is {lw}x{lh} (WxH) but its image {results.get("img_path", "?")} is '
+                    f'{iw}x{ih}; expected a label map of the image\'s size, pixel for pixel (EXIF orientation is '
+                    'applied to both)')
+
+
 def reduce_zero(seg: np.ndarray, ignore_index: int) -> np.ndarray:
     """mmseg's reduce_zero_label: 0 -> ignore_index, k -> k - 1, ignore_index unchanged."""
     out = seg.astype(np.int64) - 1
@@ -69,7 +68,8 @@ def reduce_zero(seg: np.ndarray, ignore_index: int) -> np.ndarray:
 class LoadSegAnnotations:
     """Load ``results['seg_map_path']`` into ``gt_seg_map`` (H×W class ids, uint8 when they fit).
 
-    Reads with PIL so that palette PNGs give indices (cv2 would return the palette colours).
+    Reads with ``oars.data.transforms.loading.read_label_map`` (PIL, so that palette PNGs give indices; EXIF
+    orientation applied as to the image). The map must have the size of the image as read (``ori_shape``).
     ``reduce_zero_label=None`` takes the dataset's value from ``results``. Values are checked
     against ``results['num_classes']`` and ``results['ignore_index']`` when the dataset gives them.
     """
@@ -83,6 +83,7 @@ class LoadSegAnnotations:
             raise KeyError("LoadSegAnnotations needs results['seg_map_path']; was the dataset built without ann_dir?")
         path = os.fspath(path)
         seg = read_label_map(path)
+        check_label_size(seg, path, results)
         reduce = results.get('reduce_zero_label', False) if self.reduce_zero_label is None else self.reduce_zero_label
         ignore_index = int(results.get('ignore_index', 255))
         values = _present_values(seg)

@@ -1,5 +1,4 @@
-"""Checks shared by the detection datasets and converters: bad boxes, unknown categories, missing files,
-and the class/palette arguments.
+"""Checks shared by the detection datasets and converters: bad boxes, unknown categories, missing files.
 
 Why one module: COCO and VOC files go wrong in the same ways (zero-size boxes, boxes off the image, labels
 that are not in the category list, images that were never copied). Each problem is either fatal
@@ -17,10 +16,8 @@ import warnings
 from collections import Counter
 from collections.abc import Sequence
 
-import cv2
-
+from oars.data.transforms.loading import read_image
 from oars.errors import DataError, DataFileNotFoundError
-from oars.visualization import get_palette
 
 POLICIES: tuple[str, ...] = ('fail', 'skip')
 
@@ -130,9 +127,13 @@ def clip_box(box: Sequence[float], width: float, height: float) -> list[float]:
 
 
 def image_size(img_path: str) -> tuple[int, int] | None:
-    """``(height, width)`` of an image file as OpenCV decodes it (the pipeline's reader), or None if unreadable."""
-    img = cv2.imread(img_path, cv2.IMREAD_COLOR)
-    return None if img is None else (int(img.shape[0]), int(img.shape[1]))
+    """``(height, width)`` of an image file as the pipeline reads it (``read_image``: EXIF orientation applied),
+    or None if unreadable."""
+    try:
+        img = read_image(img_path)
+    except DataError:
+        return None
+    return int(img.shape[0]), int(img.shape[1])
 
 
 def checked_image(img_path: str, problems: AnnotationProblems, where: str) -> bool:
@@ -142,29 +143,6 @@ def checked_image(img_path: str, problems: AnnotationProblems, where: str) -> bo
     problems.report(MISSING_IMAGE, f'{where}: image file {img_path} not found; expected an existing file',
                     error=DataFileNotFoundError)
     return False
-
-
-def class_metainfo(owner: str, classes: Sequence[str] | None, palette: Sequence | None,
-                   defaults: dict) -> dict:
-    """``{'classes': tuple of names, 'palette': RGB rows}`` validated. ``classes`` defaults to
-    ``defaults['classes']`` (a dataset's ``METAINFO``), ``palette`` to ``defaults['palette']`` when the
-    classes are the default ones and it has one, else to ``oars.visualization.get_palette``."""
-    default_classes = defaults.get('classes')
-    if classes is None:
-        classes = default_classes
-    if palette is None and default_classes is not None and tuple(classes or ()) == tuple(default_classes):
-        palette = defaults.get('palette')
-    if classes is None or isinstance(classes, str) or not isinstance(classes, Sequence) or not classes:
-        raise DataError(f"{owner}: 'classes' must be a non-empty list of class names, got {classes!r}")
-    classes = tuple(str(c) for c in classes)
-    dupes = sorted({c for c in classes if classes.count(c) > 1})
-    if dupes:
-        raise DataError(f"{owner}: duplicate class names in 'classes': {dupes}")
-    try:
-        colours = get_palette(len(classes), palette).tolist()
-    except ValueError as err:
-        raise DataError(f'{owner}: {err}') from None
-    return {'classes': classes, 'palette': colours}
 
 
 def has_usable_box(data_info: dict) -> bool:

@@ -1,25 +1,28 @@
-"""What the COCO and VOC datasets share: the bad-annotation policy, ``filter_empty_gt``, class metainfo known
-before loading (so ``lazy_init`` datasets can be checked against ``model.num_classes``) and the pipeline build."""
+"""What the COCO and VOC datasets share: the bad-annotation policy, ``filter_empty_gt`` and the folders; class
+metainfo, the pipeline and ``on_bad_sample`` come from ``oars.data.dataset.OarsDataset`` (shared with
+segmentation)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from mmengine.dataset import BaseDataset
-
 from detection.datasets import annotation_checks as checks
 from detection.registry import TRANSFORMS
+from oars.data.dataset import OarsDataset
 from oars.errors import DataError
 
 
-class DetectionDataset(BaseDataset):
+class DetectionDataset(OarsDataset):
     """Base of the detection datasets: subclasses give ``METAINFO['classes']`` and implement ``load_data_list``.
 
     ``required_prefixes`` names the ``data_prefix`` folders the format needs, ``default_prefix`` the folders used
-    when the config gives none; ``ann_hint`` says what ``ann_file`` is.
+    when the config gives none; ``ann_hint`` says what ``ann_file`` is. ``on_bad_annotation`` (``fail`` | ``skip``)
+    applies to the annotations read at construction, ``on_bad_sample`` (``error`` | ``skip``) to the files read
+    per sample (``oars.data.dataset``).
     """
 
     METAINFO: dict = {}
+    transform_registry = TRANSFORMS
     required_prefixes: tuple[str, ...] = ('img',)
     default_prefix: dict = {'img': 'images/train'}
     ann_hint: str = 'the annotation file, relative to data_root'
@@ -33,6 +36,7 @@ class DetectionDataset(BaseDataset):
         palette: Sequence[Sequence[int]] | None = None,
         filter_empty_gt: bool = True,
         on_bad_annotation: str = 'fail',
+        on_bad_sample: str = 'error',
         pipeline: Sequence[dict | Callable] = (),
         test_mode: bool = False,
         lazy_init: bool = False,
@@ -50,7 +54,6 @@ class DetectionDataset(BaseDataset):
             folders = ' and '.join(repr(k) for k in self.required_prefixes)
             raise DataError(f'{owner}: data_prefix must be a dict with {folders} folder(s), got {data_prefix!r}')
         super().__init__(
-            ann_file=ann_file, metainfo=checks.class_metainfo(owner, classes, palette, self.METAINFO),
-            data_root=data_root or '', data_prefix=data_prefix, indices=indices, serialize_data=serialize_data,
-            pipeline=[TRANSFORMS.build(t) if isinstance(t, dict) else t for t in pipeline],
-            test_mode=test_mode, lazy_init=lazy_init, max_refetch=max_refetch)
+            classes=classes, palette=palette, pipeline=pipeline, on_bad_sample=on_bad_sample, test_mode=test_mode,
+            ann_file=ann_file, data_root=data_root or '', data_prefix=data_prefix, indices=indices,
+            serialize_data=serialize_data, lazy_init=lazy_init, max_refetch=max_refetch)

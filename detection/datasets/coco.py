@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import os
 from collections.abc import Sequence
 
@@ -27,21 +28,54 @@ COCO_CLASSES: tuple[str, ...] = (
 )
 
 
-def load_coco(ann_file: str, owner: str = 'CocoDataset') -> COCO:
-    """The annotation json as a pycocotools ``COCO`` (its prints silenced); clear errors for a missing or
-    unparsable file."""
+COCO_KEYS = ('images', 'annotations', 'categories')
+_ANNOTATION_KEYS = ('id', 'image_id', 'category_id')  # what pycocotools' index needs
+
+
+def _coco_json(ann_file: str, owner: str, need_annotations: bool) -> dict:
+    """The json object of a COCO instances file, its structure checked; ``DataError`` naming the file, the key
+    (or annotation) and what was expected."""
+    expected = "expected a COCO instances json object {'images': [...], 'annotations': [...], 'categories': [...]}"
+    try:
+        with open(ann_file, encoding='utf-8') as f:
+            data = json.load(f)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise DataError(f'{owner}: cannot read COCO annotation file {ann_file} ({type(err).__name__}: {err}); '
+                        f'{expected}') from None
+    if not isinstance(data, dict):
+        size = f' of {len(data)} items' if isinstance(data, list) else ''
+        raise DataError(f'{owner}: COCO annotation file {ann_file} holds a JSON {type(data).__name__}{size}, not an '
+                        f'object; {expected}')
+    required = COCO_KEYS if need_annotations else ('images', 'categories')
+    for key in required:
+        if key not in data:
+            why = (" (a file of image entries only can be used with test_mode: true)"
+                   if key == 'annotations' else '')
+            raise DataError(f'{owner}: COCO annotation file {ann_file} has no {key!r} list{why}; the file has keys '
+                            f'{sorted(data)}; {expected}')
+    for key in COCO_KEYS:
+        if key in data and not isinstance(data[key], list):
+            raise DataError(f'{owner}: COCO annotation file {ann_file}: {key!r} is a {type(data[key]).__name__}; '
+                            'expected a list')
+    for key, fields in (('images', ('id',)), ('categories', ('id', 'name')), ('annotations', _ANNOTATION_KEYS)):
+        for i, item in enumerate(data.get(key, [])):
+            missing = [k for k in fields if not isinstance(item, dict) or k not in item]
+            if missing:
+                raise DataError(f'{owner}: COCO annotation file {ann_file}: {key}[{i}] has no {missing}; expected '
+                                f'an object with {list(fields)}')
+    return data
+
+
+def load_coco(ann_file: str, owner: str = 'CocoDataset', need_annotations: bool = True) -> COCO:
+    """The annotation json as a pycocotools ``COCO`` (its prints silenced), its structure checked first so that
+    a wrong file gets a message naming it and the missing key rather than pycocotools' assertion.
+    ``need_annotations=False`` accepts a file of image entries only (test sets)."""
     if not os.path.isfile(ann_file):
         raise DataFileNotFoundError(f'{owner}: annotation file {ann_file} not found')
-    try:
-        with contextlib.redirect_stdout(io.StringIO()):
-            coco = COCO(ann_file)
-    except (ValueError, KeyError, TypeError, AssertionError) as err:
-        raise DataError(f'{owner}: cannot read COCO annotation file {ann_file} ({type(err).__name__}: {err}); '
-                        "expected a COCO instances json object with 'images', 'annotations' and 'categories'") from None
-    missing = [k for k in ('images', 'categories') if k not in coco.dataset]
-    if missing:
-        raise DataError(f'{owner}: COCO annotation file {ann_file} has no {missing} list; '
-                        "expected 'images', 'annotations' and 'categories'")
+    coco = COCO()
+    coco.dataset = _coco_json(ann_file, owner, need_annotations)
+    with contextlib.redirect_stdout(io.StringIO()):
+        coco.createIndex()
     return coco
 
 
@@ -99,7 +133,7 @@ class CocoDataset(DetectionDataset):
         """Read the json once and return one data info per image (see the class docstring)."""
         owner = type(self).__name__
         ann_file = os.path.abspath(self.ann_file)
-        coco = load_coco(ann_file, owner)
+        coco = load_coco(ann_file, owner, need_annotations=not self.test_mode)
         classes = self._metainfo['classes']
         cat_ids = match_categories(coco, classes, ann_file, owner)
         self._metainfo.update(cat_ids=cat_ids, ann_file=ann_file)

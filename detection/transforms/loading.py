@@ -8,14 +8,35 @@ import numpy as np
 
 from detection.registry import TRANSFORMS
 from detection.transforms.boxes import select
+from oars.data.transforms.loading import exif_orientation
 from oars.errors import DataError
+
+
+def check_annotated_size(results: dict) -> None:
+    """Raise ``DataError`` when the image size the annotation states (``results['height']``/``['width']``, from
+    the COCO json or the VOC ``<size>``) is not the size of the image as read (``results['ori_shape']``): the
+    dataset checked and clipped the boxes against the annotation's size, so they may not fit the real image.
+    No check when either is missing."""
+    shape, height, width = results.get('ori_shape'), results.get('height'), results.get('width')
+    if shape is None or height is None or width is None or (int(height), int(width)) == tuple(shape[:2]):
+        return
+    path = results.get('img_path', '?')
+    ih, iw = shape[:2]
+    why = ''
+    if (int(height), int(width)) == (iw, ih) and path != '?' and exif_orientation(path) in (5, 6, 7, 8):
+        why = (f' (the file has EXIF orientation {exif_orientation(path)}, which turns it by 90 degrees when read; '
+               'annotate the image as displayed, or remove the tag)')
+    raise DataError(f'image {path} is {iw}x{ih} (WxH) but its annotation says width {int(width)}, height '
+                    f'{int(height)}{why}; boxes were checked against the annotated size: fix width/height in the '
+                    'annotation file or use the annotated image')
 
 
 @TRANSFORMS.register_module()
 class LoadAnnotations:
     """``results['instances']`` -> ``gt_bboxes`` float32 [N, 4] (x1, y1, x2, y2 pixels), ``gt_bboxes_labels``
     int64 [N] (0-based) and ``gt_ignore_flags`` bool [N] (crowd / difficult boxes); empty arrays of those
-    shapes when the image has no instances."""
+    shapes when the image has no instances. The annotation's image size must be the image's as read
+    (``check_annotated_size``)."""
 
     def __init__(self, with_bbox: bool = True) -> None:
         self.with_bbox = with_bbox
@@ -26,6 +47,7 @@ class LoadAnnotations:
         if 'instances' not in results:
             raise KeyError(f"LoadAnnotations needs results['instances'] (the dataset's per-image annotations), "
                            f"missing for {results.get('img_path', 'a sample')}")
+        check_annotated_size(results)
         instances = results['instances']
         try:
             boxes = np.array([inst['bbox'] for inst in instances], dtype=np.float32).reshape(-1, 4)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-
 from segmentation.datasets.seg_dataset import SegDataset
 from segmentation.registry import DATASETS
 
@@ -23,27 +21,8 @@ class CityscapesDataset(SegDataset):
                  [255, 0, 0], [0, 0, 142], [0, 0, 70], [0, 60, 100], [0, 80, 100], [0, 0, 230], [119, 11, 32]],
     )
 
-    def __init__(
-        self,
-        data_root: str = '',
-        img_dir: str = 'leftImg8bit/train',
-        ann_dir: str | None = 'gtFine/train',
-        img_suffix: str = '_leftImg8bit.png',
-        seg_map_suffix: str = '_gtFine_labelTrainIds.png',
-        split: str | None = None,
-        classes: Sequence[str] | None = None,
-        palette: Sequence[Sequence[int]] | None = None,
-        ignore_index: int = 255,
-        reduce_zero_label: bool = False,
-        pipeline: Sequence[dict | Callable] = (),
-        test_mode: bool = False,
-        serialize_data: bool = True,
-        lazy_init: bool = False,
-        indices: int | Sequence[int] | None = None,
-        max_refetch: int = 1000,
-    ) -> None:
-        super().__init__(
-            data_root=data_root, img_dir=img_dir, ann_dir=ann_dir, img_suffix=img_suffix,
-            seg_map_suffix=seg_map_suffix, classes=classes, palette=palette, ignore_index=ignore_index,
-            reduce_zero_label=reduce_zero_label, split=split, pipeline=pipeline, test_mode=test_mode,
-            serialize_data=serialize_data, lazy_init=lazy_init, indices=indices, max_refetch=max_refetch)
+    def __init__(self, img_dir: str = 'leftImg8bit/train', ann_dir: str | None = 'gtFine/train',
+                 img_suffix: str = '_leftImg8bit.png', seg_map_suffix: str = '_gtFine_labelTrainIds.png',
+                 **kwargs) -> None:
+        super().__init__(img_dir=img_dir, ann_dir=ann_dir, img_suffix=img_suffix, seg_map_suffix=seg_map_suffix,
+                         **kwargs)

@@ -5,19 +5,9 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 
-from mmengine.dataset import BaseDataset
-
+from oars.data.dataset import OarsDataset
 from oars.errors import DataError, DataFileNotFoundError
-from oars_deploy.draw import get_palette
 from segmentation.registry import DATASETS, TRANSFORMS
-
-
-def _checked_palette(palette: Sequence | None, num_classes: int, owner: str) -> list[list[int]]:
-    """The given RGB palette validated, or the default VOC-style one (``oars_deploy.draw.get_palette``)."""
-    try:
-        return get_palette(num_classes, palette).tolist()
-    except ValueError as err:
-        raise DataError(f'{owner}: {err}') from None
 
 
 def _scan(folder: str, suffix: str) -> list[str]:
@@ -34,17 +24,20 @@ def _scan(folder: str, suffix: str) -> list[str]:
 
 
 @DATASETS.register_module()
-class SegDataset(BaseDataset):
+class SegDataset(OarsDataset):
     """Images in ``data_root/img_dir`` and label maps in ``data_root/ann_dir`` with the same relative
     name (``<name><img_suffix>`` -> ``<name><seg_map_suffix>``), or the basenames listed in ``split``.
 
     ``classes`` (names) is required unless the subclass's ``METAINFO`` has them; ``palette`` (RGB
     per class) defaults to a fixed distinct one. Without ``ann_dir`` the dataset lists images only
     (inference). Every data info carries ``num_classes``, ``ignore_index`` and
-    ``reduce_zero_label`` for the pipeline.
+    ``reduce_zero_label`` for the pipeline. ``on_bad_sample`` (``error`` | ``skip``): see ``oars.data.dataset``.
+    Subclasses (a layout such as VOC or Cityscapes) change only the defaults of the folders and suffixes.
     """
 
     METAINFO: dict = {}
+    transform_registry = TRANSFORMS
+    classes_hint = 'the list of class names, background included'
 
     def __init__(
         self,
@@ -58,6 +51,7 @@ class SegDataset(BaseDataset):
         ignore_index: int = 255,
         reduce_zero_label: bool = False,
         split: str | None = None,
+        on_bad_sample: str = 'error',
         pipeline: Sequence[dict | Callable] = (),
         test_mode: bool = False,
         serialize_data: bool = True,
@@ -70,38 +64,11 @@ class SegDataset(BaseDataset):
         self.ignore_index = int(ignore_index)
         self.reduce_zero_label = bool(reduce_zero_label)
         prefix = {'img_path': img_dir} if ann_dir is None else {'img_path': img_dir, 'seg_map_path': ann_dir}
-        built = [TRANSFORMS.build(t) if isinstance(t, dict) else t for t in pipeline]
         super().__init__(
-            ann_file=split or '',
-            metainfo=self._metainfo_from(classes, palette),
-            data_root=data_root or '',
-            data_prefix=prefix,
-            indices=indices,
-            serialize_data=serialize_data,
-            pipeline=built,
-            test_mode=test_mode,
-            lazy_init=lazy_init,
-            max_refetch=max_refetch,
-        )
-
-    def _metainfo_from(self, classes: Sequence[str] | None, palette: Sequence | None) -> dict:
-        owner = type(self).__name__
-        default_classes = self.METAINFO.get('classes')
-        if classes is None:
-            if default_classes is None:
-                raise DataError(f"{owner}: 'classes' is required (the list of class names, background included)")
-            classes = default_classes
-        if isinstance(classes, str) or not classes:
-            raise DataError(f"{owner}: 'classes' must be a non-empty list of names, got {classes!r}")
-        classes = tuple(str(c) for c in classes)
-        dupes = sorted({c for c in classes if classes.count(c) > 1})
-        if dupes:
-            raise DataError(f'{owner}: duplicate class names {dupes}')
-        if palette is None:
-            same = default_classes is not None and tuple(default_classes) == classes and 'palette' in self.METAINFO
-            palette = self.METAINFO['palette'] if same else None
-        return dict(classes=classes, palette=_checked_palette(palette, len(classes), owner),
-                    ignore_index=self.ignore_index, reduce_zero_label=self.reduce_zero_label)
+            classes=classes, palette=palette, pipeline=pipeline, on_bad_sample=on_bad_sample, test_mode=test_mode,
+            extra_metainfo=dict(ignore_index=self.ignore_index, reduce_zero_label=self.reduce_zero_label),
+            ann_file=split or '', data_root=data_root or '', data_prefix=prefix, indices=indices,
+            serialize_data=serialize_data, lazy_init=lazy_init, max_refetch=max_refetch)
 
     @property
     def num_classes(self) -> int:

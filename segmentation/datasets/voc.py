@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-
 from oars.errors import DataError
 from segmentation.datasets.seg_dataset import SegDataset
 from segmentation.registry import DATASETS
@@ -25,30 +23,9 @@ class PascalVOCDataset(SegDataset):
                  [128, 192, 0], [0, 64, 128]],
     )
 
-    def __init__(
-        self,
-        data_root: str = '',
-        img_dir: str = 'JPEGImages',
-        ann_dir: str | None = 'SegmentationClass',
-        img_suffix: str = '.jpg',
-        seg_map_suffix: str = '.png',
-        split: str | None = None,
-        classes: Sequence[str] | None = None,
-        palette: Sequence[Sequence[int]] | None = None,
-        ignore_index: int = 255,
-        reduce_zero_label: bool = False,
-        pipeline: Sequence[dict | Callable] = (),
-        test_mode: bool = False,
-        serialize_data: bool = True,
-        lazy_init: bool = False,
-        indices: int | Sequence[int] | None = None,
-        max_refetch: int = 1000,
-    ) -> None:
+    def __init__(self, split: str | None = None, img_dir: str = 'JPEGImages',
+                 ann_dir: str | None = 'SegmentationClass', **kwargs) -> None:
         if not split:
             raise DataError('PascalVOCDataset needs split (e.g. ImageSets/Segmentation/train.txt): '
-                             'most JPEGImages have no segmentation label')
-        super().__init__(
-            data_root=data_root, img_dir=img_dir, ann_dir=ann_dir, img_suffix=img_suffix,
-            seg_map_suffix=seg_map_suffix, classes=classes, palette=palette, ignore_index=ignore_index,
-            reduce_zero_label=reduce_zero_label, split=split, pipeline=pipeline, test_mode=test_mode,
-            serialize_data=serialize_data, lazy_init=lazy_init, indices=indices, max_refetch=max_refetch)
+                            'most JPEGImages have no segmentation label')
+        super().__init__(split=split, img_dir=img_dir, ann_dir=ann_dir, **kwargs)

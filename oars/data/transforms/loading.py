@@ -1,4 +1,10 @@
-"""Read an image from disk into the results dict (OpenCV, BGR)."""
+"""Read images (OpenCV) and label maps (PIL) from disk under one orientation rule.
+
+The rule: a file's EXIF orientation tag is applied to it, so every file is read the way an image viewer (and an
+annotation tool) shows it. OpenCV's ``imread`` does that for colour and greyscale reads; ``IMREAD_UNCHANGED``
+and PIL do not, so ``apply_orientation`` does it for them. Without one rule a phone photo (orientation 6) was
+read rotated while its label map was not, and every pixel of the mask was wrong.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +12,7 @@ import os
 
 import cv2
 import numpy as np
+from PIL import Image
 
 from oars.errors import DataError, DataFileNotFoundError
 from oars.registry import TRANSFORMS
@@ -15,11 +22,87 @@ _COLOR_FLAGS = {
     'grayscale': cv2.IMREAD_GRAYSCALE,
     'unchanged': cv2.IMREAD_UNCHANGED,
 }
+_ORIENTATION_TAG = 0x0112
+# EXIF orientation -> what turns the stored pixels into the displayed ones (1 = nothing).
+_ORIENTATION_OPS = {
+    2: lambda a: a[:, ::-1],
+    3: lambda a: a[::-1, ::-1],
+    4: lambda a: a[::-1],
+    5: lambda a: a.swapaxes(0, 1),
+    6: lambda a: np.rot90(a, -1),
+    7: lambda a: np.rot90(a, 1)[:, ::-1],
+    8: lambda a: np.rot90(a, 1),
+}
+
+
+def _orientation(im: Image.Image) -> int:
+    value = im.getexif().get(_ORIENTATION_TAG, 1)
+    return value if isinstance(value, int) and 1 <= value <= 8 else 1
+
+
+def exif_orientation(path: str) -> int:
+    """The EXIF orientation (1..8, 1 = as stored) of an image file; 1 when it has none or PIL cannot tell."""
+    try:
+        with Image.open(path) as im:
+            return _orientation(im)
+    except (OSError, ValueError, SyntaxError):
+        return 1
+
+
+def apply_orientation(arr: np.ndarray, orientation: int) -> np.ndarray:
+    """``arr`` (H×W or H×W×C) as displayed under EXIF ``orientation``: 2 mirror, 3 rotate 180, 4 flip, 5 transpose,
+    6 rotate 90° clockwise, 7 transverse, 8 rotate 90° counter-clockwise (what OpenCV's imread and PIL's
+    ``ImageOps.exif_transpose`` do). Returns ``arr`` itself for 1 (or no tag), else a contiguous copy."""
+    op = _ORIENTATION_OPS.get(int(orientation))
+    return arr if op is None else np.ascontiguousarray(op(arr))
+
+
+def read_image(path: str, color_type: str = 'color') -> np.ndarray:
+    """An image file as OpenCV decodes it (BGR for 'color'), EXIF orientation applied (see the module docstring).
+
+    Raises ``DataFileNotFoundError`` for a missing file and ``DataError`` for one OpenCV cannot decode, both
+    naming the file.
+    """
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise DataFileNotFoundError(f'image file not found: {path}')
+    img = cv2.imread(path, _COLOR_FLAGS[color_type])
+    if img is None:
+        raise DataError(f'could not read image (unsupported or corrupt file): {path}')
+    if color_type == 'unchanged':
+        img = apply_orientation(img, exif_orientation(path))
+    return img
+
+
+_INDEX_MODES = {'P', 'L', '1', 'I', 'I;16', 'I;16B', 'I;16L'}
+
+
+def read_label_map(path: str) -> np.ndarray:
+    """Class ids of a label image as PIL reads them (palette PNGs give indices, not the colours ``cv2.imread``
+    returns), EXIF orientation applied like the images'. H×W, uint8 for 8-bit and 1-bit files.
+
+    Raises ``DataFileNotFoundError`` for a missing file and ``DataError`` naming the file for one that PIL cannot
+    decode (corrupt, truncated, not an image) or that holds colours instead of class ids.
+    """
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise DataFileNotFoundError(f'label map not found: {path}')
+    try:
+        with Image.open(path) as im:
+            if im.mode not in _INDEX_MODES:
+                raise DataError(f'{path}: label map has PIL mode {im.mode!r} (colour); expected a single-channel '
+                                f'class-index image (palette "P" or greyscale "L" PNG)')
+            orientation = _orientation(im)
+            seg = np.array(im)
+    except (OSError, ValueError, SyntaxError) as err:  # PIL: UnidentifiedImageError, truncated data, bad chunks
+        raise DataError(f'could not read label map (corrupt or not an image file: {err}): {path}') from None
+    seg = seg.astype(np.uint8) if seg.dtype == bool else seg
+    return apply_orientation(seg, orientation)
 
 
 @TRANSFORMS.register_module()
 class LoadImageFromFile:
-    """Load ``results['img_path']`` with ``cv2.imread``; set ``img`` (H×W×3 uint8 BGR for 'color'),
+    """Load ``results['img_path']`` with ``read_image``; set ``img`` (H×W×3 uint8 BGR for 'color'),
     ``img_shape`` and ``ori_shape`` (H, W).
 
     ``color_type``: 'color' | 'grayscale' | 'unchanged'. ``to_float32`` converts to float32.
@@ -35,12 +118,7 @@ class LoadImageFromFile:
         path = results.get('img_path')
         if path is None:
             raise KeyError("LoadImageFromFile needs results['img_path']")
-        path = os.fspath(path)
-        if not os.path.isfile(path):
-            raise DataFileNotFoundError(f'image file not found: {path}')
-        img = cv2.imread(path, _COLOR_FLAGS[self.color_type])
-        if img is None:
-            raise DataFileNotFoundError(f'could not read image (unsupported or corrupt file): {path}')
+        img = read_image(path, self.color_type)
         if self.to_float32:
             img = img.astype(np.float32)
         results['img'] = img

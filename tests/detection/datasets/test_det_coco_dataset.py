@@ -9,9 +9,11 @@ import warnings
 import cv2
 import numpy as np
 import pytest
+from PIL import Image
 
 from detection.datasets import COCO_CLASSES, BadAnnotationWarning, CocoDataset
 from detection.registry import DATASETS
+from oars.data.dataset import BadSampleWarning
 from oars.errors import DataError, DataFileNotFoundError
 from oars_deploy.draw import get_palette
 
@@ -106,14 +108,69 @@ def test_class_missing_from_file_names_file_and_choices(tmp_path):
     assert 'ann.json' in msg and "'horse'" in msg and "['bird', 'cat', 'dog']" in msg
 
 
-@pytest.mark.parametrize('content,expect', [('{"images": [', 'cannot read COCO'), ('[1, 2]', 'cannot read COCO'),
-                                            ('{"annotations": []}', "'images'")])
+@pytest.mark.parametrize('content,expect', [
+    ('{"images": [', 'cannot read COCO'),
+    ('[1, 2]', 'holds a JSON list of 2 items, not an object'),  # was pycocotools' "format <class 'list'> not supported"
+    ('{"annotations": []}', "no 'images' list"),
+    ('{"images": [], "annotations": []}', "no 'categories' list.*keys \\['annotations', 'images'\\]"),
+    ('{"images": [], "categories": []}', "no 'annotations' list .*test_mode: true"),  # trained on nothing before
+    ('{"images": [], "annotations": {}, "categories": []}', "'annotations' is a dict; expected a list"),
+    ('{"images": [], "annotations": [{"id": 1, "bbox": [0, 0, 1, 1]}], "categories": []}',
+     r"annotations\[0\] has no \['image_id', 'category_id'\]"),  # was KeyError: 'image_id'
+])
 def test_unparsable_ann_file(tmp_path, content, expect):
     os.makedirs(tmp_path / 'annotations')
     (tmp_path / 'annotations' / 'ann.json').write_text(content)
     with pytest.raises(DataError, match=expect) as err:
         load(tmp_path)
     assert 'ann.json' in str(err.value)
+
+
+def test_image_entries_only_file_is_a_test_set(tmp_path):
+    os.makedirs(tmp_path / 'annotations')
+    images = [{'id': 1, 'file_name': 'a.png', 'width': 4, 'height': 4}]
+    (tmp_path / 'annotations' / 'ann.json').write_text(json.dumps({'images': images, 'categories': CATEGORIES[:1]}))
+    os.makedirs(tmp_path / 'images' / 'train')
+    (tmp_path / 'images' / 'train' / 'a.png').write_bytes(b'')
+    ds = load(tmp_path, classes=['cat'], test_mode=True)
+    assert len(ds) == 1 and ds.get_data_info(0)['instances'] == []
+    with pytest.raises(DataError, match="no 'annotations' list"):  # training on it would learn background only
+        load(tmp_path, classes=['cat'], filter_empty_gt=False)
+
+
+PIPELINE = [dict(type='LoadImageFromFile'), dict(type='LoadAnnotations')]
+
+
+def test_annotated_size_must_be_the_image_size(tmp_path):
+    basic(tmp_path)
+    write_image(tmp_path / 'images' / 'train' / 'b.png', h=64, w=48)  # the json says 64x48 (WxH)
+    ds = load(tmp_path, pipeline=PIPELINE)
+    assert ds[0]['gt_bboxes'].shape == (2, 4)  # a.png: the dog and the crowd box
+    with pytest.raises(DataError) as err:  # before: boxes checked and clipped against 64x48, trained silently
+        ds[1]
+    msg = str(err.value)
+    for part in ('b.png', 'is 48x64 (WxH)', 'width 64, height 48', 'fix width/height', 'tools/check_data.py'):
+        assert part in msg, msg
+
+
+def test_annotated_size_names_a_rotating_exif_tag(tmp_path):
+    basic(tmp_path)
+    path = tmp_path / 'images' / 'train' / 'b.png'
+    exif = Image.Exif()
+    exif[0x0112] = 6  # phone photo: stored 64x48, shown (and read) 48x64
+    Image.fromarray(np.zeros((48, 64, 3), np.uint8)).save(path, exif=exif)
+    with pytest.raises(DataError, match='EXIF orientation 6'):
+        load(tmp_path, pipeline=PIPELINE)[1]
+
+
+def test_size_mismatch_is_skipped_with_on_bad_sample_skip(tmp_path):
+    basic(tmp_path)
+    write_image(tmp_path / 'images' / 'train' / 'b.png', h=64, w=48)
+    ds = load(tmp_path, pipeline=PIPELINE, on_bad_sample='skip')
+    with pytest.warns(BadSampleWarning, match=r'skipped .*b\.png: image .*b\.png is 48x64'):
+        sample = ds[1]
+    assert sample['img_path'].endswith('a.png')  # the only good sample stands in, loudly
+    assert list(ds.skipped) == [str(tmp_path / 'images' / 'train' / 'b.png')]
 
 
 def test_bad_arguments(tmp_path):

@@ -19,6 +19,7 @@ from oars.data.transforms import (
     Resize,
     rescale_size,
 )
+from oars.errors import DataError
 from oars.registry import TRANSFORMS
 
 # BGR colour of each class; the label map of a synthetic image is recovered from its colours.
@@ -68,8 +69,9 @@ def test_load_image_bgr_and_errors(tmp_path):
         LoadImageFromFile()({'img_path': str(missing)})
     broken = tmp_path / 'broken.png'
     broken.write_bytes(b'not an image')
-    with pytest.raises(FileNotFoundError, match='broken.png'):
+    with pytest.raises(DataError, match='corrupt file.*broken.png') as err:  # it exists: not FileNotFoundError
         LoadImageFromFile()({'img_path': str(broken)})
+    assert not isinstance(err.value, FileNotFoundError)
     with pytest.raises(ValueError, match='color_type'):
         LoadImageFromFile(color_type='rgb')
 

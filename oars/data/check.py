@@ -1,0 +1,146 @@
+"""Read every sample of a config's datasets once, in DataLoader workers, and report every bad file at once
+(what ``tools/check_data.py`` runs).
+
+Why: a run finds a bad file only at the iteration that reads it, loses the epoch in progress, and stops at the
+first of many. Here each split's dataset is built as the config says (``-o`` overrides included) and each
+sample goes through the split's whole pipeline; a sample that raises is recorded with its files and the reason,
+and the next one is read.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from mmengine.config import Config
+from mmengine.registry import DATASETS, DefaultScope
+from torch.utils.data import DataLoader, Dataset
+
+from oars.data.dataset import sample_files
+from oars.errors import OarsError
+
+SPLITS = ('train', 'val', 'test')
+WRAPPER_KEYS = ('dataset', 'datasets')  # MultiImageMixDataset / RepeatDataset, ConcatDataset
+
+
+@dataclass
+class SplitReport:
+    """What checking one split found: ``failures`` are ``(files, reason)`` pairs; ``filtered`` counts samples
+    the pipeline dropped on purpose (returned None, e.g. ``FilterAnnotations(keep_empty=False)``)."""
+
+    split: str
+    dataset: str
+    num_samples: int = 0
+    failures: list[tuple[str, str]] = field(default_factory=list)
+    filtered: int = 0
+    same_as: str | None = None
+
+
+def leaf_dataset_configs(ds_cfg: dict) -> list[dict]:
+    """The datasets that read files: a wrapper's inner dataset(s) (its own pipeline mixes samples that the
+    inner datasets have read, so checking those reads every file once)."""
+    for key in WRAPPER_KEYS:
+        inner = ds_cfg.get(key)
+        if isinstance(inner, dict):
+            return leaf_dataset_configs(inner)
+        if isinstance(inner, list | tuple):
+            return [leaf for d in inner for leaf in leaf_dataset_configs(d)]
+    return [ds_cfg]
+
+
+class _Reader(Dataset):
+    """Runs ``dataset``'s pipeline on one sample; returns None when it worked, else ``(files, reason)``.
+
+    The pipeline is called directly (not ``dataset[i]``) so that no other sample stands in for a bad one."""
+
+    def __init__(self, dataset) -> None:
+        self.dataset = dataset
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def __getitem__(self, idx: int) -> tuple[str, str] | str | None:
+        try:
+            info = self.dataset.get_data_info(idx)
+        except Exception as err:  # noqa: BLE001 - every failure is reported, none stops the check
+            return f'sample {idx}', _reason(err)
+        try:
+            out = self.dataset.pipeline(info)
+        except Exception as err:  # noqa: BLE001
+            return ' + '.join(sample_files(info)) or f'sample {idx}', _reason(err)
+        return 'filtered' if out is None else None
+
+
+def _reason(err: Exception) -> str:
+    """The message of an oars error (it says what is wrong), else the exception type and message."""
+    return str(err) if isinstance(err, OarsError) else f'{type(err).__name__}: {err}'
+
+
+def _first(batch: list):
+    return batch[0]
+
+
+def check_dataset(dataset, num_workers: int, desc: str, report: SplitReport) -> None:
+    """Read every sample of a built dataset through its pipeline in ``num_workers`` workers (tqdm progress)."""
+    from tqdm import tqdm
+
+    reader = _Reader(dataset)
+    loader = DataLoader(reader, batch_size=1, shuffle=False, num_workers=num_workers, collate_fn=_first)
+    report.num_samples += len(reader)
+    for result in tqdm(loader, total=len(reader), desc=desc, unit='sample', dynamic_ncols=True):
+        if result == 'filtered':
+            report.filtered += 1
+        elif result is not None:
+            report.failures.append(result)
+
+
+def check_config(cfg: Config, splits: Sequence[str] = SPLITS, num_workers: int | None = None) -> list[SplitReport]:
+    """Build each split's dataset(s) of ``cfg`` and read every sample (see the module docstring). A dataset that
+    cannot be built is one failure of its split. A split whose dataset config equals an earlier one's is not read
+    twice (``same_as``). ``num_workers`` defaults to the split's ``num_workers`` (at least 1)."""
+    reports: list[SplitReport] = []
+    seen: dict[str, str] = {}
+    for split in splits:
+        loader_cfg = cfg.get(f'{split}_dataloader')
+        if not loader_cfg or not isinstance(loader_cfg.get('dataset'), dict):
+            continue
+        ds_cfg = copy.deepcopy(loader_cfg['dataset'])
+        report = SplitReport(split, str(ds_cfg.get('type')))
+        reports.append(report)
+        key = repr(ds_cfg)
+        if key in seen:
+            report.same_as = seen[key]
+            continue
+        seen[key] = split
+        workers = num_workers if num_workers is not None else max(1, int(loader_cfg.get('num_workers') or 0))
+        for leaf in leaf_dataset_configs(ds_cfg):
+            try:
+                with DefaultScope.overwrite_default_scope(cfg.get('default_scope')):
+                    dataset = DATASETS.build(leaf)
+                if hasattr(dataset, 'full_init'):
+                    dataset.full_init()
+            except Exception as err:  # noqa: BLE001 - e.g. a bad annotation file: reported with the rest
+                report.failures.append((f'{split} dataset {leaf.get("type")}',
+                                        f'cannot be built: {_reason(err)}'))
+                continue
+            check_dataset(dataset, workers, f'{split} ({leaf.get("type")})', report)
+    return reports
+
+
+def format_reports(reports: Sequence[SplitReport]) -> str:
+    """Every bad file with its reason, then one line per split."""
+    lines = []
+    for r in reports:
+        for files, reason in r.failures:
+            lines.append(f'{r.split}: {files}: {reason}')
+    if lines:
+        lines.append('')
+    for r in reports:
+        if r.same_as:
+            lines.append(f'{r.split}: same dataset as {r.same_as}')
+            continue
+        extra = f', {r.filtered} dropped by the pipeline on purpose' if r.filtered else ''
+        lines.append(f'{r.split} ({r.dataset}): {r.num_samples} sample(s) read, {len(r.failures)} bad{extra}')
+    return os.linesep.join(lines)

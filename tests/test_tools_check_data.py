@@ -1,0 +1,76 @@
+"""tools/check_data.py: every sample of every split read once in workers, every bad file reported at once."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import cv2
+import numpy as np
+import pytest
+from demo_utils import DEMO_CFG, DET_DEMO_CFG, run_tool
+
+from oars.config import load_config
+from oars.data.check import check_config, format_reports
+
+
+def copy_demo(demo_data: str, tmp_path) -> str:
+    root = str(tmp_path / 'demo')
+    shutil.copytree(demo_data, root)
+    return root
+
+
+def roots(root: str) -> list[str]:
+    return [f'{s}_dataloader.dataset.data_root={root}' for s in ('train', 'val', 'test')]
+
+
+@pytest.mark.slow  # a subprocess: ~8 s alone, 25 s on a shared machine
+def test_check_data_lists_every_bad_file_and_fails(demo_data, tmp_path):
+    root = copy_demo(demo_data, tmp_path)
+    bad_label = os.path.join(root, 'labels', 'train', '0003.png')
+    bad_image = os.path.join(root, 'images', 'val', '0001.png')
+    with open(bad_label, 'wb') as f:
+        f.write(b'not a png')
+    with open(bad_image, 'wb') as f:
+        f.write(b'not a png either')
+    small = os.path.join(root, 'labels', 'train', '0005.png')
+    cv2.imwrite(small, np.zeros((64, 64), np.uint8))  # a label map of another size than its 128x128 image
+    proc = run_tool('check_data.py', '-c', DEMO_CFG, '--workers', '2', '-o', *roots(root), check=False)
+    out = proc.stdout
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert 'Traceback' not in proc.stderr
+    assert 'could not read label map' in out and bad_label in out
+    assert f'could not read image (unsupported or corrupt file): {bad_image}' in out
+    assert f'label map {small} is 64x64 (WxH)' in out
+    assert 'train (SegDataset): 16 sample(s) read, 2 bad' in out
+    assert 'val (SegDataset): 8 sample(s) read, 1 bad' in out and 'test: same dataset as val' in out
+    assert 'error: 3 bad sample(s)' in proc.stderr
+    assert 'sample/s' in proc.stderr  # the progress bar
+
+
+def test_check_config_passes_a_clean_set(demo_data):
+    reports = check_config(load_config(DEMO_CFG, roots(demo_data)), ['val'], num_workers=1)
+    assert format_reports(reports) == 'val (SegDataset): 8 sample(s) read, 0 bad'
+
+
+def test_check_config_detection_reports_size_mismatch_and_a_broken_split(demo_data, tmp_path):
+    root = copy_demo(demo_data, tmp_path)
+    ann_file = os.path.join(root, 'annotations', 'instances_train.json')
+    with open(ann_file) as f:
+        coco = json.load(f)
+    wrong = coco['images'][2]
+    wrong['width'] = 200  # the image is 128 wide
+    with open(ann_file, 'w') as f:
+        json.dump(coco, f)
+    with open(os.path.join(root, 'annotations', 'instances_val.json'), 'w') as f:
+        json.dump([], f)
+    cfg = load_config(DET_DEMO_CFG, [*roots(root), 'train_dataloader.dataset.on_bad_sample=skip'])
+    reports = check_config(cfg, num_workers=2)
+    text = format_reports(reports)
+    train, val, test = reports
+    assert train.num_samples == len(coco['images']) and len(train.failures) == 1  # skip does not hide it here
+    files, reason = train.failures[0]
+    assert files.endswith(wrong['file_name']) and 'is 128x128 (WxH) but its annotation says width 200' in reason
+    assert len(val.failures) == 1 and 'holds a JSON list' in val.failures[0][1] and test.same_as == 'val'
+    assert 'instances_val.json' in text
