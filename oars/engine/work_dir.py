@@ -150,9 +150,9 @@ def resume_checkpoint(work_dir: str) -> str | None:
         return verify_checkpoint(latest)
     except CheckpointError as err:
         previous = _previous_intact(work_dir, latest)
-        hint = (f"the previous intact checkpoint is {previous}: resume from it with --resume {previous}"
+        hint = (f"the previous intact one is {previous}: resume from it with --resume {previous}"
                 if previous else "no other intact checkpoint is in the work dir")
-        raise CheckpointError(f"--resume: the latest checkpoint is unusable: {err}. {hint}") from None
+        raise CheckpointError(f"--resume: {err}; {hint}") from None
 
 
 def _previous_intact(work_dir: str, bad: str) -> str | None:

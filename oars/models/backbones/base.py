@@ -76,9 +76,9 @@ class Backbone(nn.Module):
         try:
             load_pretrained(self, init, skip_prefixes=skip)
         except CheckpointError as err:
-            raise CheckpointError(f"{type(self).__name__} init.checkpoint={init['checkpoint']!r}: {err} (pretrained "
-                                  "weights are read when training starts; give an existing file, or init: null to "
-                                  "train from scratch)") from None
+            raise CheckpointError(f"{type(self).__name__} pretrained weights (init.checkpoint): {err} (they are read "
+                                  "when training starts; give an existing file, or init: null to train from "
+                                  "scratch)") from None
 
     def freeze_stages(self) -> None:
         """Stop gradients of the frozen modules and put them in eval mode (call once, after building)."""

@@ -151,3 +151,14 @@ def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+def test_train_tool_refuses_a_used_work_dir_without_traceback(tmp_path):
+    from demo_utils import DEMO_CFG, run_tool
+
+    _ckpt(tmp_path / "epoch_1.pth", 4)
+    (tmp_path / "last_checkpoint").write_text(str(tmp_path / "epoch_1.pth"))
+    proc = run_tool("train.py", "-c", DEMO_CFG, "--work-dir", str(tmp_path), check=False)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "already holds a run's checkpoints" in proc.stderr and "--overwrite" in proc.stderr
+    assert (tmp_path / "epoch_1.pth").exists()

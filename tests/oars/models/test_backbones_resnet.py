@@ -234,7 +234,7 @@ def test_checkpoint_problems(tmp_path, monkeypatch):
     with pytest.raises(CheckpointError, match="layer4.1.bn2.bias"):
         ResNet(18, base_channels=8, init=dict(checkpoint=str(path), strict=True)).init_weights()
     missing = ResNet(18, init=dict(checkpoint=str(tmp_path / "missing.pth")))  # builds: eval needs no file
-    with pytest.raises(CheckpointError, match=r"ResNet init.checkpoint=.*missing.pth.*not found"):
+    with pytest.raises(CheckpointError, match=r"ResNet pretrained weights \(init.checkpoint\): .*not found: .*missing"):
         missing.init_weights()
 
     nested = tmp_path / "nested.pth"
