@@ -78,7 +78,8 @@ class OarsDataset(BaseDataset):
     loading (so ``lazy_init`` datasets can be checked against the model), the pipeline built from
     ``transform_registry`` (the task's ``TRANSFORMS``), and ``on_bad_sample`` (see the module docstring).
 
-    ``skipped`` maps each file skipped in this process to the reason (DataLoader workers keep their own).
+    ``skipped`` maps the files of each sample skipped in this process (``'image + label map'``) to the reason
+    (each DataLoader worker keeps its own).
     """
 
     METAINFO: dict = {}
@@ -125,7 +126,7 @@ class OarsDataset(BaseDataset):
             return
         self.skipped[key] = str(err)
         warnings.warn(f'{type(self).__name__}: skipped {key}: {err} [on_bad_sample: skip; a random other sample '
-                      f'is used in its place; {len(self.skipped)} file(s) skipped so far in this process; '
+                      f'is used in its place; {len(self.skipped)} sample(s) skipped so far in this process; '
                       f'{CHECK_HINT}]', BadSampleWarning, stacklevel=2)
 
     def __getitem__(self, idx: int) -> dict:
@@ -142,5 +143,5 @@ class OarsDataset(BaseDataset):
             idx = self._rand_another()
         shown = '; '.join(f'{f}: {why}' for f, why in list(self.skipped.items())[:5])
         raise DataError(f'{type(self).__name__}: no usable sample in {self.max_refetch + 1} tries '
-                        f'(on_bad_sample: skip); {len(self.skipped)} file(s) skipped so far, e.g. {shown}; '
+                        f'(on_bad_sample: skip); {len(self.skipped)} sample(s) skipped so far, e.g. {shown}; '
                         f'{CHECK_HINT}')

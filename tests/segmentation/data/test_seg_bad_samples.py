@@ -118,7 +118,7 @@ def test_skip_substitutes_loudly_and_counts(tmp_path):
         out = ds[1]
     assert not out['data_samples'].img_path.endswith('b.png')
     msg = str(record[0].message)
-    for part in ('skipped', str(tmp_path / 'images' / 'b.png'), 'corrupt file', '1 file(s) skipped so far',
+    for part in ('skipped', str(tmp_path / 'images' / 'b.png'), 'corrupt file', '1 sample(s) skipped so far',
                  'random other sample'):
         assert part in msg, msg
     assert list(ds.skipped) == [f"{tmp_path / 'images' / 'b.png'} + {tmp_path / 'labels' / 'b.png'}"]
@@ -160,3 +160,20 @@ def test_layout_passes_the_policy_through(tmp_path):
     ds = CityscapesDataset(data_root=str(tmp_path), ann_dir=None, on_bad_sample='skip', classes=['a'],
                            pipeline=[LoadSegAnnotations()])
     assert ds.on_bad_sample == 'skip' and ds.metainfo['classes'] == ('a',)
+
+
+def test_error_from_a_dataloader_worker_reads_as_the_message(tmp_path):
+    """What tools print (oars.cli.user_message) for a bad file met in a worker: the loader's one-line message."""
+    from torch.utils.data import DataLoader
+
+    from oars.cli import user_message
+
+    write_pair(tmp_path, 'a')
+    (tmp_path / 'images' / 'a.png').write_bytes(b'broken')
+    loader = DataLoader(dataset(tmp_path), batch_size=1, num_workers=1, collate_fn=lambda b: b)
+    with pytest.raises(DataError) as err:
+        next(iter(loader))
+    assert 'Original Traceback' in str(err.value)
+    assert user_message(err.value) == (
+        f"could not read image (unsupported or corrupt file): {tmp_path / 'images' / 'a.png'} [SegDataset sample 0; "
+        'tools/check_data.py -c CONFIG lists every bad file; `on_bad_sample: skip` trains without such samples]')
