@@ -20,8 +20,8 @@ def _ckpt(path, it, age=0.0):
 
 
 def test_latest_is_chosen_by_iteration_not_by_the_number_in_the_name(tmp_path):
-    _ckpt(tmp_path / "epoch_3.pth", 30)
-    newest = _ckpt(tmp_path / "iter_50.pth", 50)
+    newest = _ckpt(tmp_path / "epoch_3.pth", 120)  # 40 iterations per epoch: epoch 3 ends at iteration 120
+    _ckpt(tmp_path / "iter_50.pth", 50)
     _ckpt(tmp_path / "iter_20.pth", 20)
     (tmp_path / "last_checkpoint").write_text(str(tmp_path / "epoch_9.pth"))  # stale: rotated away
     assert latest_checkpoint(str(tmp_path)) == newest
