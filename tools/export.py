@@ -67,7 +67,7 @@ def format_check(check: dict | None) -> str:
             lines.append(f"  {name}{suffix}: max abs diff {r['max_abs_diff']:.3g} (tolerance {r['tolerance']:.3g})")
     if "precision" in check:
         p = check["precision"]
-        values = ", ".join(f"{k} {v:.4f}" for k, v in p["agreement"].items())
+        values = ", ".join(f"{k} {'not measured' if v is None else f'{v:.4f}'}" for k, v in p["agreement"].items())
         lines.append(f"{p['precision'].upper()} vs FP32 graph: agreement {values} (needed {p['min_agreement']:g})")
     return "\n".join(lines)
 

@@ -108,6 +108,7 @@ def build_export_spec(model: nn.Module, cfg: Any, options: ExportOptions) -> Exp
         ]
         postprocess = dict(
             type="detection",
+            num_classes=int(head.num_classes),  # predictors check that labels names them all
             inside_graph=["decode", "nms"],
             **thresholds,
             max_per_img=m,
@@ -147,6 +148,7 @@ def build_export_spec(model: nn.Module, cfg: Any, options: ExportOptions) -> Exp
         ]
         postprocess = dict(
             type="detection",
+            num_classes=c,
             inside_graph=["decode"],
             **thresholds,
             max_per_img=int(test_cfg["max_per_img"] or 0),

@@ -214,13 +214,15 @@ def pad_detections(
     return num, boxes, scores, labels
 
 
-def detection_agreement(reference: Mapping, candidate: Mapping, min_iou: float = 0.5) -> dict[str, float]:
+def detection_agreement(reference: Mapping, candidate: Mapping, min_iou: float = 0.5) -> dict[str, float | None]:
     """How well reduced-precision detections (FP16/INT8 graph) agree with the FP32 graph's, in [0, 1].
 
     ``detections_recall``: the share of the reference detections found again (same label, IoU >= ``min_iou``),
     each weighted by its score, so a borderline detection that flips costs little and a confident one that is lost
-    costs much; ``detections_precision``: the same from the candidate's side (spurious detections). 1.0 when
-    neither has detections.
+    costs much; ``detections_precision``: the same from the candidate's side (spurious detections). ``None`` (not
+    measured) where there is nothing to count: recall when the reference found nothing, precision when the
+    candidate found nothing. Two graphs that both find nothing have not been shown to agree (1.0 would hide a
+    check on images without objects, or an INT8 graph compared on blank input).
     """
     ref, cand = _as_tuple(reference), _as_tuple(candidate)
     found = {"detections_recall": [0.0, 0.0], "detections_precision": [0.0, 0.0]}  # [matched score, total score]
@@ -232,4 +234,4 @@ def detection_agreement(reference: Mapping, candidate: Mapping, min_iou: float =
         for key, scores, hit in (("detections_recall", r[1], same.any(1)), ("detections_precision", c[1], same.any(0))):
             found[key][0] += float(scores[hit].sum())
             found[key][1] += float(scores.sum())
-    return {k: (m / t if t > 0 else 1.0) for k, (m, t) in found.items()}
+    return {k: (m / t if t > 0 else None) for k, (m, t) in found.items()}

@@ -3,6 +3,10 @@
 A deterministic synthetic image goes through the real test pipeline + data preprocessor (what PyTorch sees) and
 through deploy.yaml's steps (what a predictor feeds the model); the two inputs must agree to 1e-6. The PyTorch
 module then runs on its input and ONNX Runtime on the deploy input, and every output is compared.
+
+The image is 2H x 3W for an H x W export input, another aspect ratio: with a keep-ratio Resize it is letterboxed
+(resized to W x 2H/3 and padded), so the resize rule, the Pad step and the graph on a padded input are checked
+too, not only the square case where padding never happens.
 """
 
 from __future__ import annotations
@@ -43,9 +47,13 @@ def synthetic_image(h: int, w: int, seed: int = 0) -> np.ndarray:
 
 def sample_inputs(cfg: Any, model: torch.nn.Module, steps: Sequence[dict], batch: int,
                   hw: tuple[int, int], seed: int = 0) -> tuple[torch.Tensor, np.ndarray, float]:
-    """``batch`` synthetic images (twice the export size, its aspect ratio) through the test pipeline + data
-    preprocessor (torch, on the model's device) and through ``steps`` (numpy). Returns both and their max abs
-    difference; raises :class:`ExportCheckError` when they differ beyond 1e-6 (relative to the values)."""
+    """``batch`` synthetic images of 2H x 3W (another aspect ratio than the export input H x W) through the test
+    pipeline + data preprocessor (torch, on the model's device) and through ``steps`` (numpy). A letterboxed
+    pipeline output (smaller than H x W) is padded bottom/right with deploy.yaml's Pad value, as the fixed-size
+    graph gets it from a predictor (that value is derived from the data preprocessor's pad value by
+    ``preprocess_steps``, so the image region is what this compares). Returns both inputs and their max abs
+    difference; raises
+    :class:`ExportCheckError` when they differ beyond 1e-6 (relative to the values)."""
     from mmengine.dataset import pseudo_collate
 
     from oars.export.deploy_config import test_pipeline_cfg
@@ -58,12 +66,13 @@ def sample_inputs(cfg: Any, model: torch.nn.Module, steps: Sequence[dict], batch
     with tempfile.TemporaryDirectory(prefix="oars-export-") as tmp:
         for i in range(batch):
             path = osp.join(tmp, f"sample_{i}.png")
-            cv2.imwrite(path, synthetic_image(2 * h, 2 * w, seed + i))
+            cv2.imwrite(path, synthetic_image(2 * h, 3 * w, seed + i))
             torch_items.append(pipeline({"img_path": path}))
             deploy_items.append(preprocess_one(cv2.imread(path, cv2.IMREAD_COLOR), steps)[0][None])
     with torch.no_grad():
         torch_input = model.data_preprocessor(pseudo_collate(torch_items), training=False)["inputs"]
     deploy_input = np.concatenate(deploy_items, 0)
+    torch_input = _pad_to(torch_input, deploy_input.shape[-2:], steps)
     ref = torch_input.detach().float().cpu().numpy()
     if ref.shape != deploy_input.shape:
         raise ExportCheckError(f"{cfg.filename}: deploy.yaml preprocessing gives an input of shape "
@@ -74,6 +83,20 @@ def sample_inputs(cfg: Any, model: torch.nn.Module, steps: Sequence[dict], batch
         raise ExportCheckError(f"{cfg.filename}: deploy.yaml preprocessing differs from the test pipeline + data "
                                f"preprocessor by {diff:.3g} (max abs), tolerance {tol:.3g}; steps: {list(steps)}")
     return torch_input, deploy_input, diff
+
+
+def _pad_to(image: torch.Tensor, hw: Sequence[int], steps: Sequence[dict]) -> torch.Tensor:
+    """``image`` [B, C, h, w] padded bottom/right to ``hw`` with the value of deploy.yaml's Pad step (one number or
+    one per channel); unchanged when it already has that size or is larger (the shape check then reports it)."""
+    h, w = int(hw[0]), int(hw[1])
+    ih, iw = image.shape[-2:]
+    if (ih, iw) == (h, w) or ih > h or iw > w:
+        return image
+    value = next((s.get("value", 0) for s in steps if s.get("type") == "Pad"), 0)
+    fill = torch.as_tensor(value, dtype=image.dtype, device=image.device).reshape(1, -1, 1, 1)
+    out = fill.expand(image.shape[0], image.shape[1], h, w).clone()
+    out[..., :ih, :iw] = image
+    return out
 
 
 def torch_outputs(spec: ExportSpec, image: torch.Tensor) -> dict[str, np.ndarray]:

@@ -58,6 +58,7 @@ def export_model(config: str | Config, checkpoint: str, out_dir: str, *, fmt: st
     """
     from oars.engine.checkpoint import check_checkpoint_file
     from oars.engine.work_dir import clean_stale_temp_files
+    from oars.inference import check_output_folder
     from oars_deploy.atomic import temp_path
 
     if fmt not in FORMATS:
@@ -77,6 +78,7 @@ def export_model(config: str | Config, checkpoint: str, out_dir: str, *, fmt: st
     if fmt == "tensorrt" and importlib.util.find_spec("tensorrt") is None:
         raise ExportError("--format tensorrt needs the `tensorrt` Python package (pip install tensorrt, on a machine "
                           "with an NVIDIA GPU); --format onnx works without it")
+    check_output_folder(out_dir)
     check_checkpoint_file(checkpoint)
     cfg = _load_config(config, overrides)
     options = export_options(cfg, dynamic=dynamic, opset=opset)
@@ -90,6 +92,7 @@ def export_model(config: str | Config, checkpoint: str, out_dir: str, *, fmt: st
     from oars.inference import init_model
 
     model = init_model(cfg, checkpoint, device)
+    dataset_labels(cfg, model)  # a label list shorter than the model's classes fails before the slow part
     spec: ExportSpec = task.build_export_spec(model, cfg, options)
     spec.module.eval()
     hw = options.input_shape[2:]
@@ -245,14 +248,23 @@ def self_check(spec: ExportSpec, onnx_path: str, image: torch.Tensor, deploy_ima
 
 # ----------------------------------------------------------------------------- deploy.yaml
 def dataset_labels(cfg: Config, model: torch.nn.Module) -> tuple[list[str], list[list[int]]]:
-    """Class names and RGB palette: checkpoint meta, else the config's dataset, else the dataset class."""
+    """Class names and RGB palette: checkpoint meta, else the config's dataset, else the dataset class.
+
+    Fewer names than the model's ``num_classes`` is an :class:`ExportError` naming where the names came from: a
+    deploy.yaml with a short label list would make the predictors fail (or mislabel) on the unnamed classes.
+    """
     from oars_deploy.draw.palette import get_palette
 
     meta = dict(getattr(model, "dataset_meta", None) or {})
+    source = "the checkpoint's dataset_meta"
     if not meta.get("classes"):
-        meta = _config_dataset_meta(cfg) or meta
+        meta, source = (_config_dataset_meta(cfg) or meta), "the config's test dataset"
     num = int(getattr(model, "num_classes", 0) or 0)
     classes = [str(c) for c in (meta.get("classes") or [str(i) for i in range(num)])]
+    if len(classes) < num:
+        raise ExportError(f"{cfg.filename}: {source} names {len(classes)} classes ({classes}) but the model has "
+                          f"num_classes={num}; deploy.yaml needs a label for every class the model outputs (fix "
+                          "model.num_classes or the dataset's classes)")
     try:
         palette = get_palette(len(classes), meta.get("palette"))
     except ValueError:

@@ -112,7 +112,7 @@ class CalibrationBatches(Sequence):
     def __getitem__(self, index: int) -> np.ndarray:  # type: ignore[override]
         import cv2
 
-        from oars.export.preprocess import preprocess
+        from oars_deploy.preprocess import preprocess
 
         if not -len(self) <= index < len(self):
             raise IndexError(index)
@@ -220,16 +220,17 @@ def _save_atomically(model: Any, dst: str) -> None:
 
 
 # ----------------------------------------------------------------------------- agreement with FP32
-def output_agreement(reference: np.ndarray, candidate: np.ndarray) -> float:
+def output_agreement(reference: np.ndarray, candidate: np.ndarray) -> float | None:
     """How far a reduced-precision output agrees with the FP32 one, in [0, 1].
 
     Integer outputs (labels, counts): the fraction of equal elements. Float outputs: 1 - the relative RMS error
     ``||c - r|| / ||r||`` (clipped at 0), which, unlike a cosine, also catches a wrong scale. NaN gives 0.
+    An empty output gives ``None``: nothing was measured.
     """
     if reference.shape != candidate.shape:
         return 0.0
     if reference.size == 0:
-        return 1.0
+        return None
     if not np.issubdtype(reference.dtype, np.floating):
         return float((reference == candidate).mean())
     r, c = reference.astype(np.float64), candidate.astype(np.float64)
@@ -258,14 +259,17 @@ def check_agreement(reference: dict[str, np.ndarray], candidate: dict[str, np.nd
     output that agrees less than ``min_agreement`` (default ``MIN_AGREEMENT[precision]``).
 
     ``agreement``: the task's own measure ``agreement(reference, candidate) -> {name: value}`` (e.g. detections
-    matched by IoU); default ``output_agreement`` per output.
+    matched by IoU); default ``output_agreement`` per output. A value of ``None`` means "not measured" (e.g. no
+    detections in either graph): it is reported as such and neither passes nor fails the threshold.
     """
     threshold = agreement_threshold(precision, min_agreement)
     if agreement is not None:
-        values = {k: float(v) for k, v in agreement(reference, candidate).items()}
+        values = {k: (None if v is None else float(v)) for k, v in agreement(reference, candidate).items()}
     else:
         values = {name: output_agreement(ref, candidate[name]) for name, ref in reference.items()}
     for name, value in values.items():
+        if value is None:
+            continue
         if not value >= threshold:
             raise ExportCheckError(
                 f"the {precision.upper()} model agrees with the FP32 one on output {name!r} only {value:.4f} "

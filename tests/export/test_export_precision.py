@@ -78,7 +78,23 @@ def test_detection_agreement_weights_by_score():
     relabelled = _dets([[0, 0, 10, 10], [20, 20, 30, 30]], [0.9, 0.1], [1, 0])  # same boxes, other classes
     assert detection_agreement(ref, relabelled) == {"detections_recall": 0.0, "detections_precision": 0.0}
     empty = _dets([], [], [])
-    assert detection_agreement(empty, empty) == {"detections_recall": 1.0, "detections_precision": 1.0}
+    # nothing found by either graph: not measured (None), not a perfect 1.0
+    assert detection_agreement(empty, empty) == {"detections_recall": None, "detections_precision": None}
+    assert detection_agreement(empty, cand) == {"detections_recall": None, "detections_precision": 0.0}
+
+
+def test_agreement_not_measured_passes_and_says_so():
+    import runpy
+
+    from demo_utils import ROOT
+
+    format_check = runpy.run_path(os.path.join(ROOT, "tools/export.py"))["format_check"]
+    empty = _dets([], [], [])
+    check = check_agreement(empty, empty, "int8", agreement=detection_agreement)
+    assert check["agreement"] == {"detections_recall": None, "detections_precision": None}
+    line = format_check({"outputs": {}, "precision": {"precision": "int8", **check}}).splitlines()[-1]
+    assert line == ("INT8 vs FP32 graph: agreement detections_recall not measured, detections_precision not measured "
+                    "(needed 0.9)")
 
 
 def test_check_agreement_names_the_output_and_threshold():

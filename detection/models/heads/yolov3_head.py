@@ -344,7 +344,10 @@ class YOLOv3Head(nn.Module):
         input_shape = (int(h) * self.strides[0], int(w) * self.strides[0])
         results = []
         for i, meta in enumerate(batch_img_metas):
-            img_h, img_w = (meta.get("img_shape") or meta.get("batch_input_shape") or input_shape)[:2]
+            # Clip to the network input, as the exported graph does (it sees no img_shape): with a letterboxed
+            # (padded) input, clipping to img_shape here would change NMS and the two would disagree. Boxes are
+            # clipped to the image itself after rescaling (and by the predictors).
+            img_h, img_w = (meta.get("batch_input_shape") or input_shape)[:2]
             b = clip_boxes_to_image(boxes[i].float(), (int(img_h), int(img_w)))
             det_boxes, det_scores, det_labels = multiclass_nms(
                 b, scores[i].float(), cfg["score_thr"], cfg["nms"]["iou_threshold"], cfg["max_per_img"], cfg["nms_pre"]

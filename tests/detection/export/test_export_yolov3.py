@@ -271,3 +271,22 @@ def test_errors_name_the_bad_setting():
     with pytest.raises(ConfigError, match=r"export.input_shape=\[1, 3, 60, 64\].*stride 32"):
         build_export_spec(model, None, ExportOptions(input_shape=(1, 3, 60, 64)))
     assert isinstance(build_export_spec(model, None, ExportOptions((1, 3, HW, HW))).compare, DetectionCompare)
+
+
+def test_predict_clips_like_the_graph_on_a_letterboxed_input():
+    """Image content 40 px high in a 64 px input (keep-ratio resize + pad): model.predict and the exported module
+    clip boxes to the same region (the input) before NMS, so they give the same detections."""
+    from detection.structures import DetDataSample
+
+    model = _model()
+    module = YOLOv3WithNMS(model, num_priors=(2 * 2 + 4 * 4 + 8 * 8) * 3).eval()
+    images = _images(2, seed=3)
+    meta = dict(ori_shape=(40, HW), img_shape=(40, HW), batch_input_shape=(HW, HW), scale_factor=(1.0, 1.0))
+    with torch.no_grad():
+        out = [t.numpy() for t in module(images)]
+        samples = model.predict(images, [DetDataSample(metainfo=dict(meta)) for _ in range(2)], rescale=False)
+    inst = [(s.pred_instances.bboxes, s.pred_instances.scores, s.pred_instances.labels) for s in samples]
+    settings = MatchSettings(score_thr=TEST_CFG["score_thr"], explain_borderline=False)
+    result = compare_detections(pad_detections(inst, module.max_per_img), out, settings)
+    assert result.ok, result.message
+    assert (out[1][..., 3] > 41).any()  # boxes do reach into the padding: the case that used to differ
