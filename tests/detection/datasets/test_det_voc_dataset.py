@@ -131,3 +131,12 @@ def test_filter_empty_gt(tmp_path):
     assert [d['img_id'] for d in infos(load(tmp_path))] == ['a']
     assert len(load(tmp_path, filter_empty_gt=False)) == 3
     assert len(load(tmp_path, test_mode=True)) == 3
+
+
+def test_xml_size_must_be_the_image_size(tmp_path):
+    """VOC <size> 64x48 for a 48x64 JPEG was accepted and the boxes clipped to the wrong size."""
+    write_voc(tmp_path, {'000001': [obj('dog', (11, 6, 30, 15))]})
+    cv2.imwrite(str(tmp_path / 'JPEGImages' / '000001.jpg'), np.zeros((64, 48, 3), np.uint8))
+    ds = load(tmp_path, pipeline=[dict(type='LoadImageFromFile'), dict(type='LoadAnnotations')])
+    with pytest.raises(DataError, match=r'000001\.jpg is 48x64 \(WxH\) but its annotation says width 64, height 48'):
+        ds[0]
