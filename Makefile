@@ -29,7 +29,7 @@ demo-data: $(STAMP)
 	$(PY) -m oars.data.demo_shapes --out data/demo_shapes
 
 demo-seg: demo-data
-	$(PY) tools/train.py -c $(DEMO_CFG) --work-dir $(DEMO_DIR)
+	$(PY) tools/train.py -c $(DEMO_CFG) --work-dir $(DEMO_DIR) --overwrite
 	$(PY) tools/eval.py -c $(DEMO_CFG) -w "$$(cat $(DEMO_DIR)/last_checkpoint)" --work-dir $(DEMO_DIR) \
 		--show-dir $(DEMO_DIR)/pictures
 	$(PY) tools/infer.py -c $(DEMO_CFG) -w "$$(cat $(DEMO_DIR)/last_checkpoint)" \
@@ -39,7 +39,7 @@ demo-seg: demo-data
 		-o $(DEMO_DIR)/deploy_infer --benchmark
 
 demo-det: demo-data
-	$(PY) tools/train.py -c $(DET_CFG) --work-dir $(DET_DIR)
+	$(PY) tools/train.py -c $(DET_CFG) --work-dir $(DET_DIR) --overwrite
 	$(PY) tools/eval.py -c $(DET_CFG) -w "$$(cat $(DET_DIR)/last_checkpoint)" --work-dir $(DET_DIR) \
 		--show-dir $(DET_DIR)/pictures --report
 	$(PY) tools/infer.py -c $(DET_CFG) -w "$$(cat $(DET_DIR)/last_checkpoint)" \

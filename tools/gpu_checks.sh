@@ -34,7 +34,7 @@ print(torch.__version__, torch.cuda.get_device_name(0), 'onnxruntime', onnxrunti
 onnxruntime.get_available_providers(), 'tensorrt', bool(u.find_spec('tensorrt')), 'cupy', bool(u.find_spec('cupy')))"
 step pytest_gpu $PY -m pytest -q -m gpu -rs -p no:cacheprovider tests
 step demo_data $PY -m oars.data.demo_shapes --out data/demo_shapes
-step amp_train $PY tools/train.py -c configs/detection/yolov3/yolov3_darknet53_demo_shapes.yaml --amp \
+step amp_train $PY tools/train.py -c configs/detection/yolov3/yolov3_darknet53_demo_shapes.yaml --amp --overwrite \
     --work-dir "$out/amp_det" -o train_cfg.max_epochs=2 train_cfg.val_interval=2
 step train_step $PY benchmarks/train_step.py --device cuda
 step infer_latency $PY benchmarks/infer_latency.py --device cuda --runs 20
