@@ -1,0 +1,112 @@
+"""Training speed of the YOLOv3 demo config when other processes load the CPU, before and after oars' thread setup.
+
+OpenMP (libgomp, which torch's CPU kernels use) lets idle threads spin-wait for the next parallel region. Beside
+other busy processes a spinning thread holds a core that the thread the others wait for needs, and iterations
+stretch to many times their idle time. ``import oars`` sets ``OMP_WAIT_POLICY=PASSIVE`` (unless the user set it)
+before torch loads libgomp, which reads it once, when it is loaded.
+
+Each measurement is a fresh training process (the YOLOv3 demo config, generated demo data, its own 2 DataLoader
+workers) with 0 or ``--busy`` busy-loop processes beside it:
+- ``today``: torch imported before oars, so libgomp keeps its default (spin-wait) policy: what every run did before;
+- ``oars``: oars imported first, as ``tools/*.py`` do.
+Prints seconds per iteration (median over ``--iters`` after ``--warmup``), the slowdown ratio busy / idle for each
+(goal for ``oars`` <= 2.5), and oars' idle time against today's (goal within 5%).
+
+    python benchmarks/contention.py [--iters 10] [--warmup 3] [--busy 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CONFIG = os.path.join(ROOT, "configs/detection/yolov3/yolov3_darknet53_demo_shapes.yaml")
+BATCH = 8  # the demo config's batch size
+
+
+def _child(mode: str, data: str, iters: int, warmup: int) -> None:
+    """One timed training run; prints ``{"s_per_iter": ...}`` as its last line."""
+    sys.path.insert(0, ROOT)
+    if mode == "today":
+        import torch  # noqa: F401  (loads libgomp before oars can choose its wait policy)
+    else:
+        import oars  # noqa: F401  (first, as in tools/*.py)
+    policy = os.environ.get("OMP_WAIT_POLICY", "(libgomp default)") if mode == "oars" else "(libgomp default)"
+    from mmengine.hooks import Hook
+
+    from oars.engine.entry import load
+    from oars.engine.runner import build_runner, prepare_config
+
+    stamps: list[float] = []
+
+    class Stamp(Hook):
+        def after_train_iter(self, runner, batch_idx, data_batch=None, outputs=None):
+            stamps.append(time.perf_counter())
+
+    overrides = [f"{split}.dataset.data_root={data}" for split in ("train_dataloader", "val_dataloader",
+                                                                   "test_dataloader")]
+    overrides += ["train_cfg.max_epochs=1", "train_cfg.val_interval=1000", "default_hooks.checkpoint.interval=1000",
+                  "default_hooks.checkpoint.save_last=false", "default_hooks.logger.interval=1000",
+                  "param_scheduler=[]"]
+    with tempfile.TemporaryDirectory() as work:
+        runner = build_runner(prepare_config(load(CONFIG, overrides), work_dir=work))
+        runner.register_hook(Stamp(), priority="LOWEST")
+        runner.train()
+    steps = [b - a for a, b in zip(stamps, stamps[1:])][warmup - 1:warmup - 1 + iters]
+    print(json.dumps({"s_per_iter": statistics.median(steps), "n": len(steps),
+                      "policy": policy}))
+
+
+def _measure(mode: str, data: str, busy: int, iters: int, warmup: int) -> float:
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(busy)]
+    try:
+        env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "OMP_NUM_THREADS")}
+        proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", mode, "--data", data,
+                               "--iters", str(iters), "--warmup", str(warmup)],
+                              env=env, cwd=ROOT, capture_output=True, text=True, timeout=3600)
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+    if proc.returncode != 0:
+        raise SystemExit(f"{mode} run failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])["s_per_iter"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--iters", type=int, default=10, help="timed iterations per run")
+    parser.add_argument("--warmup", type=int, default=3, help="iterations left out at the start of each run")
+    parser.add_argument("--busy", type=int, default=2, help="busy-loop processes beside the loaded runs")
+    parser.add_argument("--child", choices=["today", "oars"], help=argparse.SUPPRESS)
+    parser.add_argument("--data", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        _child(args.child, args.data, args.iters, args.warmup)
+        return
+    sys.path.insert(0, ROOT)
+    from oars.data.demo_shapes import generate
+
+    with tempfile.TemporaryDirectory() as data:
+        generate(data, num_train=BATCH * (args.iters + args.warmup + 1), num_val=8, seed=0)
+        print(f"YOLOv3 demo config, batch {BATCH}, {os.cpu_count()} CPUs; {args.iters} timed iterations per run")
+        results = {}
+        for busy in (0, args.busy):
+            for mode in ("today", "oars"):
+                results[mode, busy] = _measure(mode, data, busy, args.iters, args.warmup)
+                print(f"  {mode:5s} with {busy} busy processes: {results[mode, busy]:.3f} s/iteration", flush=True)
+    for mode in ("today", "oars"):
+        print(f"{mode:5s}: slowdown with {args.busy} busy processes {results[mode, args.busy] / results[mode, 0]:.2f}x")
+    print(f"oars idle / today idle: {results['oars', 0] / results['today', 0]:.3f} (goal <= 1.05); "
+          f"oars slowdown goal <= 2.5x")
+
+
+if __name__ == "__main__":
+    main()
