@@ -201,7 +201,10 @@ def check_dataset_agreement(cfg: Config) -> None:
         if not loader or not isinstance(loader.get("dataset"), dict):
             continue
         ds_cfg = copy.deepcopy(loader["dataset"])
-        ds_cfg["lazy_init"] = True
+        inner = ds_cfg  # wrappers (MultiImageMixDataset) take no lazy_init: the dataset they wrap does
+        while isinstance(inner.get("dataset"), dict):
+            inner = inner["dataset"]
+        inner["lazy_init"] = True
         with DefaultScope.overwrite_default_scope(cfg.get("default_scope")):
             dataset = DATASETS.build(ds_cfg)
         classes = dataset.metainfo.get("classes")
