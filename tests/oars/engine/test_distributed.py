@@ -7,26 +7,68 @@ import socket
 import subprocess
 import sys
 
+import pytest
 import torch
 from demo_utils import DEMO_CFG, ROOT, demo_overrides
 from torch import nn
 
+from oars.engine.checkpoint import load_checkpoint_file
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:  # a free port: parallel CI jobs must not collide
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _torchrun(launch: list[str], work, opts: list[str]) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "torch.distributed.run", *launch, os.path.join(ROOT, "tools/train.py"),
+           "-c", DEMO_CFG, "--launcher", "pytorch", "--work-dir", str(work), "-o", *opts]
+    env = dict(os.environ, OMP_NUM_THREADS="1", CUDA_VISIBLE_DEVICES="")
+    return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def _finish(proc: subprocess.Popen) -> str:
+    try:
+        out, _ = proc.communicate(timeout=600)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, _ = proc.communicate()
+    assert proc.returncode == 0, out[-5000:]
+    return out
+
+
+def _deterministic_opts(demo_data) -> list[str]:
+    return demo_overrides(demo_data, epochs=1, **{"train_cfg.val_interval": 5, "randomness.seed": 3,
+                                                  "randomness.deterministic": True})
+
 
 def test_torchrun_two_processes_gloo(demo_data, tmp_path):
     work = tmp_path / "dist"
-    opts = demo_overrides(demo_data, epochs=1, **{"train_cfg.val_interval": 5})
-    with socket.socket() as sock:  # a free port: parallel CI jobs must not collide
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", f"--master_port={port}",
-           os.path.join(ROOT, "tools/train.py"), "-c", DEMO_CFG, "--launcher", "pytorch",
-           "--work-dir", str(work), "-o", *opts]
-    env = dict(os.environ, OMP_NUM_THREADS="1", CUDA_VISIBLE_DEVICES="")
-    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    log = _finish(_torchrun(["--nproc_per_node=2", f"--master_port={_free_port()}"], work,
+                            demo_overrides(demo_data, epochs=1, **{"train_cfg.val_interval": 5})))
     assert (work / "epoch_1.pth").exists()
-    log = proc.stdout + proc.stderr
     assert "world_size: 2" in log or "Distributed launcher: pytorch" in log
+
+
+@pytest.mark.slow
+def test_two_nodes_match_one_node_of_two_processes(demo_data, tmp_path):
+    """Two torchrun agents (one process each) meeting by c10d rendezvous train to the same weights as one
+    agent running two processes: what the README's multi-node section promises."""
+    opts = _deterministic_opts(demo_data)
+    _finish(_torchrun(["--nproc_per_node=2", f"--master_port={_free_port()}"], tmp_path / "one", opts))
+    endpoint = f"127.0.0.1:{_free_port()}"
+    launch = ["--nnodes=2", "--nproc_per_node=1", "--rdzv_backend=c10d", f"--rdzv_endpoint={endpoint}",
+              "--rdzv_id=oars-test"]
+    agents = [_torchrun(launch, tmp_path / "two", opts) for _ in range(2)]  # a shared work dir, as on NFS
+    logs = [_finish(agent) for agent in agents]
+    assert any("world_size: 2" in log or "Distributed launcher: pytorch" in log for log in logs)
+    one = load_checkpoint_file(tmp_path / "one" / "epoch_1.pth")
+    two = load_checkpoint_file(tmp_path / "two" / "epoch_1.pth")
+    assert one["meta"]["iter"] == two["meta"]["iter"] == 2  # 16 images, 2 ranks x batch 4
+    assert one["state_dict"].keys() == two["state_dict"].keys()
+    for key, value in one["state_dict"].items():
+        assert torch.equal(value, two["state_dict"][key]), key
 
 
 def test_sync_bn_conversion():
