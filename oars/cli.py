@@ -1,5 +1,5 @@
 """Shared command-line plumbing for ``tools/*.py``: the PaddleDetection/MMDetection-style flags
-and clean error output (the message, no traceback, exit status 2)."""
+and clean error output (the message, no traceback; exit status 2 for user errors)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import sys
 from collections.abc import Callable
 
 from oars.errors import OarsError
-from oars_deploy.errors import UserError
+from oars_deploy.errors import UserError, user_message  # user_message: one implementation with oars-infer
+from oars_deploy.errors import run_cli as _print_user_errors
 
 
 def base_parser(description: str) -> argparse.ArgumentParser:
@@ -38,21 +39,29 @@ def split_output_and_overrides(values: list[str], output_dir: str | None,
 
 
 def run_cli(main: Callable[[], object]) -> None:
-    """Run a tool's main; print user errors plainly (set OARS_DEBUG=1 for the traceback)."""
+    """Run a tool's main: user errors print their message (status 2, as oars_deploy's ``run_cli``), a user error
+    with an ``exit_code`` exits with it (Ctrl-C during training: 130), and an error raised while a loop ran prints
+    where it happened with its type and message (status 1). OARS_DEBUG=1 shows the tracebacks instead."""
+    _print_user_errors(lambda: _print_run_errors(main))
+
+
+def _print_run_errors(main: Callable[[], object]) -> None:
     try:
         main()
-    except UserError as err:
+    except Exception as err:
         if os.environ.get("OARS_DEBUG"):
             raise
-        print(f"error: {user_message(err)}", file=sys.stderr)
-        sys.exit(2)
+        if isinstance(err, UserError):
+            code = getattr(err, "exit_code", None)
+            if code is None:
+                raise
+            print(f"error: {user_message(err)}", file=sys.stderr)
+            sys.exit(code)
+        from oars.engine.run_errors import WHERE_ATTR
 
-
-def user_message(err: BaseException) -> str:
-    """The message alone; for an error re-raised from a DataLoader worker, its last line (the
-    worker's own message) instead of the worker's traceback text."""
-    text = str(err)
-    if "Original Traceback" in text:
-        last = [line for line in text.strip().splitlines() if line.strip()][-1]
-        return last.split(": ", 1)[1] if ": " in last else last
-    return text
+        where = getattr(err, WHERE_ATTR, None)
+        if where is None:
+            raise
+        print(f"error: {where}: {type(err).__name__}: {user_message(err)}\n  (raised while the run was going, "
+              "not while it was set up from the config; OARS_DEBUG=1 shows the traceback)", file=sys.stderr)
+        sys.exit(1)

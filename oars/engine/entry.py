@@ -37,10 +37,27 @@ def train(config: str, overrides: Sequence[str] = (), *, work_dir: str | None = 
         raise OarsError("--resume continues the run in the work dir and --overwrite deletes it; give one of them")
     cfg = prepare_config(load(config, overrides), work_dir=work_dir, resume=resume, amp=amp, launcher=launcher)
     prepare_work_dir(cfg.work_dir, resume=bool(resume) or bool(cfg.resume), overwrite=overwrite)
-    runner = build_runner(cfg)
-    with setup_errors_are_config_errors(cfg, runner):
-        runner.train()
+    try:
+        runner = build_runner(cfg)
+        with setup_errors_are_config_errors(cfg, runner):
+            runner.train()
+    except KeyboardInterrupt:
+        raise _interrupted(cfg, config, overrides, amp) from None
     return runner
+
+
+def _interrupted(cfg: Config, config: str, overrides: Sequence[str], amp: bool):
+    """Ctrl-C: name the last good checkpoint (atomic saves never leave a torn one) and the resume command."""
+    from oars.errors import OarsError
+
+    from .run_errors import TrainingInterrupted, interrupted_message
+    from .work_dir import latest_checkpoint
+
+    try:
+        last = latest_checkpoint(cfg.work_dir)
+    except OarsError:  # only damaged checkpoints: --resume explains which
+        last = None
+    return TrainingInterrupted(interrupted_message(cfg.work_dir, last, config, overrides, amp=amp))
 
 
 def evaluate(config: str, checkpoint: str, overrides: Sequence[str] = (), *, work_dir: str | None = None,
@@ -62,10 +79,11 @@ def evaluate(config: str, checkpoint: str, overrides: Sequence[str] = (), *, wor
     report_file = None
     if report:
         report_file = osp.join(cfg.work_dir, "report.html")
-        cfg.custom_hooks.append({"type": "EvaluationReportHook", "out_file": report_file})
+        # absolute: the hook puts a relative out_file under the work dir, which would join a relative one twice
+        cfg.custom_hooks.append({"type": "EvaluationReportHook", "out_file": osp.abspath(report_file)})
     runner = build_runner(cfg)
     runner.strict_load = True
-    with setup_errors_are_config_errors(cfg):
+    with setup_errors_are_config_errors(cfg, runner):
         metrics = runner.test()
     metrics = {k: _plain(v) for k, v in metrics.items()}
     extra = _metric_details(runner)

@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import copy
 import logging
-import os
 import os.path as osp
 import uuid
-from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -25,6 +23,8 @@ from oars.errors import OarsError
 
 from .checkpoint import CheckpointError, checkpoint_mismatch, verify_checkpoint
 from .dist import init_distributed
+from .run_errors import RunPhase, setup_errors_are_config_errors
+from .writable import check_writable_dir
 
 # Hooks every run needs for the guarantees oars makes (exact resume, NaN stop, config in
 # checkpoints, throughput in the log). Added in code so a config that replaces
@@ -52,6 +52,14 @@ class OarsRunner(Runner):
     error, not a warning followed by the metrics of a half-initialised network."""
 
     strict_load = False
+
+    def __init__(self, *args, **kwargs) -> None:
+        self.run_phase = RunPhase()  # which loop and batch is running: errors say where they happened
+        super().__init__(*args, **kwargs)
+
+    def call_hook(self, fn_name: str, **kwargs) -> None:
+        self.run_phase.on_hook(fn_name, kwargs)
+        super().call_hook(fn_name, **kwargs)
 
     def dump_config(self) -> None:
         if not is_main_process():
@@ -245,23 +253,6 @@ def build_runner(cfg: Config) -> OarsRunner:
 
     check_config(cfg)
     check_dataset_agreement(cfg)
-    os.makedirs(cfg.work_dir, exist_ok=True)
+    check_writable_dir(cfg.work_dir, "work_dir")  # before mmengine creates it and its log file there
     with setup_errors_are_config_errors(cfg):
         return OarsRunner.from_cfg(cfg)
-
-
-@contextmanager
-def setup_errors_are_config_errors(cfg: Config, runner: OarsRunner | None = None):
-    """Turn a ValueError/TypeError/KeyError raised while the run is being set up (building the
-    model, optimizer, schedulers, data loaders; before the first iteration finishes) into a
-    ConfigError: there it is a bad config value, and the message alone says which. Errors after
-    training has started keep their traceback."""
-    from oars.config import ConfigError
-
-    try:
-        yield
-    except (ValueError, TypeError, KeyError) as err:
-        if isinstance(err, OarsError) or (runner is not None and runner.iter > 0):
-            raise
-        raise ConfigError(f"{cfg.filename}: the run could not be set up: {type(err).__name__}: {err} "
-                          "(OARS_DEBUG=1 shows where)") from err

@@ -18,7 +18,8 @@ def _problem(*overrides: str) -> str:
 
 
 @pytest.mark.parametrize("override, expected", [
-    ("train_dataloader.batch_size=0", "-o: train_dataloader.batch_size: expected a positive integer (1, 2, ...), got 0"),
+    ("train_dataloader.batch_size=0",
+     "-o: train_dataloader.batch_size: expected a positive integer (1, 2, ...), got 0"),
     ("train_dataloader.batch_size=eight", "train_dataloader.batch_size: expected a positive integer (1, 2, ...), "
                                           "got 'eight'"),
     ("val_dataloader.num_workers=-1", "val_dataloader.num_workers: expected a non-negative integer"),
@@ -87,7 +88,8 @@ def test_wrong_value_type_names_the_key_being_built(demo_data, tmp_path):
     with pytest.raises(ConfigError) as info:
         build_runner(cfg)
     message = str(info.value)
-    assert message.startswith("-o: model.backbone.base_channels: expected an integer (the default is 64), got 'sixteen'")
+    assert message.startswith("-o: model.backbone.base_channels: expected an integer (the default is 64), "
+                              "got 'sixteen'")
     assert "building model.backbone, a UNet, failed: TypeError" in message
 
 
@@ -113,6 +115,6 @@ def test_ctrl_c_while_formatting_the_config_stays_an_interrupt(monkeypatch):
     monkeypatch.setattr(yapf.yapflib.yapf_api, "FormatCode", interrupted)
     cfg = load_config(DEMO_CFG)
     with pytest.raises(KeyboardInterrupt):
-        cfg.pretty_text
+        _ = cfg.pretty_text
     with pytest.raises(SyntaxError):  # mmengine's own Config, for comparison: what users saw
-        mm_config.Config(cfg.to_dict()).pretty_text
+        _ = mm_config.Config(cfg.to_dict()).pretty_text
