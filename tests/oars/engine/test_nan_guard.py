@@ -78,6 +78,17 @@ def test_a_step_that_updates_resets_the_stretch():
         hook.after_train_iter(_fake_runner(3, skipped=2), 0, outputs={"loss": float("inf"), "loss_a": 1.0})
 
 
+def test_wrapper_without_a_skip_count_counts_non_finite_iterations():
+    """mmengine's AmpOptimWrapper (a config may name it on CUDA) has a scaler but no skip counter."""
+    hook = NaNGuardHook(max_skipped_steps=2)
+    runner = _fake_runner(0)
+    runner.optim_wrapper.loss_scaler = object()
+    hook.after_train_iter(runner, 0, outputs={"loss": float("nan")})
+    runner.iter = 1
+    with pytest.raises(NonFiniteLossError, match="skipped 2 steps in a row up to iteration 2"):
+        hook.after_train_iter(runner, 0, outputs={"loss": float("nan")})
+
+
 def test_advice_does_not_suggest_clipping_when_the_config_clips():
     hook = NaNGuardHook()
     with pytest.raises(NonFiniteLossError) as err:

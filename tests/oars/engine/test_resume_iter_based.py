@@ -32,6 +32,7 @@ def _iter_based(demo_data, workers: int) -> list[str]:
     return [o for o in opts if not o.startswith(("train_cfg.max_epochs=", "train_cfg.val_interval="))]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workers", [0, 2])
 def test_iter_based_resume_matches_uninterrupted(demo_data, tmp_path, workers):
     opts = _iter_based(demo_data, workers)
