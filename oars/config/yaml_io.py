@@ -71,6 +71,17 @@ def _yaml_error(path: str, text: str, err: yaml.YAMLError) -> ConfigError:
                        f"{mark.column + 1}){shown}{hint}")
 
 
+def _not_utf8(path: str, err: UnicodeDecodeError) -> ConfigError:
+    """Where the first byte that is not UTF-8 sits (line, column), and what to do about it."""
+    before = err.object[:err.start]
+    line = before.count(b"\n") + 1
+    column = len(before[before.rfind(b"\n") + 1:].decode("utf-8", errors="replace")) + 1  # characters, not bytes
+    shown = err.object.splitlines()[line - 1].decode("utf-8", errors="replace") if err.object else ""
+    return ConfigError(f"{path}:{line}:{column}: not UTF-8 text: byte 0x{err.object[err.start]:02x} cannot be "
+                       f"decoded (line {line}, column {column}):\n    {shown}\n  configs are read as UTF-8; save "
+                       "the file as UTF-8 (the editor's encoding setting, or `iconv -f latin1 -t utf-8`)")
+
+
 def _read_yaml(path: str) -> dict:
     """Parse one file into a mapping, with errors that give file, line and column."""
     try:
@@ -78,6 +89,8 @@ def _read_yaml(path: str) -> dict:
             text = f.read()
     except OSError as err:
         raise ConfigError(f"{path}: cannot read config file: {err.strerror or err}") from None
+    except UnicodeDecodeError as err:
+        raise _not_utf8(path, err) from None
     try:
         data = yaml.load(text, Loader=_StrictSafeLoader)  # a SafeLoader subclass: plain data only
     except yaml.YAMLError as err:
