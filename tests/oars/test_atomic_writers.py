@@ -62,8 +62,9 @@ def test_writer_is_atomic_with_normal_permissions(name, tmp_path, umask_022, mon
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(os, "replace", full_disk)
-    with pytest.raises(FileWriteError, match=f"cannot write .*{name}: the disk is full"):
+    with pytest.raises(FileWriteError, match=f"cannot write .*{name}: the disk is full") as info:
         WRITERS[name](path)
+    assert str(info.value).startswith("cannot write"), "the message alone, without OSError's [Errno N] prefix"
     assert path.read_bytes() == before and os.listdir(tmp_path) == [name]
 
 

@@ -24,7 +24,14 @@ LEGACY_TEMP_PREFIXES = (".tmp_", ".deploy-", ".report-", ".config.yaml.", ".mode
 
 
 class FileWriteError(UserError, OSError):
-    """A file could not be written (read-only folder, disk full, ...); names the path and what was needed."""
+    """A file could not be written (read-only folder, disk full, ...); names the path and what was needed.
+
+    An ``OSError`` (callers that catch ``OSError`` still do) whose text is the message alone, without OSError's
+    ``[Errno N]`` prefix, since the tools print it as the whole explanation.
+    """
+
+    def __str__(self) -> str:
+        return self.strerror if self.strerror else super().__str__()
 
 
 def _normal_mode() -> int:
