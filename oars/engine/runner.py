@@ -108,7 +108,7 @@ def prepare_config(cfg: Config, *, work_dir: str | None = None, resume: bool | s
     cfg.experiment_name = f"{stem}_{uuid.uuid4().hex[:8]}"  # unique: mmengine caches singletons by this name
     if load_from is not None:
         cfg.load_from = load_from
-    _apply_resume(cfg, resume)
+    _apply_resume(cfg, resume, evaluating=load_from is not None)
     if amp:
         _enable_amp(cfg)
     _add_engine_hooks(cfg)
@@ -131,14 +131,24 @@ def prepare_config(cfg: Config, *, work_dir: str | None = None, resume: bool | s
     return cfg
 
 
-def _apply_resume(cfg: Config, resume: bool | str | None) -> None:
+def _apply_resume(cfg: Config, resume: bool | str | None, *, evaluating: bool = False) -> None:
     """Choose the checkpoint to resume (``--resume``: the work dir's latest by iteration, verified; ``--resume
-    PATH``: that file, verified) and refuse one trained with another model (keys listed)."""
+    PATH``: that file, verified) and refuse one trained with another model (keys listed).
+
+    ``resume: true`` written in the config (or ``-o resume=true``) means ``--resume`` (``--resume LOAD_FROM`` when
+    the config also names ``load_from``) and goes through the same checks; evaluation never resumes a training state.
+    """
     from .resume_check import check_resume_config
     from .work_dir import resume_checkpoint
 
+    if evaluating:
+        cfg.resume = False
+        return
+    if not resume and cfg.get("resume"):
+        named = cfg.get("load_from")
+        resume = named if isinstance(named, str) and named else True
     if not resume:
-        cfg.resume = bool(cfg.get("resume", False))
+        cfg.resume = False
         return
     if isinstance(resume, str):
         if not osp.isfile(resume):

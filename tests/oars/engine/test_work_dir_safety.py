@@ -105,6 +105,10 @@ def test_resume_refuses_a_changed_model_naming_the_keys(demo_data, tmp_path):
     with pytest.raises(CheckpointError) as err:
         prepare_config(load(DEMO_CFG, changed), work_dir=str(tmp_path), resume=True)
     msg = str(err.value)
+    with pytest.raises(CheckpointError, match="trained with a different model"):  # `resume: true` in the config too
+        prepare_config(load(DEMO_CFG, changed + ["resume=true"]), work_dir=str(tmp_path))
+    assert prepare_config(load(DEMO_CFG, changed + ["resume=true"]), work_dir=str(tmp_path),
+                          load_from=str(tmp_path / "epoch_1.pth")).resume is False  # evaluation loads weights only
     assert "epoch_1.pth was trained with a different model" in msg
     assert "model.backbone.base_channels: 4 → 8" in msg and "test_cfg" not in msg
     # the same model resumes (here: one more epoch)
