@@ -119,7 +119,9 @@ def test_cpp_unet_matches_python_predictor(oars_infer, unet_dir, images, tmp_pat
 def test_cpp_opencv_runs_the_fp32_graph_of_an_fp16_export(oars_infer, unet_dir, images, tmp_path):
     """After --half, deploy.yaml names model_fp16.onnx; OpenCV DNN (FP32 on the CPU) runs model.onnx_fp32, so its
     labels are the FP32 model's (same seeds, same weights as unet_dir)."""
-    model_dir = _export(SEG_CFG, str(tmp_path / "unet_fp16"), half=True)
+    # Random weights give near-tied logits, so FP16 rounding flips ~1.5% of the self-check's labels; the FP16
+    # agreement is not what this test is about (test_export_precision covers it), the graph OpenCV picks is.
+    model_dir = _export(SEG_CFG, str(tmp_path / "unet_fp16"), overrides=["export.min_agreement=0.95"], half=True)
     assert read_deploy_yaml(os.path.join(model_dir, "deploy.yaml"))["model"]["onnx"] == "model_fp16.onnx"
     results = _run(oars_infer, model_dir, images, str(tmp_path / "out"))
     _check_segmentation(results, _python_predictor(unet_dir), images)
