@@ -2,17 +2,17 @@
 
 OpenMP (libgomp, which torch's CPU kernels use) lets idle threads spin-wait for the next parallel region. Beside
 other busy processes a spinning thread holds a core that the thread the others wait for needs, and iterations
-stretch to many times their idle time. ``import oars`` sets ``OMP_WAIT_POLICY=PASSIVE`` (unless the user set it)
-before torch loads libgomp, which reads it once, when it is loaded.
+stretch to many times their idle time. ``import oars`` sets ``GOMP_SPINCOUNT=100000`` (unless the user set it or
+``OMP_WAIT_POLICY``) before torch loads libgomp, which reads it once, when it is loaded.
 
 Each measurement is a fresh training process (the YOLOv3 demo config, generated demo data, its own 2 DataLoader
 workers) with 0 or ``--busy`` busy-loop processes beside it:
-- ``today``: torch imported before oars, so libgomp keeps its default (spin-wait) policy: what every run did before;
+- ``today``: torch imported before oars, so libgomp keeps its default spin count (300,000): what every run did before;
 - ``oars``: oars imported first, as ``tools/*.py`` do.
-Prints seconds per iteration (median over ``--iters`` after ``--warmup``), the slowdown ratio busy / idle for each
-(goal for ``oars`` <= 2.5), and oars' idle time against today's (goal within 5%).
+Prints seconds per iteration (median over ``--iters`` after ``--warmup``, then over ``--repeats`` runs), the
+slowdown ratio busy / idle for each (goal for ``oars`` <= 2.5), and oars' idle time against today's (goal within 5%).
 
-    python benchmarks/contention.py [--iters 10] [--warmup 3] [--busy 2]
+    python benchmarks/contention.py [--iters 10] [--warmup 3] [--busy 2] [--repeats 3]
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def _child(mode: str, data: str, iters: int, warmup: int) -> None:
         import torch  # noqa: F401  (loads libgomp before oars can choose its wait policy)
     else:
         import oars  # noqa: F401  (first, as in tools/*.py)
-    policy = os.environ.get("OMP_WAIT_POLICY", "(libgomp default)") if mode == "oars" else "(libgomp default)"
+    policy = os.environ.get("GOMP_SPINCOUNT", "(libgomp default)") if mode == "oars" else "(libgomp default)"
     from mmengine.hooks import Hook
 
     from oars.engine.entry import load
@@ -67,7 +67,7 @@ def _child(mode: str, data: str, iters: int, warmup: int) -> None:
 def _measure(mode: str, data: str, busy: int, iters: int, warmup: int) -> float:
     hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(busy)]
     try:
-        env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "OMP_NUM_THREADS")}
+        env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "OMP_NUM_THREADS", "GOMP_SPINCOUNT")}
         proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", mode, "--data", data,
                                "--iters", str(iters), "--warmup", str(warmup)],
                               env=env, cwd=ROOT, capture_output=True, text=True, timeout=3600)
@@ -85,6 +85,7 @@ def main() -> None:
     parser.add_argument("--iters", type=int, default=10, help="timed iterations per run")
     parser.add_argument("--warmup", type=int, default=3, help="iterations left out at the start of each run")
     parser.add_argument("--busy", type=int, default=2, help="busy-loop processes beside the loaded runs")
+    parser.add_argument("--repeats", type=int, default=3, help="runs per mode and load (the median is reported)")
     parser.add_argument("--child", choices=["today", "oars"], help=argparse.SUPPRESS)
     parser.add_argument("--data", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -97,11 +98,16 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as data:
         generate(data, num_train=BATCH * (args.iters + args.warmup + 1), num_val=8, seed=0)
         print(f"YOLOv3 demo config, batch {BATCH}, {os.cpu_count()} CPUs; {args.iters} timed iterations per run")
-        results = {}
+        runs: dict[tuple[str, int], list[float]] = {}
         for busy in (0, args.busy):
+            for _ in range(args.repeats):  # interleaved, so a disturbance hits both modes alike
+                for mode in ("today", "oars"):
+                    runs.setdefault((mode, busy), []).append(_measure(mode, data, busy, args.iters, args.warmup))
             for mode in ("today", "oars"):
-                results[mode, busy] = _measure(mode, data, busy, args.iters, args.warmup)
-                print(f"  {mode:5s} with {busy} busy processes: {results[mode, busy]:.3f} s/iteration", flush=True)
+                listed = ", ".join(f"{v:.3f}" for v in runs[mode, busy])
+                print(f"  {mode:5s} with {busy} busy processes: {statistics.median(runs[mode, busy]):.3f} s/iteration "
+                      f"(median of {listed})", flush=True)
+        results = {key: statistics.median(values) for key, values in runs.items()}
     for mode in ("today", "oars"):
         print(f"{mode:5s}: slowdown with {args.busy} busy processes {results[mode, args.busy] / results[mode, 0]:.2f}x")
     print(f"oars idle / today idle: {results['oars', 0] / results['today', 0]:.3f} (goal <= 1.05); "

@@ -1,11 +1,18 @@
 """oars package.
 
-Importing it first (``tools/*.py`` do) sets ``OMP_WAIT_POLICY=PASSIVE`` unless the environment already names a
-policy: libgomp, which torch's CPU kernels run on, reads it once when torch loads it, and its default lets idle
-threads spin-wait, which makes training many times slower when other processes share the cores
-(``benchmarks/contention.py``).
+Importing it first (``tools/*.py`` do) bounds how long idle OpenMP threads spin-wait: libgomp, which torch's CPU
+kernels run on, lets a thread that finished its share of a parallel region spin for ``GOMP_SPINCOUNT`` iterations
+(300,000 by default) before it sleeps. Beside other busy processes those spinning threads hold the cores that the
+threads they wait for need, and training becomes many times slower (``benchmarks/contention.py``: 4-5x with two
+busy processes on 2 cores, up to 30x seen in ``make demo`` next to other jobs).
+
+``GOMP_SPINCOUNT=100000`` keeps the idle speed (within 5% of the default, measured; ``OMP_WAIT_POLICY=PASSIVE``,
+no spinning at all, made the idle YOLOv3 demo 2x slower: every small parallel region then pays a thread wake-up)
+and takes the slowdown beside two busy processes to about 2x. libgomp reads the variable once, when torch loads it,
+so it is set here, before anything imports torch. A ``GOMP_SPINCOUNT`` or ``OMP_WAIT_POLICY`` of the user's wins.
 """
 
 import os
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+if "OMP_WAIT_POLICY" not in os.environ:
+    os.environ.setdefault("GOMP_SPINCOUNT", "100000")
