@@ -11,23 +11,12 @@ import os
 import pytest
 import torch
 from demo_utils import DET_DEMO_CFG, det_demo_overrides
-from mmengine.hooks import Hook
+from training_hooks import CrashAt
 
 from oars.engine.checkpoint import load_checkpoint_file
 from oars.engine.entry import load
 from oars.engine.runner import build_runner, check_dataset_agreement, prepare_config
 from oars.errors import OarsError
-
-
-class CrashAt(Hook):
-    """Simulates a kill before the given (global, 0-based) iteration."""
-
-    def __init__(self, at_iter: int):
-        self.at_iter = at_iter
-
-    def before_train_iter(self, runner, batch_idx, data_batch=None):
-        if runner.iter == self.at_iter:
-            raise KeyboardInterrupt("simulated kill")
 
 
 def _config(demo_data: str):

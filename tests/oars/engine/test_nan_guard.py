@@ -11,6 +11,7 @@ import torch
 from demo_utils import DEMO_CFG, demo_overrides
 from mmengine.hooks import Hook
 from torch import nn
+from training_hooks import PoisonWeights
 
 from oars.engine.entry import load
 from oars.engine.hooks import NaNGuardHook, NonFiniteLossError
@@ -110,14 +111,6 @@ class ScalerOnCpu(Hook):
 
     def before_train(self, runner):
         _give_scaler(runner.optim_wrapper)
-
-
-class PoisonWeights(Hook):
-    def before_train_iter(self, runner, batch_idx, data_batch=None):
-        if runner.iter == 1:
-            model = runner.model.module if hasattr(runner.model, "module") else runner.model
-            with torch.no_grad():
-                next(model.decode_head.parameters()).fill_(float("nan"))
 
 
 def test_loss_scaler_run_stops_after_max_skipped_steps(demo_data, tmp_path):

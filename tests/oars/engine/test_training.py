@@ -8,24 +8,13 @@ import pytest
 import torch
 import yaml
 from demo_utils import DEMO_CFG, demo_overrides
-from mmengine.hooks import Hook
+from training_hooks import CrashAt, PoisonWeights
 
 from oars.engine.checkpoint import load_checkpoint_file
 from oars.engine.entry import load, train
 from oars.engine.hooks import NonFiniteLossError
 from oars.engine.runner import build_runner, prepare_config
 from oars.errors import OarsError
-
-
-class CrashAt(Hook):
-    """Simulates a kill: raises before the given (global, 0-based) iteration."""
-
-    def __init__(self, at_iter: int):
-        self.at_iter = at_iter
-
-    def before_train_iter(self, runner, batch_idx, data_batch=None):
-        if runner.iter == self.at_iter:
-            raise KeyboardInterrupt("simulated kill")
 
 
 def _deterministic(demo_data, epochs, workers=0):
@@ -92,14 +81,6 @@ def test_amp_bfloat16_on_cpu(demo_data, tmp_path):
     assert type(wrapper).__name__ == "MixedPrecisionOptimWrapper" and wrapper.cast_dtype == torch.bfloat16
     loss = runner.message_hub.get_scalar("train/loss").current()
     assert torch.isfinite(torch.tensor(loss))
-
-
-class PoisonWeights(Hook):
-    def before_train_iter(self, runner, batch_idx, data_batch=None):
-        if runner.iter == 1:
-            model = runner.model.module if hasattr(runner.model, "module") else runner.model
-            with torch.no_grad():
-                next(model.decode_head.parameters()).fill_(float("nan"))
 
 
 def test_nan_loss_stops_with_iteration_and_term(demo_data, tmp_path):
