@@ -36,9 +36,11 @@ def train(config: str, overrides: Sequence[str] = (), *, work_dir: str | None = 
 
         raise OarsError("--resume continues the run in the work dir and --overwrite deletes it; give one of them")
     cfg = prepare_config(load(config, overrides), work_dir=work_dir, resume=resume, amp=amp, launcher=launcher)
-    prepare_work_dir(cfg.work_dir, resume=bool(resume) or bool(cfg.resume), overwrite=overwrite)
+    def guard(cfg: Config) -> None:
+        prepare_work_dir(cfg.work_dir, resume=bool(resume) or bool(cfg.resume), overwrite=overwrite)
+
     try:
-        runner = build_runner(cfg)
+        runner = build_runner(cfg, before_writing=guard)
         with setup_errors_are_config_errors(cfg, runner):
             runner.train()
     except KeyboardInterrupt:

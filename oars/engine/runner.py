@@ -10,6 +10,7 @@ import copy
 import logging
 import os.path as osp
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -257,12 +258,18 @@ def _check_ignore_index(cfg: Config, source: str, value: int) -> None:
                         "value everywhere (set them all, e.g. with -o)")
 
 
-def build_runner(cfg: Config) -> OarsRunner:
-    """Validate the config, check dataset/model agreement, and build the Runner."""
+def build_runner(cfg: Config, before_writing: Callable[[Config], None] | None = None) -> OarsRunner:
+    """Validate the config, check dataset/model agreement, and build the Runner.
+
+    ``before_writing`` runs once the config is known to be valid and before anything is written to the work dir
+    (training uses it to guard the work dir), so a misspelled key is reported before a work-dir complaint.
+    """
     from oars.config.check import check_config
 
     check_config(cfg)
     check_dataset_agreement(cfg)
+    if before_writing is not None:
+        before_writing(cfg)
     check_writable_dir(cfg.work_dir, "work_dir")  # before mmengine creates it and its log file there
     with setup_errors_are_config_errors(cfg):
         return OarsRunner.from_cfg(cfg)
