@@ -51,6 +51,15 @@ sys.meta_path.insert(0, _NoTorch())
 """
 
 
+
+def _save_model_folder(folder: str, graph, deploy: dict) -> None:
+    """An export folder for a hand-built ONNX ``graph``: ``model.onnx`` (opset 17) + ``deploy.yaml``."""
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    os.makedirs(folder, exist_ok=True)
+    onnx.save(model, osp.join(folder, "model.onnx"))
+    write_deploy_yaml(osp.join(folder, "deploy.yaml"), deploy)
+
 def run_without_torch(code: str, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": ""}
     return subprocess.run([sys.executable, "-c", BLOCK_TORCH + code, *args], cwd=ROOT, env=env, capture_output=True,
@@ -163,11 +172,7 @@ def _tiny_model_dir(folder: str, batch: int) -> tuple[str, np.ndarray]:
         [helper.make_tensor_value_info("image", TensorProto.FLOAT, [batch if batch > 0 else "batch", 3, 32, 32])],
         [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [batch if batch > 0 else "batch", 4, 32, 32])],
         [numpy_helper.from_array(weight, "w")])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    os.makedirs(folder, exist_ok=True)
-    onnx.save(model, osp.join(folder, "model.onnx"))
-    write_deploy_yaml(osp.join(folder, "deploy.yaml"), {
+    _save_model_folder(folder, graph, {
         "version": 1, "model": {"name": "Tiny", "task": "segmentation", "onnx": "model.onnx"},
         "labels": ["a", "b", "c", "d"], "palette": [[0, 0, 0], [255, 0, 0], [0, 255, 0], [0, 0, 255]],
         "input": {"name": "image", "shape": [batch, 3, 32, 32], "dtype": "float32", "layout": "NCHW", "color": "BGR"},
@@ -293,11 +298,7 @@ def _tiny_detector_dir(folder: str) -> str:
         [helper.make_tensor_value_info("boxes", TensorProto.FLOAT, ["batch", 1, 4]),
          helper.make_tensor_value_info("scores", TensorProto.FLOAT, ["batch", 1, 2])],
         [boxes, scores, numpy_helper.from_array(np.array([1], np.int64), "one")])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    os.makedirs(folder, exist_ok=True)
-    onnx.save(model, osp.join(folder, "model.onnx"))
-    write_deploy_yaml(osp.join(folder, "deploy.yaml"), {
+    _save_model_folder(folder, graph, {
         "version": 1, "model": {"name": "TinyDet", "task": "detection", "onnx": "model.onnx"},
         "labels": ["a", "b"],
         "input": {"name": "image", "shape": [-1, 3, 32, 32], "dtype": "float32", "layout": "NCHW", "color": "BGR"},
