@@ -1,5 +1,6 @@
 """Detection necks."""
 
+from .fpn import FPN, fpn_keys_from_torchvision
 from .yolov3_neck import DetectionBlock, YOLOv3Neck
 
-__all__ = ["DetectionBlock", "YOLOv3Neck"]
+__all__ = ["FPN", "DetectionBlock", "YOLOv3Neck", "fpn_keys_from_torchvision"]
