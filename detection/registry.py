@@ -10,6 +10,7 @@ _R = task_registries(
         "transform": ["detection.transforms"],
         "metric": ["detection.evaluation"],
         "hook": ["detection.engine"],
+        "task util": ["detection.models"],
     },
 )
 MODELS = _R["MODELS"]
@@ -19,3 +20,4 @@ METRICS = _R["METRICS"]
 HOOKS = _R["HOOKS"]
 VISUALIZERS = _R["VISUALIZERS"]
 OPTIM_WRAPPERS = _R["OPTIM_WRAPPERS"]
+TASK_UTILS = _R["TASK_UTILS"]

@@ -24,6 +24,7 @@ from mmengine.registry import OPTIM_WRAPPERS as MMENGINE_OPTIM_WRAPPERS
 from mmengine.registry import OPTIMIZERS as MMENGINE_OPTIMIZERS
 from mmengine.registry import PARAM_SCHEDULERS as MMENGINE_PARAM_SCHEDULERS
 from mmengine.registry import RUNNERS as MMENGINE_RUNNERS
+from mmengine.registry import TASK_UTILS as MMENGINE_TASK_UTILS
 from mmengine.registry import TRANSFORMS as MMENGINE_TRANSFORMS
 from mmengine.registry import VISBACKENDS as MMENGINE_VISBACKENDS
 from mmengine.registry import VISUALIZERS as MMENGINE_VISUALIZERS
@@ -67,6 +68,8 @@ VISUALIZERS = _child("visualizer", MMENGINE_VISUALIZERS, "oars")
 VISBACKENDS = _child("vis_backend", MMENGINE_VISBACKENDS, "oars")
 WEIGHT_INITIALIZERS = _child("weight initializer", MMENGINE_WEIGHT_INITIALIZERS, "oars")
 FUNCTIONS = _child("function", MMENGINE_FUNCTIONS, "oars")
+# Parts a config swaps inside a head (assigners, samplers, box coders, anchor generators), as MMDetection's.
+TASK_UTILS = _child("task util", MMENGINE_TASK_UTILS, "oars")
 
 ALL_REGISTRIES = {
     "MODELS": MODELS,
@@ -88,6 +91,7 @@ ALL_REGISTRIES = {
     "VISBACKENDS": VISBACKENDS,
     "WEIGHT_INITIALIZERS": WEIGHT_INITIALIZERS,
     "FUNCTIONS": FUNCTIONS,
+    "TASK_UTILS": TASK_UTILS,
 }
 
 

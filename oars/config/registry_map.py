@@ -21,6 +21,10 @@ _LAYER_TABLES = {
     "layer:norm": ("oars.models.layers.norm", "NORM_LAYERS"),
     "layer:activation": ("oars.models.layers.activation", "ACT_LAYERS"),
 }
+# Parts a head builds through TASK_UTILS (assigners, samplers, box coders, anchor generators), and keys whose
+# ``type`` names an op the owning module resolves itself (``roi_layer: {type: RoIAlign}``).
+_TASK_UTIL_KEYS = {"assigner", "sampler", "bbox_coder", "anchor_generator", "prior_generator"}
+_OWNER_CHECKED_KEYS = {"roi_layer"}
 _DATASET_KEYS = {"dataset", "datasets"}
 _TOP_LEVEL = {
     "visualizer": "VISUALIZERS",
@@ -61,6 +65,10 @@ def registry_kind(path: Path_, node: Mapping) -> str | None:
     if top in ("model", "tta_model"):
         if "init_cfg" in rest:
             return "WEIGHT_INITIALIZERS"
+        if rest and rest[-1] in _OWNER_CHECKED_KEYS:
+            return None
+        if rest and rest[-1] in _TASK_UTIL_KEYS:
+            return "TASK_UTILS"
         return _LAYER_KEYS.get(rest[-1], "MODELS") if rest else "MODELS"
     for i, part in enumerate(path):
         if _is_pipeline_key(part):  # pipeline[i] is a transform; anything deeper belongs to it

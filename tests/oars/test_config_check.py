@@ -36,6 +36,7 @@ def _child(parent: Registry, scope: str = SCOPE, locations: list[str] | None = N
 MODELS = _child(core.MODELS)
 TRANSFORMS = _child(core.TRANSFORMS)
 DATASETS = _child(core.DATASETS)
+TASK_UTILS = _child(core.TASK_UTILS)
 BROKEN_MODELS = _child(core.MODELS, BROKEN_SCOPE, ["oars_cfgcheck_no_such_module"])
 OTHER_SCOPE = "oars_cfgcheck_other"
 OTHER_MODELS = _child(core.MODELS, OTHER_SCOPE)  # a sibling scope that lacks the test classes
@@ -125,6 +126,7 @@ for _cls in (CfgCheckNet, CfgCheckHead, CfgCheckLoss, CfgCheckSegmentor, CfgChec
 for _cls in (CfgCheckLoad, CfgCheckFlip, CfgCheckAlbu):
     _register(TRANSFORMS, _cls)
 _register(DATASETS, CfgCheckShapes)
+_register(TASK_UTILS, CfgCheckAnything)
 
 
 MODEL_BASE = """
@@ -304,7 +306,10 @@ def test_registry_kind_follows_the_key_path():
     cases = {
         ("model",): "MODELS",
         ("model", "backbone"): "MODELS",
-        ("model", "train_cfg", "assigner"): "MODELS",
+        ("model", "train_cfg", "assigner"): "TASK_UTILS",
+        ("model", "rpn_head", "bbox_coder"): "TASK_UTILS",
+        ("model", "roi_head", "bbox_roi_extractor", "roi_layer"): None,
+        ("model", "train_cfg", "loss"): "MODELS",
         ("model", "backbone", "init_cfg"): "WEIGHT_INITIALIZERS",
         ("model", "init_cfg", 0): "WEIGHT_INITIALIZERS",
         ("train_dataloader", "dataset"): "DATASETS",

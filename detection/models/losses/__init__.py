@@ -1,5 +1,15 @@
 """Detection losses."""
 
+from .rcnn_losses import CrossEntropyLoss, L1Loss, SmoothL1Loss, reduce_loss
 from .yolo_losses import bce_with_logits, class_targets, l1_sum, weighted_giou_loss
 
-__all__ = ["bce_with_logits", "class_targets", "l1_sum", "weighted_giou_loss"]
+__all__ = [
+    "CrossEntropyLoss",
+    "L1Loss",
+    "SmoothL1Loss",
+    "bce_with_logits",
+    "class_targets",
+    "l1_sum",
+    "reduce_loss",
+    "weighted_giou_loss",
+]
