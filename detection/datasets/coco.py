@@ -97,13 +97,56 @@ def match_categories(coco: COCO, classes: Sequence[str], ann_file: str, owner: s
     return cat_ids
 
 
-def _polygons(segmentation: object) -> list[list[float]] | None:
-    """Polygons ``[[x, y, ...], ...]`` with >= 3 points each, or None (RLE, empty or malformed)."""
-    if not isinstance(segmentation, list):
-        return None
-    polys = [[float(v) for v in p] for p in segmentation
-             if isinstance(p, list) and len(p) >= 6 and len(p) % 2 == 0]
-    return polys or None
+MALFORMED_MASK = 'malformed mask'  # problem kind of a segmentation that cannot be a mask of its image
+
+
+def _polygons(segmentation: list) -> list[list[float]]:
+    """The polygons ``[[x, y, ...], ...]`` of a COCO polygon segmentation that have >= 3 points (an even count
+    of >= 6 numbers); malformed ones are left out (pycocotools would read a 4-number list as a box)."""
+    return [[float(v) for v in p] for p in segmentation
+            if isinstance(p, list) and len(p) >= 6 and len(p) % 2 == 0]
+
+
+def _rle_problem(rle: dict, width: int, height: int) -> str | None:
+    """Why a COCO RLE dict cannot be the mask of a ``width`` x ``height`` image, or None when it can.
+
+    Checks what is cheap at load time: ``size`` is the image's [height, width]; ``counts`` is a string
+    (compressed) or a list of non-negative ints summing to height * width (uncompressed). A compressed string
+    is decoded (and checked by pycocotools) when the sample is loaded."""
+    size, counts = rle.get('size'), rle.get('counts')
+    if not (isinstance(size, list | tuple) and len(size) == 2 and all(isinstance(v, int) for v in size)):
+        return f"RLE 'size' {size!r}; expected [height, width] of the image, [{height}, {width}]"
+    if tuple(size) != (height, width):
+        return (f"RLE 'size' [height, width] = {list(size)} but the image is {width}x{height} (WxH); expected "
+                f'[{height}, {width}] (a mask made for another image size cannot be aligned with this image)')
+    if isinstance(counts, str | bytes):
+        return None if counts else "RLE 'counts' is an empty string"
+    if not isinstance(counts, list) or not all(isinstance(v, int) and v >= 0 for v in counts):
+        return "RLE 'counts' must be a string (compressed) or a list of non-negative ints (uncompressed)"
+    if sum(counts) != height * width:
+        return f"RLE 'counts' cover {sum(counts)} pixels; expected height * width = {height * width}"
+    return None
+
+
+def segmentation_mask(segmentation: object, width: int, height: int) -> tuple[list | dict | None, str | None]:
+    """``(mask, problem)`` of a COCO ``segmentation`` for an instance's ``mask`` field.
+
+    - missing or ``[]`` -> ``(None, None)``: no mask (box-only data; ``LoadAnnotations(with_mask=True)``
+      then says so);
+    - a list of polygons -> the well-formed ones, ``[]`` when none is (``LoadAnnotations`` makes such an
+      instance ignored with an empty mask, as MMDetection does);
+    - an RLE dict -> kept as it is (compressed or uncompressed) when ``_rle_problem`` finds nothing;
+    - anything else, or a bad RLE -> ``(None, why)`` for the bad-annotation policy.
+    """
+    if segmentation is None or (isinstance(segmentation, list) and not segmentation):
+        return None, None
+    if isinstance(segmentation, list):
+        return _polygons(segmentation), None
+    if isinstance(segmentation, dict):
+        problem = _rle_problem(segmentation, width, height)
+        return (None, problem) if problem else (segmentation, None)
+    return None, (f'segmentation of type {type(segmentation).__name__}; expected a list of polygons '
+                  "[[x1, y1, x2, y2, ...], ...] or an RLE dict {'counts', 'size'}")
 
 
 @DATASETS.register_module()
@@ -113,9 +156,11 @@ class CocoDataset(DetectionDataset):
     ``classes`` are names (default: the 80 COCO classes in the standard order) matched by name to the
     file's categories, so class indices follow ``classes`` and not the file's ids; annotations of other
     categories are dropped (the way to train on a subset). Crowd annotations (``iscrowd=1``) become
-    ignored instances. Polygon segmentations are kept as ``mask``; RLE ones are left out. Boxes are
-    converted from xywh to xyxy and clipped to the image. Bad annotations follow ``on_bad_annotation``
-    (see ``detection.datasets.annotation_checks``). Outside ``test_mode``, ``filter_empty_gt`` drops
+    ignored instances. Segmentations are kept as ``mask`` (polygons, or RLE dicts whose size is the image's;
+    see ``segmentation_mask``) for ``LoadAnnotations(with_mask=True)``; ``ann_id`` is the annotation's id
+    (named in errors). Boxes are converted from xywh to xyxy and clipped to the image. Bad annotations (also
+    an RLE of another size than the image) follow ``on_bad_annotation`` (see
+    ``detection.datasets.annotation_checks``). Outside ``test_mode``, ``filter_empty_gt`` drops
     images without a non-ignored box.
 
     ``metainfo`` holds ``classes`` and ``palette`` from construction on (also with ``lazy_init``), plus
@@ -199,11 +244,14 @@ class CocoDataset(DetectionDataset):
         if bad is not None:
             problems.report(bad[0], f'{at}: bbox (xywh) {checks.fmt_box(xywh)}: {bad[1]}')
             return None
+        mask, problem = segmentation_mask(ann.get('segmentation'), width, height)
+        if problem is not None:
+            problems.report(MALFORMED_MASK, f'{at}: {problem}')
+            return None
         inst = {'bbox': checks.clip_box(box, width, height), 'bbox_label': label_of[cat_id],
-                'ignore_flag': int(bool(ann.get('iscrowd', 0)))}
-        polys = _polygons(ann.get('segmentation'))
-        if polys is not None:
-            inst['mask'] = polys
+                'ignore_flag': int(bool(ann.get('iscrowd', 0))), 'ann_id': ann.get('id')}
+        if mask is not None:
+            inst['mask'] = mask
         return inst
 
     def filter_data(self) -> list[dict]:

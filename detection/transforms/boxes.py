@@ -1,8 +1,8 @@
 """Box bookkeeping shared by the detection transforms that move boxes themselves.
 
 Every such transform ends with :func:`clip_and_drop`: boxes are clipped to the image and the ones that
-became degenerate are dropped with their labels and ignore flags, by the same rule albumentations applies
-in the core adapter (``oars.data.transforms.albu.valid_boxes``, ``MIN_BOX_SIZE``).
+became degenerate are dropped with their labels, ignore flags and instance masks, by the same rule
+albumentations applies in the core adapter (``oars.data.transforms.albu.valid_boxes``, ``MIN_BOX_SIZE``).
 """
 
 from __future__ import annotations
@@ -10,9 +10,12 @@ from __future__ import annotations
 import numpy as np
 
 from detection.box_ops import clip_boxes
-from oars.data.transforms.albu import BOX_ALIGNED_KEYS, BOX_KEY, valid_boxes
+from oars.data.transforms.albu import BOX_ALIGNED_KEYS, BOX_KEY, MASKS_KEY, valid_boxes
 
+# Every key indexed with the boxes: boxes, labels, ignore flags and instance masks (gt_masks [N, H, W]).
 BOX_FIELDS: tuple[str, ...] = (BOX_KEY, *BOX_ALIGNED_KEYS)
+# What box_fields() returns (the per-box keys without pixels).
+BOX_ARRAY_KEYS: tuple[str, ...] = tuple(k for k in BOX_FIELDS if k != MASKS_KEY)
 
 
 def box_fields(results: dict) -> dict[str, np.ndarray]:
@@ -29,7 +32,8 @@ def box_fields(results: dict) -> dict[str, np.ndarray]:
 
 
 def select(results: dict, keep: np.ndarray) -> dict:
-    """Index the boxes and every box-aligned key present in ``results`` with ``keep`` (mask or indices)."""
+    """Index the boxes and every box-aligned key present in ``results`` (labels, ignore flags, ``gt_masks``
+    [N, H, W] along N) with ``keep`` (bool [N] or indices)."""
     for key in BOX_FIELDS:
         if results.get(key) is not None:
             results[key] = np.asarray(results[key])[keep]
@@ -37,7 +41,8 @@ def select(results: dict, keep: np.ndarray) -> dict:
 
 
 def clip_and_drop(results: dict, shape: tuple[int, int]) -> dict:
-    """Clip ``results['gt_bboxes']`` to ``shape`` (H, W) and drop degenerate boxes with their labels/flags."""
+    """Clip ``results['gt_bboxes']`` to ``shape`` (H, W) and drop degenerate boxes with their labels, flags and
+    masks. (Masks are not clipped: they are already cut to the image by the transform that moved them.)"""
     if results.get(BOX_KEY) is None:
         return results
     boxes = clip_boxes(np.asarray(results[BOX_KEY], dtype=np.float32).reshape(-1, 4), shape)

@@ -12,6 +12,8 @@ import numpy as np
 from detection.box_ops import iou_matrix
 from detection.registry import TRANSFORMS
 from detection.transforms.boxes import clip_and_drop, select
+from oars.data.transforms.albu import MASKS_KEY
+from oars.data.transforms.geometric import place_masks
 from oars.errors import DataError
 
 
@@ -25,7 +27,8 @@ def _check_range(value: Sequence[float], name: str, low: float) -> tuple[float, 
 class Expand:
     """Zoom out (SSD's expand, PaddleDetection's RandomExpand): with probability ``prob``, put the image at a
     random place on a canvas ``r`` times its size, ``r ~ U(ratio_range)``, filled with ``mean`` (in the image's
-    channel order, BGR for OpenCV images). Boxes are shifted with the image. Image and boxes only."""
+    channel order, BGR for OpenCV images). Boxes and instance masks (``gt_masks``, zero around) are shifted with
+    the image."""
 
     def __init__(self, mean: float | Sequence[float] = (0, 0, 0), ratio_range: Sequence[float] = (1, 4),
                  prob: float = 0.5) -> None:
@@ -54,6 +57,9 @@ class Expand:
         if results.get('gt_bboxes') is not None:
             results['gt_bboxes'] = (np.asarray(results['gt_bboxes'], dtype=np.float32).reshape(-1, 4)
                                     + np.array([left, top, left, top], dtype=np.float32))
+        if results.get(MASKS_KEY) is not None:
+            results[MASKS_KEY] = place_masks(np.asarray(results[MASKS_KEY], dtype=np.uint8), canvas.shape[:2], top,
+                                             left)
         return results
 
     def __repr__(self) -> str:
@@ -66,7 +72,8 @@ class MinIoURandomCrop:
     ``max_trials`` windows of ``min_crop_size``..1 times the image size and aspect (h/w) in
     ``aspect_ratio_range``, until one has IoU >= the minimum with every box and holds at least one box centre.
     Boxes whose centre is outside the window are dropped (with labels and flags); the rest are clipped, and
-    those that become degenerate are dropped. Images without boxes are left as they are. Image and boxes only.
+    those that become degenerate are dropped. Images without boxes are left as they are. Instance masks
+    (``gt_masks``) are cut to the window and dropped with their boxes.
     """
 
     def __init__(self, min_ious: Sequence[float] = (0.1, 0.3, 0.5, 0.7, 0.9), min_crop_size: float = 0.3,
@@ -120,6 +127,8 @@ class MinIoURandomCrop:
             results['img_shape'] = (int(y2 - y1), int(x2 - x1))
             results['gt_bboxes'] = boxes - np.array([x1, y1, x1, y1], dtype=np.float32)
             results = select(results, inside)
+            if results.get(MASKS_KEY) is not None:  # the kept boxes' masks only
+                results[MASKS_KEY] = np.ascontiguousarray(results[MASKS_KEY][:, y1:y2, x1:x2])
             return clip_and_drop(results, results['img_shape'])
 
     def __repr__(self) -> str:

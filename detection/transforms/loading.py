@@ -1,4 +1,4 @@
-"""Turn a data_info's ``instances`` into box arrays, and drop boxes too small to learn from."""
+"""Turn a data_info's ``instances`` into box arrays (and instance masks), and drop boxes too small to learn from."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import numpy as np
 
 from detection.registry import TRANSFORMS
 from detection.transforms.boxes import select
+from detection.transforms.instance_masks import decode_instance_masks
 from oars.data.transforms.loading import exif_orientation
 from oars.errors import DataError
 
@@ -36,10 +37,26 @@ class LoadAnnotations:
     """``results['instances']`` -> ``gt_bboxes`` float32 [N, 4] (x1, y1, x2, y2 pixels), ``gt_bboxes_labels``
     int64 [N] (0-based) and ``gt_ignore_flags`` bool [N] (crowd / difficult boxes); empty arrays of those
     shapes when the image has no instances. The annotation's image size must be the image's as read
-    (``check_annotated_size``)."""
+    (``check_annotated_size``).
 
-    def __init__(self, with_bbox: bool = True) -> None:
+    ``with_mask=True`` also sets ``gt_masks``: uint8 0/1 bitmaps [N, H, W] of the image as read, one per box,
+    from each instance's ``mask`` (COCO polygons or RLE, see ``detection.transforms.instance_masks``). As in
+    MMDetection, an instance whose segmentation has no usable polygon gets an all-zero mask and is made
+    ignored (``gt_ignore_flags``); an instance without any ``mask`` is a ``DataError`` naming the image and
+    the annotation. Put it right after ``LoadImageFromFile`` (masks are decoded at the image's loaded size).
+    ``poly2mask`` must stay True: masks travel as bitmaps (polygon masks are not supported).
+    """
+
+    def __init__(self, with_bbox: bool = True, with_mask: bool = False, poly2mask: bool = True) -> None:
+        if with_mask and not with_bbox:
+            raise DataError('LoadAnnotations: with_mask=True needs with_bbox=True (each instance mask belongs to a '
+                            'box; transforms drop masks with their boxes)')
+        if not poly2mask:
+            raise DataError('LoadAnnotations: poly2mask=False (masks kept as polygons) is not supported; instance '
+                            'masks are bitmaps [N, H, W]: leave poly2mask at true')
         self.with_bbox = with_bbox
+        self.with_mask = with_mask
+        self.poly2mask = poly2mask
 
     def __call__(self, results: dict) -> dict:
         if not self.with_bbox:
@@ -62,16 +79,41 @@ class LoadAnnotations:
         results['gt_bboxes_labels'] = labels
         results['gt_ignore_flags'] = np.array([bool(inst.get('ignore_flag', 0)) for inst in instances],
                                               dtype=bool).reshape(-1)
+        if self.with_mask:
+            height, width = self._mask_size(results)
+            masks, unusable = decode_instance_masks(instances, height, width, results.get('img_path', 'a sample'))
+            results['gt_masks'] = masks
+            results['gt_ignore_flags'] |= unusable
         return results
 
+    @staticmethod
+    def _mask_size(results: dict) -> tuple[int, int]:
+        """(H, W) to decode masks at: the image as loaded (``ori_shape``, else the annotation's height/width);
+        ``DataError`` when the image in ``results`` already has another size (a transform ran before)."""
+        shape = results.get('ori_shape')
+        if shape is None and results.get('height') is not None and results.get('width') is not None:
+            shape = (results['height'], results['width'])
+        img = results.get('img')
+        if shape is None and img is not None:
+            shape = img.shape[:2]
+        if shape is None:
+            raise KeyError(f"LoadAnnotations(with_mask=True) needs the image size: put LoadImageFromFile first "
+                           f"({results.get('img_path', 'a sample')})")
+        h, w = int(shape[0]), int(shape[1])
+        if img is not None and tuple(img.shape[:2]) != (h, w):
+            raise DataError(f"{results.get('img_path', 'a sample')}: the image is {img.shape[1]}x{img.shape[0]} "
+                            f'(WxH) but was loaded as {w}x{h}; put LoadAnnotations right after LoadImageFromFile, '
+                            'before transforms that change the image size')
+        return h, w
+
     def __repr__(self) -> str:
-        return f'{type(self).__name__}(with_bbox={self.with_bbox})'
+        return f'{type(self).__name__}(with_bbox={self.with_bbox}, with_mask={self.with_mask})'
 
 
 @TRANSFORMS.register_module()
 class FilterAnnotations:
     """Drop boxes narrower than ``min_gt_bbox_wh[0]`` or shorter than ``min_gt_bbox_wh[1]`` pixels, with their
-    labels and ignore flags.
+    labels, ignore flags and instance masks.
 
     ``keep_empty=True`` keeps a sample whose boxes were all dropped (it trains as background);
     ``keep_empty=False`` returns None for it, so the dataset fetches another sample. (Note: mmdet's flag of

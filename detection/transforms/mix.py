@@ -15,7 +15,8 @@ import cv2
 import numpy as np
 
 from detection.registry import TRANSFORMS
-from detection.transforms.boxes import BOX_FIELDS, box_fields, clip_and_drop
+from detection.transforms.boxes import BOX_ARRAY_KEYS, box_fields, clip_and_drop
+from oars.data.transforms.albu import MASKS_KEY
 from oars.data.transforms.geometric import to_pair
 from oars.errors import DataError
 
@@ -45,7 +46,17 @@ def _canvas(shape: tuple[int, int], like: np.ndarray, pad_val: float) -> np.ndar
 
 
 def _concat(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
-    return {key: np.concatenate([p[key] for p in parts], axis=0) for key in BOX_FIELDS}
+    return {key: np.concatenate([p[key] for p in parts], axis=0) for key in BOX_ARRAY_KEYS}
+
+
+def _no_masks(samples: list[dict], name: str) -> None:
+    """Mosaic and MixUp move boxes only: a sample with instance masks would come out with masks that no longer
+    match the image, so it is an error rather than a silent misalignment."""
+    for sample in samples:
+        if sample.get(MASKS_KEY) is not None:
+            raise DataError(f"{name} does not move instance masks, but {sample.get('img_path', 'a sample')} has "
+                            f"gt_masks (LoadAnnotations with_mask=True); remove {name} from a mask model's pipeline "
+                            'or load boxes only')
 
 
 def _check_prob(prob: float, name: str) -> float:
@@ -62,6 +73,7 @@ class Mosaic:
     then the three ``mix_results``) against the centre ``(cx, cy) = (W, H) * U(center_ratio_range)``; parts
     beyond the canvas are cut. The output is (2H, 2W): follow it with a resize or crop (e.g. core ``Resize``
     or albumentations' ``Affine``/``RandomSizedBBoxSafeCrop`` through ``Albu``). Applied with probability ``prob``.
+    Boxes only: a sample with instance masks (``gt_masks``) is a ``DataError``.
     """
 
     def __init__(self, img_scale: int | Sequence[int] = (640, 640), center_ratio_range: Sequence[float] = (0.5, 1.5),
@@ -81,6 +93,7 @@ class Mosaic:
         if np.random.random_sample() >= self.prob:
             return results
         samples = [results, *_mix_results(results, 3, 'Mosaic')]
+        _no_masks(samples, 'Mosaic')
         w, h = self.img_scale
         cx = int(np.random.uniform(*self.center_ratio_range) * w)
         cy = int(np.random.uniform(*self.center_ratio_range) * h)
@@ -117,7 +130,7 @@ class MixUp:
     ``pad_val`` canvas of that size, rescaled by ``r ~ U(ratio_range)``, flipped horizontally with probability
     ``flip_ratio``, then a window of this sample's size is taken from it at a random offset (padding with
     ``pad_val`` where it is smaller). Applied with probability ``prob``; a partner without boxes leaves the
-    sample unchanged.
+    sample unchanged. Boxes only: a sample with instance masks (``gt_masks``) is a ``DataError``.
     """
 
     def __init__(self, img_scale: int | Sequence[int] = (640, 640), ratio_range: Sequence[float] = (0.5, 1.5),
@@ -140,6 +153,7 @@ class MixUp:
         if np.random.random_sample() >= self.prob:
             return results
         other = _mix_results(results, 1, 'MixUp')[0]
+        _no_masks([results, other], 'MixUp')
         other_fields = box_fields(other)
         if len(other_fields['gt_bboxes']) == 0:
             return results

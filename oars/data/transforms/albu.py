@@ -24,14 +24,23 @@ from torchvision.ops import remove_small_boxes
 from oars.errors import DataError
 from oars.registry import TRANSFORMS
 
+# Instance masks: results['gt_masks'] is a uint8 0/1 array [N, H, W], one bitmap per box of gt_bboxes.
+MASKS_KEY = 'gt_masks'
+
 # results key -> albumentations target. Per-pixel targets only; boxes are handled below because
-# they need BboxParams and labels. Add instance masks here as 'gt_masks': 'masks' when needed.
-RESULTS_TO_ALBU: dict[str, str] = {'img': 'image', 'gt_seg_map': 'mask'}
+# they need BboxParams and labels.
+RESULTS_TO_ALBU: dict[str, str] = {'img': 'image', 'gt_seg_map': 'mask', MASKS_KEY: 'masks'}
 
 # Boxes: results['gt_bboxes'] is a float array [N, 4] (x1, y1, x2, y2 in pixels). albumentations
-# may drop boxes (crops); we pass each box's index as a label and re-index the per-box keys below.
+# may drop boxes (crops); we pass each box's index as a label and re-index the per-box keys below
+# (instance masks too: albumentations transforms every mask but does not drop the dropped boxes' ones).
 BOX_KEY = 'gt_bboxes'
-BOX_ALIGNED_KEYS: tuple[str, ...] = ('gt_bboxes_labels', 'gt_ignore_flags')
+BOX_ALIGNED_KEYS: tuple[str, ...] = ('gt_bboxes_labels', 'gt_ignore_flags', MASKS_KEY)
+
+# A geometric op on instance masks given as a function: (masks uint8 [N, H, W], output image (H', W')) ->
+# masks [N, H', W']. Named transforms pass one where albumentations would be slow (it resizes masks through
+# 4-channel chunks) or wrong for instance masks (Pad fills masks with the label map's ignore value).
+MasksFn = Callable[[np.ndarray, tuple[int, int]], np.ndarray]
 _BOX_IDS = 'bbox_ids'
 
 # One rule for degenerate boxes, wherever boxes move: after clipping to the image, a box narrower or
@@ -81,15 +90,36 @@ def seed_from_numpy(compose: A.BaseCompose) -> None:
     compose.set_random_state(np.random.default_rng(seed), random.Random(seed))
 
 
-def run_albu(results: dict, compose: A.Compose, bgr_to_rgb: bool = False) -> dict:
+def _instance_masks(results: dict) -> np.ndarray | None:
+    """``results['gt_masks']`` as uint8 [N, H, W] (None when absent); ``DataError`` for another shape."""
+    masks = results.get(MASKS_KEY)
+    if masks is None:
+        return None
+    masks = np.asarray(masks)
+    img = results['img']
+    if masks.ndim != 3 or masks.shape[1:] != img.shape[:2]:
+        raise DataError(f"{results.get('img_path', 'a sample')}: gt_masks must be [N, H, W] with the image's "
+                        f'(H, W) = {tuple(img.shape[:2])}, got shape {tuple(masks.shape)}')
+    return masks if masks.dtype == np.uint8 else masks.astype(np.uint8)
+
+
+def run_albu(results: dict, compose: A.Compose, bgr_to_rgb: bool = False, masks_fn: MasksFn | None = None) -> dict:
     """Apply ``compose`` to the keys of ``results`` it knows; update ``img_shape``.
 
     ``bgr_to_rgb``: colour transforms of albumentations assume RGB while our images are BGR
     (OpenCV); when set, a 3-channel image is swapped to RGB for the call and back after.
+    Instance masks (``gt_masks`` [N, H, W]) follow the boxes albumentations keeps. With ``masks_fn`` they are
+    not given to albumentations: the kept ones are transformed by ``masks_fn(masks, new (H, W))`` after it.
     """
     if results.get('img') is None:
         raise KeyError("albumentations transforms need results['img']; put LoadImageFromFile first")
-    data: dict[str, Any] = {t: results[k] for k, t in RESULTS_TO_ALBU.items() if results.get(k) is not None}
+    masks = _instance_masks(results)
+    data: dict[str, Any] = {t: results[k] for k, t in RESULTS_TO_ALBU.items()
+                            if k != MASKS_KEY and results.get(k) is not None}
+    # albumentations cannot stack an empty [0, H, W] set of masks; those are made at the new size below
+    masks_to_albu = masks is not None and masks_fn is None and len(masks) > 0
+    if masks_to_albu:
+        data['masks'] = masks
     swap = bgr_to_rgb and data['image'].ndim == 3 and data['image'].shape[2] == 3
     if swap:
         data['image'] = np.ascontiguousarray(data['image'][..., ::-1])
@@ -107,23 +137,42 @@ def run_albu(results: dict, compose: A.Compose, bgr_to_rgb: bool = False) -> dic
     for key, target in RESULTS_TO_ALBU.items():
         if key != 'img' and target in out:
             results[key] = out[target]
+    if masks is not None and not masks_to_albu:
+        results[MASKS_KEY] = masks
     if with_boxes:
         keep = np.asarray(out[_BOX_IDS], dtype=np.int64).reshape(-1)
         results[BOX_KEY] = np.asarray(out['bboxes'], dtype=np.float32).reshape(-1, 4)
         for key in BOX_ALIGNED_KEYS:
             if results.get(key) is not None:
                 results[key] = np.asarray(results[key])[keep]
-    results['img_shape'] = tuple(int(s) for s in image.shape[:2])
+    shape = (int(image.shape[0]), int(image.shape[1]))
+    if masks is not None and not masks_to_albu:
+        kept = results[MASKS_KEY]
+        results[MASKS_KEY] = (np.ascontiguousarray(masks_fn(kept, shape)) if masks_fn is not None
+                              else np.zeros((0, *shape), dtype=np.uint8))
+    results['img_shape'] = shape
     return results
+
+
+def stack_mask_fn(mask_fn: Callable[[np.ndarray], np.ndarray]) -> MasksFn:
+    """A ``MasksFn`` from a per-mask function: ``mask_fn`` on each [H, W] mask, stacked (any N, also 0)."""
+    def apply(masks: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
+        if len(masks) == 0:
+            return np.zeros((0, *shape), dtype=np.uint8)
+        return np.stack([mask_fn(np.ascontiguousarray(m)) for m in masks])
+
+    return apply
 
 
 def apply_pixel_fns(
     results: dict,
     image_fn: Callable[[np.ndarray], np.ndarray],
     mask_fn: Callable[[np.ndarray], np.ndarray],
+    masks_fn: MasksFn | None = None,
 ) -> dict:
     """Apply a deterministic geometric op given as functions (``image_fn`` for the image, ``mask_fn``
-    for label maps) to the per-pixel keys of ``results``, without building an albumentations Compose.
+    for label maps, ``masks_fn`` for instance masks, default ``mask_fn`` on each) to the per-pixel keys of
+    ``results``, without building an albumentations Compose.
 
     For sample-dependent ops (resize to a drawn size, crop a drawn window) whose transform and Compose
     would otherwise be constructed per sample (~0.3 ms, many times the op itself). The functions are
@@ -132,19 +181,21 @@ def apply_pixel_fns(
     """
     if results.get('img') is None:
         raise KeyError("albumentations transforms need results['img']; put LoadImageFromFile first")
+    masks = _instance_masks(results)
     for key, target in RESULTS_TO_ALBU.items():
         value = results.get(key)
-        if value is None:
+        if value is None or key == MASKS_KEY:
             continue
         if target == 'image':
             results[key] = np.ascontiguousarray(image_fn(np.ascontiguousarray(value)))
         elif target == 'mask':
             results[key] = np.ascontiguousarray(mask_fn(np.ascontiguousarray(value)))
-        elif target == 'masks':
-            results[key] = [np.ascontiguousarray(mask_fn(np.ascontiguousarray(m))) for m in value]
         else:
             raise NotImplementedError(f'apply_pixel_fns: no function for albumentations target {target!r} ({key})')
-    results['img_shape'] = tuple(int(s) for s in results['img'].shape[:2])
+    shape = (int(results['img'].shape[0]), int(results['img'].shape[1]))
+    if masks is not None:
+        results[MASKS_KEY] = np.ascontiguousarray((masks_fn or stack_mask_fn(mask_fn))(masks, shape))
+    results['img_shape'] = shape
     return results
 
 
@@ -154,9 +205,10 @@ class AlbuAdapter:
     Subclasses with fixed albumentations transforms implement ``_albu_transforms()`` and call
     ``self._apply(results)``; the Compose is built once per "with boxes or not" and cached.
     Subclasses whose albumentations parameters depend on the sample (sizes, crop windows) call
-    ``self._apply_fns(results, image_fn, mask_fn, make_transform)``: the functional ops run directly
-    on image and masks, and only a sample with boxes pays for ``make_transform()`` and a Compose
-    (which converts, clips and drops boxes).
+    ``self._apply_fns(results, image_fn, mask_fn, make_transform, masks_fn)``: the functional ops run
+    directly on image and masks, and only a sample with boxes pays for ``make_transform()`` and a Compose
+    (which converts, clips and drops boxes). ``masks_fn`` (optional) transforms instance masks in one
+    vectorised op instead of albumentations' per-mask path.
     """
 
     bgr_to_rgb: bool = False
@@ -164,7 +216,8 @@ class AlbuAdapter:
     def _albu_transforms(self) -> list[A.BasicTransform | A.BaseCompose]:
         raise NotImplementedError(f'{type(self).__name__} builds its albumentations transforms per call')
 
-    def _apply(self, results: dict, transforms: Sequence[A.BasicTransform] | None = None) -> dict:
+    def _apply(self, results: dict, transforms: Sequence[A.BasicTransform] | None = None,
+               masks_fn: MasksFn | None = None) -> dict:
         with_boxes = results.get(BOX_KEY) is not None
         if transforms is None:
             cache = self.__dict__.setdefault('_compose_cache', {})
@@ -173,7 +226,7 @@ class AlbuAdapter:
             compose = cache[with_boxes]
         else:
             compose = build_compose(transforms, with_boxes)
-        return run_albu(results, compose, bgr_to_rgb=self.bgr_to_rgb)
+        return run_albu(results, compose, bgr_to_rgb=self.bgr_to_rgb, masks_fn=masks_fn)
 
     def _apply_fns(
         self,
@@ -181,10 +234,11 @@ class AlbuAdapter:
         image_fn: Callable[[np.ndarray], np.ndarray],
         mask_fn: Callable[[np.ndarray], np.ndarray],
         make_transform: Callable[[], A.BasicTransform],
+        masks_fn: MasksFn | None = None,
     ) -> dict:
         if results.get(BOX_KEY) is not None:
-            return self._apply(results, [make_transform()])
-        return apply_pixel_fns(results, image_fn, mask_fn)
+            return self._apply(results, [make_transform()], masks_fn=masks_fn)
+        return apply_pixel_fns(results, image_fn, mask_fn, masks_fn)
 
 
 def _albu_class_names() -> list[str]:

@@ -2,7 +2,8 @@
 
 Random decisions (scale ratio, crop window, whether to flip) are drawn from numpy's global RNG,
 as mmcv/mmseg do, so a pipeline is reproducible under ``np.random.seed``; albumentations then
-applies a fixed operation to image, label map and boxes together. Resize and crop, whose sizes
+applies a fixed operation to image, label map, boxes and instance masks (``gt_masks`` uint8 [N, H, W], one per
+box: dropped with their box) together. Resize and crop, whose sizes
 change per sample, call albumentations' functional ops directly (building a Compose per sample
 costs many times the resize itself); flip and pad use the adapter's cached Compose.
 """
@@ -46,6 +47,46 @@ def rescale_size(w: int, h: int, scale: tuple[int, int]) -> tuple[int, int]:
     return scaled_size(w, h, min(max(scale) / max(h, w), min(scale) / min(h, w)))
 
 
+# OpenCV resizes at most CV_CN_MAX = 512 channels at once.
+_CV_MAX_CHANNELS = 512
+
+
+def resize_masks(masks: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
+    """Resize instance masks with nearest neighbour, all at once.
+
+    Args:
+        masks: uint8 [N, H, W] 0/1 bitmaps (any N, also 0).
+        shape: (H', W') of the output.
+
+    Returns:
+        uint8 [N, H', W'], C-contiguous, equal to ``cv2.resize(mask, (W', H'), INTER_NEAREST)`` of each mask
+        (albumentations' mask path) but one OpenCV call per 512 masks: the masks go in as the channels of one
+        [H, W, N] image (about 3x faster than a loop and 10x faster than albumentations' 4-channel chunks).
+    """
+    h, w = int(shape[0]), int(shape[1])
+    n = len(masks)
+    if n == 0 or masks.shape[1:] == (h, w):
+        return np.ascontiguousarray(masks.reshape(n, h, w) if n == 0 else masks)
+    out = np.empty((n, h, w), dtype=masks.dtype)
+    for start in range(0, n, _CV_MAX_CHANNELS):
+        chunk = np.ascontiguousarray(masks[start:start + _CV_MAX_CHANNELS].transpose(1, 2, 0))
+        resized = cv2.resize(chunk, (w, h), interpolation=MASK_INTERP)
+        out[start:start + chunk.shape[2]] = resized.reshape(h, w, -1).transpose(2, 0, 1)
+    return out
+
+
+def place_masks(masks: np.ndarray, shape: tuple[int, int], top: int = 0, left: int = 0) -> np.ndarray:
+    """Instance masks on a zero canvas: uint8 [N, H', W'] (``shape``) with ``masks`` [N, H, W] at (top, left).
+
+    Padding and zoom-out put images on a larger canvas; instance masks are padded with 0 (background), never
+    with the label map's ignore value. ``top``/``left`` >= 0 and the masks must fit.
+    """
+    n, h, w = masks.shape
+    out = np.zeros((n, int(shape[0]), int(shape[1])), dtype=np.uint8)
+    out[:, top:top + h, left:left + w] = masks
+    return out
+
+
 def resize_results(results: dict, adapter: AlbuAdapter, scale: tuple[int, int], keep_ratio: bool) -> dict:
     """Resize image (bilinear) and label map (nearest) to ``scale`` (W, H), or fit it when keep_ratio."""
     h, w = results['img'].shape[:2]
@@ -57,6 +98,7 @@ def resize_results(results: dict, adapter: AlbuAdapter, scale: tuple[int, int], 
             lambda img: fgeometric.resize(img, size, interpolation=IMG_INTERP),
             lambda mask: fgeometric.resize(mask, size, interpolation=MASK_INTERP),
             lambda: A.Resize(new_h, new_w, interpolation=IMG_INTERP, mask_interpolation=MASK_INTERP),
+            resize_masks,
         )
     else:
         results['img_shape'] = (h, w)
@@ -171,7 +213,11 @@ class RandomCrop(AlbuAdapter):
             def crop(a: np.ndarray) -> np.ndarray:
                 return fcrops.crop(a, x_min=x1, y_min=y1, x_max=x2, y_max=y2)
 
-            results = self._apply_fns(results, crop, crop, lambda: A.Crop(x_min=x1, y_min=y1, x_max=x2, y_max=y2))
+            def crop_masks(masks: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
+                return masks[:, y1:y2, x1:x2]
+
+            results = self._apply_fns(results, crop, crop, lambda: A.Crop(x_min=x1, y_min=y1, x_max=x2, y_max=y2),
+                                      crop_masks)
         else:
             results['img_shape'] = (h, w)
         return results
@@ -215,7 +261,8 @@ class RandomFlip(AlbuAdapter):
 class Pad(AlbuAdapter):
     """Pad bottom/right to ``size`` (W, H, as mmcv's Pad) or to a multiple of ``size_divisor``.
 
-    The image pads with ``pad_val``, the label map with ``seg_pad_val`` (ignored by the loss).
+    The image pads with ``pad_val``, the label map with ``seg_pad_val`` (ignored by the loss), instance
+    masks (``gt_masks``) with 0.
     ``img_shape`` keeps the unpadded size (the model crops its output back to it); ``pad_shape``
     is the padded one. A side already at least ``size`` is left as it is.
     """
@@ -247,7 +294,7 @@ class Pad(AlbuAdapter):
 
     def __call__(self, results: dict) -> dict:
         img_shape = results['img'].shape[:2]
-        results = self._apply(results)
+        results = self._apply(results, masks_fn=place_masks)
         results['pad_shape'] = tuple(int(s) for s in results['img'].shape[:2])
         results['img_shape'] = tuple(int(s) for s in img_shape)
         results['pad_fixed_size'] = self.size

@@ -46,7 +46,7 @@ def basic(tmp_path) -> str:
               {'id': 2, 'file_name': 'b.png', 'height': 48, 'width': 64}]
     annotations = [
         ann(10, 1, 7, [10, 5, 20, 10], segmentation=[[10, 5, 30, 5, 30, 15]]),
-        ann(11, 1, 3, [0, 0, 8, 8], segmentation={'counts': 'abc', 'size': [48, 64]}),  # RLE: no mask
+        ann(11, 1, 3, [0, 0, 8, 8], segmentation={'counts': 'abc', 'size': [48, 64]}),  # RLE: kept as it is
         ann(12, 1, 9, [1, 1, 5, 5]),  # bird is not in classes: dropped silently
         ann(13, 2, 3, [50, 40, 30, 30]),  # partly outside: clipped to 64x48
         dict(ann(14, 2, 7, [2, 2, 4, 4]), iscrowd=1),
@@ -73,7 +73,8 @@ def test_loads_boxes_labels_crowd_and_masks(tmp_path):
     assert [i['bbox'] for i in a['instances']] == [[10.0, 5.0, 30.0, 15.0], [0.0, 0.0, 8.0, 8.0]]
     assert [i['bbox_label'] for i in a['instances']] == [0, 1]  # dog, cat: order of `classes`, not of ids
     assert a['instances'][0]['mask'] == [[10.0, 5.0, 30.0, 5.0, 30.0, 15.0]]
-    assert 'mask' not in a['instances'][1]
+    assert a['instances'][1]['mask'] == {'counts': 'abc', 'size': [48, 64]}
+    assert [i['ann_id'] for i in a['instances']] == [10, 11]
     assert [i['ignore_flag'] for i in a['instances']] == [0, 0]
     assert b['instances'][0]['bbox'] == [50.0, 40.0, 64.0, 48.0]
     assert b['instances'][1]['ignore_flag'] == 1 and b['instances'][1]['bbox_label'] == 0
