@@ -8,6 +8,9 @@ form (what mmengine's Evaluator hands to ``BaseMetric.process``: metainfo keys a
 Ground truth travels in the *pipeline's* pixels (after resize, maybe flip); predictions are already in
 the original image's pixels. ``gt_in_original`` undoes the flip (in ``img_shape`` coordinates) and
 then divides by ``scale_factor`` (w, h). Crops cannot be undone; evaluation pipelines must not crop.
+Instance masks follow the same rule: predicted ``masks`` are bool [K, ori_H, ori_W]; ground-truth ``masks``
+([N, H, W] of the pipeline's image, maybe padded) are cut to ``img_shape``, unflipped and resized back to
+``ori_shape`` (nearest) by ``gt_masks_in_original``. Records keep masks as COCO RLEs (``mask_rle``).
 """
 
 from __future__ import annotations
@@ -15,6 +18,9 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+
+from detection.evaluation.mask_rle import as_numpy_masks, encode_masks
+from oars.data.transforms.geometric import resize_masks
 
 _EMPTY_BOXES = np.zeros((0, 4), dtype=np.float64)
 
@@ -34,6 +40,14 @@ def _numpy(value: Any, dtype: Any) -> np.ndarray:
     if hasattr(value, 'detach'):  # torch tensor
         value = value.detach().cpu().numpy()
     return np.asarray(value, dtype=dtype)
+
+
+def _field(inst: Any, key: str) -> Any:
+    return inst.get(key) if isinstance(inst, dict) else getattr(inst, key, None)
+
+
+def _where(sample: Any) -> Any:
+    return _get(sample, 'img_path', _get(sample, 'img_id', '?'))
 
 
 def _instances(sample: Any, field: str) -> tuple[np.ndarray, np.ndarray, np.ndarray | None] | None:
@@ -107,14 +121,85 @@ def gt_in_original(sample: Any) -> dict[str, np.ndarray]:
             'ignore_bboxes': to_original(ign[0], sample), 'ignore_labels': ign[1]}
 
 
-def image_record(sample: Any, with_gt: bool = True) -> dict[str, Any]:
-    """Everything the detection metrics and report keep per image:
-    ``{'img_id', 'img_path', 'ori_shape' (h, w), 'pred': predictions(), 'gt': gt_in_original() or None}``."""
+def predicted_masks(sample: Any) -> np.ndarray | None:
+    """``pred_instances.masks`` as bool [K, ori_H, ori_W] (original pixels, one per predicted box), or None when
+    the model predicts no masks. ``ValueError`` when their count or size does not fit the sample."""
+    inst = _get(sample, 'pred_instances')
+    masks = None if inst is None else _field(inst, 'masks')
+    if masks is None:
+        return None
+    masks = as_numpy_masks(masks, f'pred_instances.masks of image {_where(sample)}')
+    num = len(_numpy(_field(inst, 'labels'), np.int64).reshape(-1))
     ori_shape = _get(sample, 'ori_shape')
-    return {
+    size = masks.shape[1:] if ori_shape is None else tuple(int(v) for v in ori_shape[:2])
+    if len(masks) != num or masks.shape[1:] != size:
+        raise ValueError(f'pred_instances.masks of image {_where(sample)} has shape {tuple(masks.shape)}; expected '
+                         f'[{num}, {size[0]}, {size[1]}] ([K, ori_H, ori_W]: one mask per prediction, in original '
+                         'image pixels)')
+    return masks
+
+
+def masks_to_original(masks: np.ndarray, meta: Any) -> np.ndarray:
+    """Map instance masks [N, h, w] from pipeline pixels back to the original image: cut to ``img_shape`` (drops
+    padding), undo the flip, resize to ``ori_shape`` (nearest). Returns uint8 [N, ori_H, ori_W]."""
+    masks = np.asarray(masks, dtype=np.uint8)
+    img_shape, ori_shape = _get(meta, 'img_shape'), _get(meta, 'ori_shape')
+    if img_shape is not None:
+        ih, iw = int(img_shape[0]), int(img_shape[1])
+        if masks.shape[1] < ih or masks.shape[2] < iw:
+            raise ValueError(f'gt masks of image {_where(meta)} are {masks.shape[2]}x{masks.shape[1]} (WxH), smaller '
+                             f'than the pipeline image {iw}x{ih}; expected masks of the packed image')
+        masks = masks[:, :ih, :iw]
+    if _get(meta, 'flip', False):
+        direction = _get(meta, 'flip_direction', 'horizontal') or 'horizontal'
+        if direction not in ('horizontal', 'vertical', 'diagonal'):
+            raise ValueError(f"unknown flip_direction {direction!r}; expected 'horizontal', 'vertical' or 'diagonal'")
+        if direction in ('horizontal', 'diagonal'):
+            masks = masks[:, :, ::-1]
+        if direction in ('vertical', 'diagonal'):
+            masks = masks[:, ::-1]
+    if ori_shape is not None:
+        masks = resize_masks(np.ascontiguousarray(masks), (int(ori_shape[0]), int(ori_shape[1])))
+    return np.ascontiguousarray(masks)
+
+
+def gt_masks_in_original(sample: Any) -> dict[str, np.ndarray] | None:
+    """``{'masks' uint8 [N, H, W], 'ignore_masks' uint8 [M, H, W]}`` in original pixels (aligned with
+    ``gt_in_original``'s boxes), or None when the sample's ``gt_instances`` carry no masks."""
+    gt = _get(sample, 'gt_instances')
+    masks = None if gt is None else _field(gt, 'masks')
+    if masks is None:
+        return None
+    ign = _get(sample, 'ignored_instances')
+    ign_masks = None if ign is None else _field(ign, 'masks')
+    out = {}
+    for key, value in (('masks', masks), ('ignore_masks', ign_masks)):
+        if value is None:
+            value = np.zeros((0, *np.shape(masks)[1:]), dtype=np.uint8)
+        out[key] = masks_to_original(as_numpy_masks(value, f'{key} of image {_where(sample)}'), sample)
+    return out
+
+
+def image_record(sample: Any, with_gt: bool = True, with_masks: bool = False) -> dict[str, Any]:
+    """Everything the detection metrics and report keep per image:
+    ``{'img_id', 'img_path', 'ori_shape' (h, w), 'pred': predictions(), 'gt': gt_in_original() or None}``.
+
+    ``with_masks``: masks are added as COCO RLEs (``mask_rle.encode_masks``, original pixels) where the sample
+    has them: ``pred['mask_rles']`` (one per prediction) and ``gt['mask_rles']`` / ``gt['ignore_mask_rles']``."""
+    ori_shape = _get(sample, 'ori_shape')
+    rec = {
         'img_id': _get(sample, 'img_id'),
         'img_path': _get(sample, 'img_path'),
         'ori_shape': None if ori_shape is None else (int(ori_shape[0]), int(ori_shape[1])),
         'pred': predictions(sample),
         'gt': gt_in_original(sample) if with_gt else None,
     }
+    if with_masks:
+        pred_masks = predicted_masks(sample)
+        if pred_masks is not None:
+            rec['pred']['mask_rles'] = encode_masks(pred_masks)
+        gt_masks = gt_masks_in_original(sample) if rec['gt'] is not None else None
+        if gt_masks is not None:
+            rec['gt']['mask_rles'] = encode_masks(gt_masks['masks'])
+            rec['gt']['ignore_mask_rles'] = encode_masks(gt_masks['ignore_masks'])
+    return rec

@@ -170,8 +170,7 @@ def test_format_only_writes_json_and_empty_predictions(tmp_path, coco_file):
 
 def test_errors(tmp_path, coco_file):
     path, per_image = coco_file
-    with pytest.raises(NotImplementedError, match='not supported yet'):
-        CocoMetric(metric='segm')
+    assert CocoMetric(metric=['bbox', 'segm']).metrics == ['bbox', 'segm']  # segm: tests/.../test_det_coco_segm.py
     with pytest.raises(ValueError, match='unknown metric'):
         CocoMetric(metric='proposal')
     with pytest.raises(FileNotFoundError, match='missing.json'):
