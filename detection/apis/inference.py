@@ -1,4 +1,4 @@
-"""Run a trained detector over images and write pictures with boxes plus a JSON of detections."""
+"""Run a trained detector over images and write pictures with boxes (and instance masks) plus a JSON of detections."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import cv2
 from mmengine.config import Config
 from tqdm import tqdm
 
-from detection.evaluation.gt_utils import predictions
+from detection.evaluation.gt_utils import predicted_masks, predictions
 from oars.inference import batched_predict, build_test_pipeline, check_output_folder, init_model, list_images
 from oars_deploy.draw import draw_detection_sample, get_palette
 from oars_deploy.failures import Failures
@@ -21,7 +21,8 @@ ANNOTATION_LOADERS = ("LoadAnnotations",)
 def run_inference(cfg: Config, checkpoint: str, inputs: str, out_dir: str, device: str = "cpu",
                   draw_threshold: float = 0.3, failures: Failures | None = None) -> list[str]:
     """Predict every image under ``inputs``; writes ``<stem>_vis.png`` (boxes with class names and scores
-    at or above ``draw_threshold``) and ``detections.json`` (every kept detection, original pixels, xyxy).
+    at or above ``draw_threshold``, instance masks filled in the class colour for mask models) and
+    ``detections.json`` (every kept detection, original pixels, xyxy; boxes only).
 
     An image that cannot be read is skipped and recorded in ``failures``; without ``failures`` their summary is
     raised (:class:`oars_deploy.failures.FolderFailuresError`) after everything readable was written.
@@ -40,9 +41,11 @@ def run_inference(cfg: Config, checkpoint: str, inputs: str, out_dir: str, devic
                              desc="infer"):
         stem = osp.splitext(osp.basename(path))[0]
         pred = predictions(sample)
+        masks = predicted_masks(sample)
         img = cv2.imread(path, cv2.IMREAD_COLOR)
         out = osp.join(out_dir, f"{stem}_vis.png")
-        cv2.imwrite(out, draw_detection_sample(img, pred, classes, palette, draw_threshold))
+        drawn = pred if masks is None else {**pred, "masks": masks}
+        cv2.imwrite(out, draw_detection_sample(img, drawn, classes, palette, draw_threshold))
         written.append(out)
         records.append(detection_record(path, pred, classes))
     write_records(records, osp.join(out_dir, "detections.json"))

@@ -1,4 +1,4 @@
-"""Pictures of evaluation results: ground truth | predicted boxes, plus a summary grid."""
+"""Pictures of evaluation results: ground truth | predicted boxes (and instance masks), plus a summary grid."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from detection.evaluation.gt_utils import gt_in_original, has_gt, predictions
+from detection.evaluation.gt_utils import sample_for_drawing
 from detection.registry import HOOKS
 from oars.engine.hooks.prediction_pictures import PredictionPicturesHookBase
 from oars_deploy.draw import draw_detection_sample
@@ -14,12 +14,14 @@ from oars_deploy.draw import draw_detection_sample
 
 @HOOKS.register_module()
 class PredictionPicturesHook(PredictionPicturesHookBase):
-    """``tools/eval.py --show-dir``: ground-truth boxes | predicted boxes with a score of at least ``score_thr``."""
+    """``tools/eval.py --show-dir``: ground-truth boxes | predicted boxes with a score of at least ``score_thr``;
+    instance masks (``pred_instances.masks``, ``gt_instances.masks``) are filled in the class colour under them."""
 
     def __init__(self, out_dir: str, max_images: int = 24, grid_cols: int = 3, score_thr: float = 0.3) -> None:
         super().__init__(out_dir, max_images, grid_cols)
         self.score_thr = score_thr
 
     def draw(self, img: np.ndarray, sample: Any) -> np.ndarray:
-        gt = gt_in_original(sample) if has_gt(sample) else None
-        return draw_detection_sample(img, predictions(sample), self.classes, self.palette, self.score_thr, gt=gt)
+        pred, gt = sample_for_drawing(sample)
+        return draw_detection_sample(img, pred, self.classes, self.palette, self.score_thr, gt=gt)
+

@@ -14,6 +14,7 @@ from mmengine.hooks import Hook
 from detection.evaluation.analysis import class_pr_curves, confusion_matrix, image_errors, worst_images
 from detection.evaluation.ap import average_precision
 from detection.evaluation.gt_utils import has_gt, image_record
+from detection.evaluation.mask_rle import decode_masks
 from detection.registry import HOOKS
 from oars.visualization import ReportSection, plot_confusion_matrix, plot_pr_curves, write_html_report
 from oars_deploy.draw import draw_detection_sample, get_palette
@@ -35,9 +36,15 @@ def _fit(img: np.ndarray) -> tuple[np.ndarray, float]:
 def error_panel(img: np.ndarray, rec: Mapping[str, Any], errors: Mapping[str, Any], class_names: Sequence[str],
                 palette: np.ndarray, score_thr: float) -> np.ndarray:
     """``ground truth | predictions`` side by side for one image (boxes in original pixels; the image is
-    resized first, to 320-640 px on its longest side, so captions stay readable)."""
+    resized first, to 320-640 px on its longest side, so captions stay readable). Instance masks kept as RLE
+    in the record (``mask_rles``, original pixels) are decoded and filled in under the boxes."""
     small, s = _fit(img)
-    gt, pred = rec['gt'], rec['pred']
+    gt, pred = dict(rec['gt']), dict(rec['pred'])
+    for found in (gt, pred):
+        rles = found.pop('mask_rles', None)
+        found.pop('ignore_mask_rles', None)
+        if rles is not None:
+            found['masks'] = decode_masks(rles, rec['ori_shape'] or img.shape[:2])
     return draw_detection_sample(small, {**pred, 'bboxes': pred['bboxes'] * s}, class_names, palette, score_thr,
                                  gt={**gt, 'bboxes': gt['bboxes'] * s},
                                  titles=[f"GT ({errors['missed']} missed)",
@@ -114,7 +121,8 @@ class DetectionReportHook(Hook):
     """After testing, write ``out_file`` (relative paths are under the work dir): a self-contained HTML
     report with the metrics, each evaluator metric's per-class table, per-class PR curves at ``iou_thr``,
     the confusion matrix with background (detections with score >= ``score_thr``) and the ``num_worst``
-    images with the most missed + false boxes (ground truth | predictions)."""
+    images with the most missed + false boxes (ground truth | predictions, with instance masks when the model
+    predicts them; kept as RLE until then)."""
 
     priority = 'LOW'
 
@@ -131,8 +139,8 @@ class DetectionReportHook(Hook):
         self._records = []
 
     def after_test_iter(self, runner, batch_idx: int, data_batch: Any = None, outputs: Any = None) -> None:
-        for sample in outputs or []:
-            self._records.append(image_record(sample, with_gt=has_gt(sample)))
+        for sample in outputs or []:  # masks as RLE: a few hundred bytes each until the report is drawn
+            self._records.append(image_record(sample, with_gt=has_gt(sample), with_masks=True))
 
     def after_test_epoch(self, runner, metrics: dict[str, float] | None = None) -> None:
         size = len(runner.test_dataloader.dataset)

@@ -203,3 +203,20 @@ def image_record(sample: Any, with_gt: bool = True, with_masks: bool = False) ->
             rec['gt']['mask_rles'] = encode_masks(gt_masks['masks'])
             rec['gt']['ignore_mask_rles'] = encode_masks(gt_masks['ignore_masks'])
     return rec
+
+
+def sample_for_drawing(sample: Any) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray] | None]:
+    """``(pred, gt)`` of a data sample in original pixels for ``oars_deploy.draw.draw_detection_sample``: as
+    ``predictions`` / ``gt_in_original``, plus ``masks`` (bool [K, ori_H, ori_W] / uint8 [N, ori_H, ori_W]) where
+    the sample has instance masks; ``gt`` is None without ground truth. Full masks: for drawing one image, not
+    for keeping (``image_record(with_masks=True)`` keeps RLEs)."""
+    pred = predictions(sample)
+    masks = predicted_masks(sample)
+    if masks is not None:
+        pred['masks'] = masks
+    gt = gt_in_original(sample) if has_gt(sample) else None
+    if gt is not None:
+        gt_masks = gt_masks_in_original(sample)
+        if gt_masks is not None:
+            gt['masks'] = gt_masks['masks']
+    return pred, gt

@@ -6,6 +6,7 @@ Images are BGR uint8 (OpenCV), palettes RGB rows. Plots (matplotlib) and the HTM
 
 from oars_deploy.draw.boxes import draw_boxes
 from oars_deploy.draw.detection import draw_detection_sample
+from oars_deploy.draw.instance_masks import draw_instance_masks, instance_index_map
 from oars_deploy.draw.label_png import save_label_png
 from oars_deploy.draw.layout import make_grid, side_by_side
 from oars_deploy.draw.masks import colorize_mask, draw_legend, overlay_mask
@@ -16,9 +17,11 @@ __all__ = [
     "colorize_mask",
     "draw_boxes",
     "draw_detection_sample",
+    "draw_instance_masks",
     "draw_legend",
     "draw_sample",
     "get_palette",
+    "instance_index_map",
     "make_grid",
     "overlay_mask",
     "save_label_png",
