@@ -1,6 +1,7 @@
 """Detection models: importing this package registers every class in ``detection.registry.MODELS``."""
 
 from . import batch_augments, data_preprocessor, detectors, heads, losses, necks, task_utils
+from . import roi_heads as roi_heads  # registers the RoI extractors, box/mask heads and RoI heads
 from .batch_augments import BatchRandomResize
 from .data_preprocessor import DetDataPreprocessor
 from .detectors import SingleStageDetector, YOLOv3

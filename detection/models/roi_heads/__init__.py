@@ -1,0 +1,26 @@
+"""Second-stage (RoI) heads of two-stage detectors: RoI feature extraction, box and mask heads, the
+Faster/Mask R-CNN and Cascade R-CNN RoI heads, and the C4 shared head."""
+
+from .bbox_heads import BBoxHead, ConvFCBBoxHead, Shared2FCBBoxHead, Shared4Conv1FCBBoxHead
+from .cascade_roi_head import CascadeRoIHead
+from .mask_head import FCNMaskHead, mask_targets
+from .mask_paste import paste_masks
+from .roi_extractor import SingleRoIExtractor
+from .shared_head import ResLayer
+from .standard_roi_head import StandardRoIHead
+from .utils import bbox2roi
+
+__all__ = [
+    "BBoxHead",
+    "CascadeRoIHead",
+    "ConvFCBBoxHead",
+    "FCNMaskHead",
+    "ResLayer",
+    "Shared2FCBBoxHead",
+    "Shared4Conv1FCBBoxHead",
+    "SingleRoIExtractor",
+    "StandardRoIHead",
+    "bbox2roi",
+    "mask_targets",
+    "paste_masks",
+]

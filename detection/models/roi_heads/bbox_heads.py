@@ -1,0 +1,451 @@
+"""Second-stage box heads: classify each RoI (``num_classes`` + background, background LAST) and regress
+its box, as MMDetection's ``BBoxHead`` / ``ConvFCBBoxHead`` / ``Shared2FCBBoxHead``.
+
+Parameter names are MMDetection's (``shared_convs.{i}``, ``shared_fcs.{i}``, ``fc_cls``, ``fc_reg``), so its
+checkpoints load with ``prefix: roi_head.bbox_head``; torchvision's ``TwoMLPHead`` + ``FastRCNNPredictor``
+weights load after :func:`detection.models.roi_heads.convert.roi_head_from_torchvision` (it also moves the
+background row from first to last).
+
+Training works on all images' sampled RoIs at once: :meth:`BBoxHead.get_targets` concatenates the images'
+targets (positives then negatives per image, the order :func:`sampled_rois` stacks the RoIs in).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from mmengine.structures import InstanceData
+from torch import Tensor, nn
+from torchvision.ops import batched_nms
+
+from detection.registry import MODELS, TASK_UTILS
+from oars.models.layers import ConvNormAct
+
+from ..task_utils import SamplingResult
+from .utils import empty_instances, scale_factor_of
+
+DEFAULT_BBOX_CODER: dict[str, Any] = dict(
+    type="DeltaXYWHBBoxCoder", target_means=[0.0, 0.0, 0.0, 0.0], target_stds=[0.1, 0.1, 0.2, 0.2]
+)
+DEFAULT_LOSS_CLS: dict[str, Any] = dict(type="CrossEntropyLoss", use_sigmoid=False, loss_weight=1.0)
+DEFAULT_LOSS_BBOX: dict[str, Any] = dict(type="L1Loss", loss_weight=1.0)
+
+
+def sampled_priors(sampling_results: Sequence[SamplingResult]) -> list[Tensor]:
+    """Per image the sampled priors, positives first: ``[P_i + Q_i, 4]`` (the order of the targets)."""
+    return [torch.cat([r.pos_priors, r.neg_priors], dim=0) for r in sampling_results]
+
+
+def accuracy(cls_score: Tensor, labels: Tensor) -> Tensor:
+    """Top-1 accuracy in percent (MMDetection's ``acc`` log entry); 0 without samples. No gradient."""
+    if labels.numel() == 0:
+        return cls_score.new_zeros(()).float()
+    with torch.no_grad():
+        return (cls_score.argmax(dim=1) == labels).float().mean() * 100.0
+
+
+def multiclass_nms_boxes_per_class(
+    boxes: Tensor, scores: Tensor, score_thr: float, iou_threshold: float, max_per_img: int, nms_pre: int | None
+) -> tuple[Tensor, Tensor, Tensor]:
+    """Per-class NMS where each (RoI, class) pair has its own box (class-specific regression).
+
+    Args:
+        boxes: float ``[R, C, 4]`` xyxy, one box per RoI and foreground class (``[R, 1, 4]`` broadcasts for
+            class-agnostic regression).
+        scores: float ``[R, C]`` foreground probabilities.
+        score_thr: pairs with a score ``<= score_thr`` are dropped (MMDetection's rule).
+        iou_threshold: suppression IoU within a class (torchvision ``batched_nms``: all classes in one call).
+        max_per_img: detections kept (<= 0: all).
+        nms_pre: only the highest-scored pairs enter NMS (None or <= 0: all), which bounds its cost when a low
+            ``score_thr`` lets through up to ``R * C`` pairs.
+
+    Returns:
+        ``(bboxes [K, 4] float32, scores [K] float32, labels [K] int64)`` by decreasing score.
+    """
+    boxes = boxes.expand(scores.shape[0], scores.shape[1], 4)
+    roi_idx, labels = (scores > score_thr).nonzero(as_tuple=True)
+    cand_scores = scores[roi_idx, labels]
+    if nms_pre is not None and 0 < nms_pre < cand_scores.numel():
+        cand_scores, order = cand_scores.topk(nms_pre)
+        roi_idx, labels = roi_idx[order], labels[order]
+    cand_boxes = boxes[roi_idx, labels]
+    keep = batched_nms(cand_boxes.float(), cand_scores.float(), labels, iou_threshold)
+    if max_per_img > 0:
+        keep = keep[:max_per_img]
+    return cand_boxes[keep].float(), cand_scores[keep].float(), labels[keep].long()
+
+
+@MODELS.register_module()
+class BBoxHead(nn.Module):
+    """The simplest box head: (optional global average pool) -> flatten -> ``fc_cls`` and ``fc_reg``.
+
+    With ``with_avg_pool`` it is the Faster R-CNN C4 box head (after the res5 shared head). Subclasses put
+    layers between the RoI feature and the two predictors (:class:`ConvFCBBoxHead`).
+
+    Args:
+        num_classes: foreground classes (given by the RoI head); ``fc_cls`` has ``num_classes + 1`` outputs,
+            background last.
+        in_channels: channels of the RoI feature (given by the RoI head).
+        roi_feat_size: spatial size of the RoI feature (given by the RoI head from its extractor).
+        with_avg_pool: average the RoI feature over space first.
+        reg_class_agnostic: one box per RoI (``fc_reg`` 4 outputs) instead of one per class (``4 * num_classes``).
+        reg_decoded_bbox: the box loss compares decoded boxes with the gt boxes (IoU-type losses) instead of
+            deltas with encoded targets.
+        bbox_coder: TASK_UTILS config (``DeltaXYWHBBoxCoder``, stds 0.1, 0.1, 0.2, 0.2 by default).
+        loss_cls: MODELS config of the classification loss (softmax ``CrossEntropyLoss``).
+        loss_bbox: MODELS config of the regression loss (``L1Loss``).
+    """
+
+    def __init__(
+        self,
+        num_classes: int,
+        in_channels: int = 256,
+        roi_feat_size: int | Sequence[int] = 7,
+        with_avg_pool: bool = False,
+        reg_class_agnostic: bool = False,
+        reg_decoded_bbox: bool = False,
+        bbox_coder: dict[str, Any] | None = None,
+        loss_cls: dict[str, Any] | None = None,
+        loss_bbox: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__()
+        name = type(self).__name__
+        if not isinstance(num_classes, int) or isinstance(num_classes, bool) or num_classes < 1:
+            raise ValueError(f"{name}: num_classes must be an int >= 1, got {num_classes!r}")
+        if not isinstance(in_channels, int) or in_channels < 1:
+            raise ValueError(f"{name}: in_channels must be a positive int, got {in_channels!r}")
+        size = (roi_feat_size, roi_feat_size) if isinstance(roi_feat_size, int) else tuple(roi_feat_size)
+        if len(size) != 2 or min(size) < 1:
+            raise ValueError(f"{name}: roi_feat_size must be a positive int or [h, w], got {roi_feat_size!r}")
+        self.num_classes = num_classes
+        self.in_channels = in_channels
+        self.roi_feat_size = size
+        self.roi_feat_area = size[0] * size[1]
+        self.with_avg_pool = bool(with_avg_pool)
+        self.reg_class_agnostic = bool(reg_class_agnostic)
+        self.reg_decoded_bbox = bool(reg_decoded_bbox)
+        self.bbox_coder = TASK_UTILS.build(dict(DEFAULT_BBOX_CODER if bbox_coder is None else bbox_coder))
+        self.loss_cls = MODELS.build(dict(DEFAULT_LOSS_CLS if loss_cls is None else loss_cls))
+        self.loss_bbox = MODELS.build(dict(DEFAULT_LOSS_BBOX if loss_bbox is None else loss_bbox))
+        if getattr(self.loss_cls, "use_sigmoid", False):
+            raise ValueError(f"{name}: loss_cls must be a softmax loss (use_sigmoid: false): the classifier has "
+                             "num_classes + 1 outputs with background last")
+        self.reg_dim = 4 if self.reg_class_agnostic else 4 * num_classes
+        if type(self) is BBoxHead:
+            dim = in_channels if self.with_avg_pool else in_channels * self.roi_feat_area
+            self._build_predictors(dim, dim)
+            self.init_weights()
+
+    def _build_predictors(self, cls_dim: int, reg_dim: int) -> None:
+        self.fc_cls = nn.Linear(cls_dim, self.num_classes + 1)
+        self.fc_reg = nn.Linear(reg_dim, self.reg_dim)
+
+    def init_weights(self) -> None:
+        """MMDetection's: ``fc_cls`` normal(std 0.01), ``fc_reg`` normal(std 0.001), zero biases."""
+        nn.init.normal_(self.fc_cls.weight, std=0.01)
+        nn.init.normal_(self.fc_reg.weight, std=0.001)
+        nn.init.zeros_(self.fc_cls.bias)
+        nn.init.zeros_(self.fc_reg.bias)
+
+    def _check_input(self, x: Tensor) -> None:
+        if x.dim() != 4 or x.shape[1] != self.in_channels:
+            raise ValueError(f"{type(self).__name__}: expects RoI features [R, {self.in_channels}, h, w], got "
+                             f"{tuple(x.shape)}")
+
+    def forward(self, x: Tensor) -> tuple[Tensor, Tensor]:
+        """RoI features ``[R, in_channels, h, w]`` -> ``(cls_score [R, num_classes + 1], bbox_pred [R, reg_dim])``."""
+        self._check_input(x)
+        x = x.mean(dim=(2, 3)) if self.with_avg_pool else x.flatten(1)
+        return self.fc_cls(x), self.fc_reg(x)
+
+    # ----------------------------------------------------------------- training
+    def get_targets(
+        self, sampling_results: Sequence[SamplingResult], pos_weight: float = -1.0
+    ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """Classification and regression targets of every sampled RoI of the batch.
+
+        Per image, positives then negatives (the order of :func:`sampled_priors`); images concatenated.
+
+        Args:
+            sampling_results: one per image.
+            pos_weight: classification weight of positives (<= 0: 1).
+
+        Returns:
+            ``labels`` int64 ``[N]`` (gt class of positives, ``num_classes`` = background for negatives),
+            ``label_weights`` float32 ``[N]``, ``bbox_targets`` float32 ``[N, 4]`` (encoded deltas, or gt boxes
+            with ``reg_decoded_bbox``; 0 for negatives), ``bbox_weights`` float32 ``[N, 4]`` (1 for positives).
+        """
+        pos_priors = torch.cat([r.pos_priors for r in sampling_results]).float()
+        pos_gt = torch.cat([r.pos_gt_bboxes for r in sampling_results]).float()
+        device = pos_priors.device
+        labels, is_pos = [], []
+        for r in sampling_results:
+            num_pos, num_neg = r.pos_inds.numel(), r.neg_inds.numel()
+            labels += [r.pos_gt_labels.long().to(device), torch.full((num_neg,), self.num_classes, device=device)]
+            is_pos += [torch.ones(num_pos, dtype=torch.bool, device=device),
+                       torch.zeros(num_neg, dtype=torch.bool, device=device)]
+        label_t, pos_mask = torch.cat(labels).long(), torch.cat(is_pos)
+        n = label_t.numel()
+        label_weights = torch.ones(n, device=device)
+        if pos_weight > 0:
+            label_weights[pos_mask] = float(pos_weight)
+        bbox_targets = torch.zeros((n, 4), device=device)
+        bbox_weights = torch.zeros((n, 4), device=device)
+        if pos_priors.numel():
+            enc = pos_gt if self.reg_decoded_bbox else self.bbox_coder.encode(pos_priors, pos_gt)
+            bbox_targets[pos_mask] = enc.float()
+            bbox_weights[pos_mask] = 1.0
+        return label_t, label_weights, bbox_targets, bbox_weights
+
+    def loss(
+        self,
+        cls_score: Tensor,
+        bbox_pred: Tensor,
+        rois: Tensor,
+        labels: Tensor,
+        label_weights: Tensor,
+        bbox_targets: Tensor,
+        bbox_weights: Tensor,
+    ) -> dict[str, Tensor]:
+        """``loss_cls`` (averaged over the RoIs with a weight), ``acc`` (percent) and ``loss_bbox`` (summed over
+        positives, divided by the number of RoIs, as MMDetection); float32, zero with a gradient when a batch
+        has no positive.
+
+        Args:
+            cls_score: ``[N, num_classes + 1]``; bbox_pred: ``[N, reg_dim]``; rois: ``[N, 5]`` (the priors, used
+                with ``reg_decoded_bbox``); the rest from :meth:`get_targets`.
+        """
+        avg = max(float((label_weights > 0).sum()), 1.0)
+        losses = {
+            "loss_cls": self.loss_cls(cls_score, labels, label_weights, avg_factor=avg),
+            "acc": accuracy(cls_score.float(), labels),
+        }
+        pos = (labels >= 0) & (labels < self.num_classes)
+        if pos.any():
+            pred = bbox_pred.float()
+            if self.reg_class_agnostic:
+                pos_pred = pred.view(pred.shape[0], 4)[pos]
+            else:
+                pos_pred = pred.view(pred.shape[0], -1, 4)[pos, labels[pos]]
+            if self.reg_decoded_bbox:
+                pos_pred = self.bbox_coder.decode(rois[pos, 1:], pos_pred)
+            losses["loss_bbox"] = self.loss_bbox(pos_pred, bbox_targets[pos], bbox_weights[pos],
+                                                 avg_factor=bbox_targets.shape[0])
+        else:
+            losses["loss_bbox"] = bbox_pred.float().sum() * 0.0
+        return losses
+
+    # ----------------------------------------------------------------- refinement / inference
+    def regress_by_class(self, priors: Tensor, labels: Tensor, bbox_pred: Tensor, img_shape: Sequence[int] | None
+                         ) -> Tensor:
+        """Decode each RoI's box of class ``labels`` (any box for class-agnostic regression).
+
+        Args:
+            priors: ``[R, 4]`` RoI boxes; labels: int64 ``[R]``; bbox_pred: ``[R, reg_dim]``;
+            img_shape: ``(H, W)`` to clip to (None: no clipping).
+
+        Returns:
+            float32 ``[R, 4]`` boxes.
+        """
+        deltas = bbox_pred.float()
+        if not self.reg_class_agnostic:
+            deltas = deltas.view(deltas.shape[0], -1, 4).gather(
+                1, labels.long().view(-1, 1, 1).expand(-1, 1, 4)).squeeze(1)
+        return self.bbox_coder.decode(priors, deltas, max_shape=None if img_shape is None else img_shape[:2])
+
+    def refine_bboxes(
+        self,
+        sampling_results: Sequence[SamplingResult],
+        rois: Tensor,
+        cls_score: Tensor,
+        bbox_pred: Tensor,
+        labels: Tensor,
+        batch_img_metas: Sequence[dict[str, Any]],
+    ) -> list[InstanceData]:
+        """Cascade R-CNN's proposals for the next stage: every sampled RoI moved by this stage's regression
+        (class: the target label, or the predicted foreground class for negatives), without the gt boxes the
+        sampler added (MMDetection's ``refine_bboxes``). Call under ``no_grad``.
+
+        Returns:
+            per image an ``InstanceData(bboxes [n_i, 4])``.
+        """
+        labels = torch.where(labels == self.num_classes, cls_score[:, :-1].argmax(dim=1), labels)
+        counts = [r.pos_inds.numel() + r.neg_inds.numel() for r in sampling_results]
+        out = []
+        for r, roi_i, lab_i, pred_i, meta in zip(
+            sampling_results, rois.split(counts), labels.split(counts), bbox_pred.split(counts), batch_img_metas
+        ):
+            boxes = self.regress_by_class(roi_i[:, 1:], lab_i, pred_i, meta["img_shape"])
+            keep = torch.ones(boxes.shape[0], dtype=torch.bool, device=boxes.device)
+            keep[: r.pos_inds.numel()] = ~r.pos_is_gt
+            out.append(InstanceData(bboxes=boxes[keep].detach()))
+        return out
+
+    def predict_by_feat(
+        self,
+        rois: Sequence[Tensor],
+        cls_scores: Sequence[Tensor],
+        bbox_preds: Sequence[Tensor],
+        batch_img_metas: Sequence[dict[str, Any]],
+        test_cfg: dict[str, Any],
+        rescale: bool = True,
+        scores_are_probs: bool = False,
+    ) -> list[InstanceData]:
+        """Detections of each image: softmax scores, class-specific boxes decoded and clipped to ``img_shape``,
+        divided by ``scale_factor`` when ``rescale`` (original pixels), per-class NMS (one ``batched_nms``).
+
+        Args:
+            rois, cls_scores, bbox_preds: per image ``[R_i, 5]``, ``[R_i, num_classes + 1]`` logits (or
+                probabilities with ``scores_are_probs``), ``[R_i, reg_dim]``.
+            batch_img_metas: per image metainfo with ``img_shape`` and (for ``rescale``) ``scale_factor``.
+            test_cfg: ``score_thr``, ``nms: {iou_threshold}``, ``max_per_img``, ``nms_pre``.
+
+        Returns:
+            per image ``InstanceData(bboxes [K, 4], scores [K], labels [K] int64)``.
+        """
+        results = []
+        for roi, score, pred, meta in zip(rois, cls_scores, bbox_preds, batch_img_metas):
+            if roi.shape[0] == 0:
+                results.append(empty_instances(roi.device))
+                continue
+            probs = score.float() if scores_are_probs else F.softmax(score.float(), dim=-1)
+            deltas = pred.float().view(pred.shape[0], -1, 4)
+            boxes = self.bbox_coder.decode(roi[:, None, 1:], deltas, max_shape=meta["img_shape"][:2])
+            if rescale:
+                sw, sh = scale_factor_of(meta)
+                boxes = boxes / boxes.new_tensor([sw, sh, sw, sh])
+            det_boxes, det_scores, det_labels = multiclass_nms_boxes_per_class(
+                boxes, probs[:, : self.num_classes], test_cfg["score_thr"], test_cfg["nms"]["iou_threshold"],
+                test_cfg["max_per_img"], test_cfg["nms_pre"],
+            )
+            results.append(InstanceData(bboxes=det_boxes, scores=det_scores, labels=det_labels))
+        return results
+
+
+@MODELS.register_module()
+class ConvFCBBoxHead(BBoxHead):
+    """Shared convs/fcs, then per-branch convs/fcs, then ``fc_cls`` / ``fc_reg`` (MMDetection's
+    ``ConvFCBBoxHead``)::
+
+                                    /-> cls convs -> cls fcs -> fc_cls
+        shared convs -> shared fcs
+                                    \\-> reg convs -> reg fcs -> fc_reg
+
+    Convs are 3x3 ``conv_out_channels`` + (norm) + ReLU, fcs ``fc_out_channels`` + ReLU. Fcs are
+    Xavier-uniform initialised (MMDetection's ``init_cfg``), convs Kaiming.
+
+    Args:
+        num_shared_convs, num_shared_fcs, num_cls_convs, num_cls_fcs, num_reg_convs, num_reg_fcs: layer counts.
+        conv_out_channels, fc_out_channels: widths.
+        norm: norm spec of the convs (None: conv bias, no norm; ``{type: GN, num_groups: 32}`` for
+            ``Shared4Conv1FCBBoxHead``'s GN variant).
+        **kwargs: :class:`BBoxHead`'s arguments.
+    """
+
+    def __init__(
+        self,
+        num_shared_convs: int = 0,
+        num_shared_fcs: int = 0,
+        num_cls_convs: int = 0,
+        num_cls_fcs: int = 0,
+        num_reg_convs: int = 0,
+        num_reg_fcs: int = 0,
+        conv_out_channels: int = 256,
+        fc_out_channels: int = 1024,
+        norm: Any = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        counts = dict(num_shared_convs=num_shared_convs, num_shared_fcs=num_shared_fcs, num_cls_convs=num_cls_convs,
+                      num_cls_fcs=num_cls_fcs, num_reg_convs=num_reg_convs, num_reg_fcs=num_reg_fcs)
+        bad = {k: v for k, v in counts.items() if not isinstance(v, int) or v < 0}
+        if bad or sum(counts.values()) == 0:
+            raise ValueError(f"{type(self).__name__}: layer counts must be ints >= 0 with at least one layer, got "
+                             f"{counts}")
+        if (num_cls_convs or num_reg_convs) and num_shared_fcs:
+            raise ValueError(f"{type(self).__name__}: branch convs after shared fcs are impossible (got "
+                             f"num_shared_fcs={num_shared_fcs} with cls/reg convs)")
+        self.num_shared_fcs = num_shared_fcs
+        self.conv_out_channels = conv_out_channels
+        self.fc_out_channels = fc_out_channels
+        self.norm = norm
+        self.shared_convs, self.shared_fcs, last = self._branch(num_shared_convs, num_shared_fcs, self.in_channels,
+                                                                True)
+        self.cls_convs, self.cls_fcs, cls_dim = self._branch(num_cls_convs, num_cls_fcs, last, False)
+        self.reg_convs, self.reg_fcs, reg_dim = self._branch(num_reg_convs, num_reg_fcs, last, False)
+        if num_shared_fcs == 0 and not self.with_avg_pool:
+            cls_dim *= self.roi_feat_area if num_cls_fcs == 0 else 1
+            reg_dim *= self.roi_feat_area if num_reg_fcs == 0 else 1
+        self._build_predictors(cls_dim, reg_dim)
+        self.init_weights()
+
+    def _branch(self, num_convs: int, num_fcs: int, in_dim: int, shared: bool
+                ) -> tuple[nn.ModuleList, nn.ModuleList, int]:
+        convs = nn.ModuleList()
+        dim = in_dim
+        for _ in range(num_convs):
+            convs.append(ConvNormAct(dim, self.conv_out_channels, 3, norm=self.norm, act="ReLU"))
+            dim = self.conv_out_channels
+        fcs = nn.ModuleList()
+        if num_fcs:
+            if (shared or self.num_shared_fcs == 0) and not self.with_avg_pool:
+                dim *= self.roi_feat_area
+            for _ in range(num_fcs):
+                fcs.append(nn.Linear(dim, self.fc_out_channels))
+                dim = self.fc_out_channels
+        return convs, fcs, dim
+
+    def init_weights(self) -> None:
+        """Kaiming (fan_out, ReLU) convs, Xavier-uniform fcs, zero biases, then :meth:`BBoxHead.init_weights`."""
+        for m in self.modules():
+            if isinstance(m, nn.Conv2d):
+                nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
+                if m.bias is not None:
+                    nn.init.zeros_(m.bias)
+        for fc in [*self.shared_fcs, *self.cls_fcs, *self.reg_fcs]:
+            nn.init.xavier_uniform_(fc.weight)
+            nn.init.zeros_(fc.bias)
+        super().init_weights()
+
+    def _run_branch(self, x: Tensor, convs: nn.ModuleList, fcs: nn.ModuleList) -> Tensor:
+        for conv in convs:
+            x = conv(x)
+        if x.dim() > 2:
+            if self.with_avg_pool:
+                x = x.mean(dim=(2, 3))
+            x = x.flatten(1)
+        for fc in fcs:
+            x = F.relu(fc(x), inplace=True)
+        return x
+
+    def forward(self, x: Tensor) -> tuple[Tensor, Tensor]:
+        """RoI features ``[R, in_channels, h, w]`` -> ``(cls_score [R, num_classes + 1], bbox_pred [R, reg_dim])``."""
+        self._check_input(x)
+        if self.num_shared_fcs:
+            x = self._run_branch(x, self.shared_convs, self.shared_fcs)
+        else:
+            for conv in self.shared_convs:
+                x = conv(x)
+        x_cls = self._run_branch(x, self.cls_convs, self.cls_fcs)
+        x_reg = self._run_branch(x, self.reg_convs, self.reg_fcs)
+        return self.fc_cls(x_cls), self.fc_reg(x_reg)
+
+
+@MODELS.register_module()
+class Shared2FCBBoxHead(ConvFCBBoxHead):
+    """Faster R-CNN FPN's box head: flatten -> fc(1024) -> ReLU -> fc(1024) -> ReLU -> ``fc_cls`` / ``fc_reg``
+    (torchvision's ``TwoMLPHead`` + ``FastRCNNPredictor``). Args: ``fc_out_channels`` and :class:`BBoxHead`'s."""
+
+    def __init__(self, fc_out_channels: int = 1024, **kwargs: Any) -> None:
+        super().__init__(num_shared_fcs=2, fc_out_channels=fc_out_channels, **kwargs)
+
+
+@MODELS.register_module()
+class Shared4Conv1FCBBoxHead(ConvFCBBoxHead):
+    """Four shared 3x3 convs (256) then one fc (1024) (MMDetection's GN box head with ``norm: GN``)."""
+
+    def __init__(self, fc_out_channels: int = 1024, **kwargs: Any) -> None:
+        super().__init__(num_shared_convs=4, num_shared_fcs=1, fc_out_channels=fc_out_channels, **kwargs)
