@@ -3,6 +3,7 @@ Faster/Mask R-CNN and Cascade R-CNN RoI heads, and the C4 shared head."""
 
 from .bbox_heads import BBoxHead, ConvFCBBoxHead, Shared2FCBBoxHead, Shared4Conv1FCBBoxHead
 from .cascade_roi_head import CascadeRoIHead
+from .convert import roi_head_from_torchvision
 from .mask_head import FCNMaskHead, mask_targets
 from .mask_paste import paste_masks
 from .roi_extractor import SingleRoIExtractor
@@ -23,4 +24,5 @@ __all__ = [
     "bbox2roi",
     "mask_targets",
     "paste_masks",
+    "roi_head_from_torchvision",
 ]

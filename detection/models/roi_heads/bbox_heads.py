@@ -3,7 +3,7 @@ its box, as MMDetection's ``BBoxHead`` / ``ConvFCBBoxHead`` / ``Shared2FCBBoxHea
 
 Parameter names are MMDetection's (``shared_convs.{i}``, ``shared_fcs.{i}``, ``fc_cls``, ``fc_reg``), so its
 checkpoints load with ``prefix: roi_head.bbox_head``; torchvision's ``TwoMLPHead`` + ``FastRCNNPredictor``
-weights load after :func:`detection.models.roi_heads.convert.roi_head_from_torchvision` (it also moves the
+weights load after :func:`detection.models.roi_heads.roi_head_from_torchvision` (it also moves the
 background row from first to last).
 
 Training works on all images' sampled RoIs at once: :meth:`BBoxHead.get_targets` concatenates the images'

@@ -229,7 +229,7 @@ class CascadeRoIHead(RoIHeadBase):
         losses times ``stage_loss_weights[i]``."""
         if len(proposals) != len(data_samples):
             raise ValueError(f"CascadeRoIHead: {len(proposals)} proposal lists for {len(data_samples)} images")
-        gts, ignores = gt_fields(data_samples, feats[0].device)
+        gts, ignores = gt_fields(data_samples, feats[0].device, self.num_classes, "CascadeRoIHead")
         metas = [s.metainfo for s in data_samples]
         losses: dict[str, Tensor] = {}
         results = list(proposals)

@@ -4,7 +4,7 @@ Targets are the gt masks cropped to each positive RoI and resampled to 28x28 wit
 on the gt bitmaps (MMDetection's ``BitmapMasks.crop_and_resize``): only ``[P, 28, 28]`` is ever built, never a
 full-image mask per RoI. Parameter names: ``convs.{i}.0`` (conv), ``upsample``, ``conv_logits``; torchvision's
 ``MaskRCNNHeads`` + ``MaskRCNNPredictor`` load after
-:func:`detection.models.roi_heads.convert.roi_head_from_torchvision`.
+:func:`detection.models.roi_heads.roi_head_from_torchvision`.
 """
 
 from __future__ import annotations

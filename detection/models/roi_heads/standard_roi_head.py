@@ -273,7 +273,7 @@ class StandardRoIHead(RoIHeadBase):
         """
         if len(proposals) != len(data_samples):
             raise ValueError(f"{type(self).__name__}: {len(proposals)} proposal lists for {len(data_samples)} images")
-        gts, ignores = gt_fields(data_samples, feats[0].device)
+        gts, ignores = gt_fields(data_samples, feats[0].device, self.num_classes, type(self).__name__)
         sampling = self.assign_and_sample(self.bbox_assigner, self.bbox_sampler, proposals, gts, ignores)
         losses, _ = self.bbox_and_mask_loss(feats, sampling, gts)
         return losses

@@ -9,6 +9,8 @@ import torch
 from mmengine.structures import InstanceData
 from torch import Tensor
 
+from oars.errors import DataError
+
 
 def bbox2roi(bbox_list: Sequence[Tensor]) -> Tensor:
     """Stack per-image boxes into one RoI tensor with the image index in front.
@@ -43,20 +45,28 @@ def empty_instances(device: torch.device, with_mask: bool = False, mask_shape: t
     return out
 
 
-def gt_fields(data_samples: Sequence[Any], device: torch.device) -> tuple[list[InstanceData], list[Tensor | None]]:
+def gt_fields(data_samples: Sequence[Any], device: torch.device, num_classes: int, owner: str = "RoI head"
+              ) -> tuple[list[InstanceData], list[Tensor | None]]:
     """Per image the ``gt_instances`` (on ``device``) and the ignored boxes ``[K, 4]`` (None without any).
 
     Raises:
         ValueError: a data sample has no ``gt_instances`` (``loss`` needs annotations).
+        DataError: a gt label outside ``[0, num_classes)`` (names the images).
     """
     gts, ignores = [], []
     for i, sample in enumerate(data_samples):
         if "gt_instances" not in sample:
-            raise ValueError(f"RoI head: data_samples[{i}] has no gt_instances; mode='loss' needs annotations")
+            raise ValueError(f"{owner}: data_samples[{i}] has no gt_instances; mode='loss' needs annotations")
         gts.append(sample.gt_instances.to(device))
         ignored = sample.get("ignored_instances", None)
         boxes = None if ignored is None or "bboxes" not in ignored else ignored.bboxes.to(device)
         ignores.append(boxes if boxes is not None and boxes.numel() else None)
+    labels = torch.cat([g.labels.reshape(-1).long() for g in gts])
+    if labels.numel() and (int(labels.min()) < 0 or int(labels.max()) >= num_classes):
+        where = [s.metainfo.get("img_path", f"sample {i}") for i, (s, g) in enumerate(zip(data_samples, gts))
+                 if g.labels.numel() and (int(g.labels.min()) < 0 or int(g.labels.max()) >= num_classes)]
+        raise DataError(f"{owner}: gt labels must be in [0, {num_classes - 1}] (num_classes={num_classes}); out of "
+                        f"range in {where}")
     return gts, ignores
 
 

@@ -36,6 +36,7 @@ from detection.models.roi_heads import (
 )
 from detection.models.task_utils import SamplingResult
 from detection.registry import MODELS
+from oars.errors import DataError
 from oars.models.backbones.resnet import ResNet
 
 NUM_CLASSES = 3
@@ -432,6 +433,10 @@ def test_roi_head_config_errors():
         _roi_head(train_cfg=dict(mask_size=14))
     with pytest.raises(ValueError, match="num_classes"):
         _roi_head(bbox_head=dict(type="Shared2FCBBoxHead", num_classes=5))
+    samples, proposals = _batch()
+    samples[1].gt_instances.labels[0] = NUM_CLASSES
+    with pytest.raises(DataError, match=r"gt labels must be in \[0, 2\].*sample 1"):
+        _roi_head().loss(pyramid(channels=8), proposals, samples)
     with pytest.raises(ValueError, match="same channels"):
         MODELS.build(dict(type="StandardRoIHead", num_classes=2, in_channels=[8, 16, 8, 8], strides=STRIDES[:4]))
 
@@ -490,3 +495,29 @@ def test_c4_roi_head_with_shared_res5():
     with torch.no_grad():
         res = head.predict(feats, proposals, samples)
     assert res[0].masks.shape[1:] == (IMG, IMG) and len(res[0]) == len(res[0].masks)
+
+
+# ----------------------------------------------------------------------------------------------- torchvision weights
+def test_torchvision_roi_head_weights_give_torchvision_outputs():
+    from torchvision.models.detection.faster_rcnn import FastRCNNPredictor, TwoMLPHead
+    from torchvision.models.detection.mask_rcnn import MaskRCNNHeads, MaskRCNNPredictor
+
+    from detection.models.roi_heads import roi_head_from_torchvision
+
+    torch.manual_seed(0)
+    box_head, box_pred = TwoMLPHead(8 * 49, 32), FastRCNNPredictor(32, NUM_CLASSES + 1)
+    mask_head, mask_pred = MaskRCNNHeads(8, [8, 8, 8, 8], 1), MaskRCNNPredictor(8, 8, NUM_CLASSES + 1)
+    state = {f"roi_heads.{name}.{k}": v for name, mod in
+             [("box_head", box_head), ("box_predictor", box_pred), ("mask_head", mask_head),
+              ("mask_predictor", mask_pred)] for k, v in mod.state_dict().items()}
+    state["backbone.body.conv1.weight"] = torch.zeros(1)  # not the RoI head's: dropped
+    ours = _roi_head()
+    ours.load_state_dict(roi_head_from_torchvision(state), strict=True)
+    x, xm = torch.randn(5, 8, 7, 7), torch.randn(5, 8, 14, 14)
+    tv_cls, tv_reg = box_pred(box_head(x))
+    cls, reg = ours.bbox_head(x)
+    torch.testing.assert_close(cls, torch.cat([tv_cls[:, 1:], tv_cls[:, :1]], dim=1))  # background last
+    torch.testing.assert_close(reg, tv_reg[:, 4:])
+    torch.testing.assert_close(ours.mask_head(xm), mask_pred(mask_head(xm))[:, 1:])
+    with pytest.raises(ValueError, match="no RoI-head key"):
+        roi_head_from_torchvision({"backbone.fpn.x": torch.zeros(1)})
