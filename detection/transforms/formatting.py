@@ -65,10 +65,13 @@ class PackDetInputs:
             fields = box_fields(results)
             ignored = fields['gt_ignore_flags']
             masks = _masks(results, len(ignored))
+            gt_masks = ign_masks = None
+            if masks is not None:  # no copy of the (large) masks when nothing is ignored
+                gt_masks, ign_masks = (masks[~ignored], masks[ignored]) if ignored.any() else (masks, masks[:0])
             sample.gt_instances = _instances(fields['gt_bboxes'][~ignored], fields['gt_bboxes_labels'][~ignored],
-                                             None if masks is None else masks[~ignored])
+                                             gt_masks)
             sample.ignored_instances = _instances(fields['gt_bboxes'][ignored], fields['gt_bboxes_labels'][ignored],
-                                                  None if masks is None else masks[ignored])
+                                                  ign_masks)
         sample.set_metainfo({k: results[k] for k in self.meta_keys if k in results})
         return {'inputs': inputs, 'data_samples': sample}
 

@@ -47,12 +47,8 @@ def rescale_size(w: int, h: int, scale: tuple[int, int]) -> tuple[int, int]:
     return scaled_size(w, h, min(max(scale) / max(h, w), min(scale) / min(h, w)))
 
 
-# OpenCV resizes at most CV_CN_MAX = 512 channels at once.
-_CV_MAX_CHANNELS = 512
-
-
 def resize_masks(masks: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
-    """Resize instance masks with nearest neighbour, all at once.
+    """Resize instance masks with nearest neighbour.
 
     Args:
         masks: uint8 [N, H, W] 0/1 bitmaps (any N, also 0).
@@ -60,18 +56,29 @@ def resize_masks(masks: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
 
     Returns:
         uint8 [N, H', W'], C-contiguous, equal to ``cv2.resize(mask, (W', H'), INTER_NEAREST)`` of each mask
-        (albumentations' mask path) but one OpenCV call per 512 masks: the masks go in as the channels of one
-        [H, W, N] image (about 3x faster than a loop and 10x faster than albumentations' 4-channel chunks).
+        (albumentations' mask path). One OpenCV call per mask writing into one preallocated array: measured
+        fastest (20 masks 640x480 -> 1066x800: 12 ms, against 24 ms for a row gather + one call on the stacked
+        masks, 64 ms for one call on an [H, W, N] image with its two transposes, 72 ms through albumentations).
     """
     h, w = int(shape[0]), int(shape[1])
     n = len(masks)
     if n == 0 or masks.shape[1:] == (h, w):
         return np.ascontiguousarray(masks.reshape(n, h, w) if n == 0 else masks)
     out = np.empty((n, h, w), dtype=masks.dtype)
-    for start in range(0, n, _CV_MAX_CHANNELS):
-        chunk = np.ascontiguousarray(masks[start:start + _CV_MAX_CHANNELS].transpose(1, 2, 0))
-        resized = cv2.resize(chunk, (w, h), interpolation=MASK_INTERP)
-        out[start:start + chunk.shape[2]] = resized.reshape(h, w, -1).transpose(2, 0, 1)
+    for i in range(n):
+        cv2.resize(np.ascontiguousarray(masks[i]), (w, h), dst=out[i], interpolation=MASK_INTERP)
+    return out
+
+
+def flip_masks(masks: np.ndarray, direction: str) -> np.ndarray:
+    """Flip uint8 [N, H, W] instance masks ``'horizontal'`` or ``'vertical'`` (as albumentations' flips do);
+    returns a new C-contiguous [N, H, W] array (horizontal: one ``cv2.flip`` per mask into one array, 2x faster
+    than a numpy copy of the reversed view)."""
+    if direction == 'vertical' or len(masks) == 0:
+        return np.ascontiguousarray(masks[:, ::-1])
+    out = np.empty_like(masks)
+    for i in range(len(masks)):
+        cv2.flip(np.ascontiguousarray(masks[i]), 1, dst=out[i])
     return out
 
 
@@ -248,7 +255,7 @@ class RandomFlip(AlbuAdapter):
     def __call__(self, results: dict) -> dict:
         flip = bool(np.random.random_sample() < self.prob)
         if flip:
-            results = self._apply(results)
+            results = self._apply(results, masks_fn=lambda masks, _: flip_masks(masks, self.direction))
         results['flip'] = flip
         results['flip_direction'] = self.direction if flip else None
         return results

@@ -202,6 +202,9 @@ def test_pad_fills_masks_with_zero_and_flip_equals_numpy():
     assert np.array_equal(out['gt_masks'][:, :H, :W], r['gt_masks']) and out['gt_masks'][:, H:].max() == 0
     flipped = RandomFlip(prob=1.0)(sample(1))
     assert np.array_equal(flipped['gt_masks'], r['gt_masks'][:, :, ::-1])
+    flipped = RandomFlip(prob=1.0, direction='vertical')(sample(1))
+    assert np.array_equal(flipped['gt_masks'], r['gt_masks'][:, ::-1])
+    assert np.array_equal(flipped['img'], r['img'][::-1])
 
 
 def test_resize_masks_equals_albumentations_mask_path():
