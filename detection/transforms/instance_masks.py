@@ -46,8 +46,8 @@ def decode_instance_masks(instances: Sequence[dict], height: int, width: int,
         marking the instances without a usable mask (all-zero; the caller makes them ignored).
 
     Raises:
-        DataError: an instance has no ``mask``, an RLE's size is not (height, width), or pycocotools rejects an
-            RLE (counts that do not cover the image); the message names the image and the annotation.
+        DataError: an instance has no ``mask``, an RLE's size is not (height, width), its counts do not cover
+            the image, or pycocotools rejects it; the message names the image and the annotation.
 
     All polygons of the image go to one ``frPyObjects`` call, all uncompressed RLEs to another; the polygons of
     an instance are merged (one ``merge`` call per multi-polygon instance) and every mask is decoded by one
@@ -78,7 +78,11 @@ def decode_instance_masks(instances: Sequence[dict], height: int, width: int,
                 raise DataError(f"{_where(path, i, inst)}: RLE 'size' [height, width] = {list(size)} but the image "
                                 f'is {w}x{h} (WxH); expected [{h}, {w}]')
             if isinstance(mask['counts'], list | tuple | np.ndarray):
-                uncompressed.append({'counts': [int(v) for v in mask['counts']], 'size': [h, w]})
+                counts = [int(v) for v in mask['counts']]
+                if sum(counts) != h * w or min(counts, default=0) < 0:
+                    raise DataError(f"{_where(path, i, inst)}: uncompressed RLE 'counts' cover {sum(counts)} pixels; "
+                                    f'expected non-negative runs summing to height * width = {h * w}')
+                uncompressed.append({'counts': counts, 'size': [h, w]})
                 uncompressed_owner.append(i)
             else:
                 rles[i] = {'counts': mask['counts'], 'size': [h, w]}

@@ -137,6 +137,8 @@ def run_albu(results: dict, compose: A.Compose, bgr_to_rgb: bool = False, masks_
     for key, target in RESULTS_TO_ALBU.items():
         if key != 'img' and target in out:
             results[key] = out[target]
+    if masks_to_albu:  # 0/1 whatever fill_mask a transform pads instance masks with (it also pads label maps)
+        results[MASKS_KEY] = np.ascontiguousarray(out['masks'] == 1).view(np.uint8)
     if masks is not None and not masks_to_albu:
         results[MASKS_KEY] = masks
     if with_boxes:

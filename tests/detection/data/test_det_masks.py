@@ -127,6 +127,17 @@ def test_rle_size_is_checked_at_load_time(tmp_path):
                     data_prefix={'img': 'images/train'})
 
 
+def test_bad_rle_counts_at_decode_time_name_the_annotation():
+    from detection.transforms.instance_masks import decode_instance_masks
+
+    short = [{'bbox': [0, 0, 8, 8], 'mask': {'counts': [0, 5], 'size': [H, W]}, 'ann_id': 12}]
+    with pytest.raises(DataError, match=r'a\.png: annotation id 12 .*cover 5 pixels'):
+        decode_instance_masks(short, H, W, 'a.png')
+    bad = [{'bbox': [0, 0, 8, 8], 'mask': {'counts': 'abc', 'size': [H, W]}, 'ann_id': 13}]
+    with pytest.raises(DataError, match=r'annotation id 13 .*cannot decode the RLE'):
+        decode_instance_masks(bad, H, W, 'a.png')
+
+
 def test_load_annotations_arguments_and_order():
     with pytest.raises(DataError, match='poly2mask'):
         LoadAnnotations(with_mask=True, poly2mask=False)
@@ -205,6 +216,14 @@ def test_pad_fills_masks_with_zero_and_flip_equals_numpy():
     flipped = RandomFlip(prob=1.0, direction='vertical')(sample(1))
     assert np.array_equal(flipped['gt_masks'], r['gt_masks'][:, ::-1])
     assert np.array_equal(flipped['img'], r['img'][::-1])
+
+
+def test_albu_padding_with_a_label_map_fill_keeps_masks_binary():
+    r = sample(2)
+    out = Albu([{'type': 'PadIfNeeded', 'min_height': 90, 'min_width': 100, 'fill_mask': 255, 'border_mode': 0,
+                 'position': 'center'}])(r)
+    assert out['gt_masks'].shape == (5, 90, 100) and set(np.unique(out['gt_masks'])) == {0, 1}
+    check_aligned(out)
 
 
 def test_resize_masks_equals_albumentations_mask_path():
