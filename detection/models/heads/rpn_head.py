@@ -1,0 +1,427 @@
+"""Region Proposal Network head (Ren et al. 2015) as MMDetection's ``RPNHead``, torchvision's parameter names.
+
+A 3x3 conv + ReLU shared by all pyramid levels, then two 1x1 convs: ``A`` objectness logits and ``4A`` box
+deltas per position (``A`` anchors per position). Training assigns the anchors of all levels of an image to its
+gt boxes (``MaxIoUAssigner``), samples 256 of them (``RandomSampler``) and averages a sigmoid cross-entropy and
+a box loss over the sampled anchors. Proposals: the ``nms_pre`` best anchors per level, decoded and clipped to
+the image, small boxes dropped, NMS per level, the ``max_per_img`` best kept.
+
+Module names are torchvision's ``RPNHead`` (``conv.0.0``, ``cls_logits``, ``bbox_pred``), so a torchvision
+Faster R-CNN's ``rpn.head.*`` weights load as they are (with its anchors: ``center_offset=0``,
+``round_base_anchors=True``, ``strides_from_image=True``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from mmengine.structures import InstanceData
+from torch import Tensor, nn
+from torchvision.ops import batched_nms
+
+from detection.registry import MODELS, TASK_UTILS
+from oars.models.layers import ConvNormAct
+
+TRAIN_CFG_DEFAULTS: dict[str, Any] = dict(
+    assigner=dict(type="MaxIoUAssigner", pos_iou_thr=0.7, neg_iou_thr=0.3, min_pos_iou=0.3, match_low_quality=True,
+                  ignore_iof_thr=-1),
+    sampler=dict(type="RandomSampler", num=256, pos_fraction=0.5, neg_pos_ub=-1, add_gt_as_proposals=False),
+    allowed_border=-1,
+    pos_weight=-1,
+)
+TEST_CFG_DEFAULTS: dict[str, Any] = dict(nms_pre=1000, max_per_img=1000, nms=dict(iou_threshold=0.7), min_bbox_size=0)
+
+
+def _check_train_cfg(train_cfg: dict[str, Any] | None) -> dict[str, Any]:
+    cfg = dict(train_cfg or {})
+    cfg.pop("debug", None)  # mmdet's train_cfg.rpn carries debug: false
+    unknown = sorted(set(cfg) - set(TRAIN_CFG_DEFAULTS))
+    if unknown:
+        raise ValueError(f"RPNHead: unknown train_cfg keys {unknown}; accepted: {sorted(TRAIN_CFG_DEFAULTS)}")
+    return {**TRAIN_CFG_DEFAULTS, **cfg}
+
+
+def check_proposal_cfg(cfg: dict[str, Any] | None, what: str = "test_cfg") -> dict[str, Any]:
+    """Validate a proposal config (``test_cfg.rpn`` / ``train_cfg.rpn_proposal``) and fill its defaults.
+
+    Keys: ``nms_pre`` (best anchors kept per level before NMS, 1000), ``max_per_img`` (proposals kept after NMS,
+    1000), ``nms: {iou_threshold: 0.7}`` (``type: nms`` allowed), ``min_bbox_size`` (boxes need width and height
+    above it, 0).
+
+    Raises:
+        ValueError: an unknown key or an out-of-range value, named with ``what``.
+    """
+    cfg = dict(cfg or {})
+    unknown = sorted(set(cfg) - set(TEST_CFG_DEFAULTS))
+    if unknown:
+        raise ValueError(f"RPNHead: unknown {what} keys {unknown}; accepted: {sorted(TEST_CFG_DEFAULTS)}")
+    nms = dict(cfg.get("nms") or {})
+    if sorted(set(nms) - {"iou_threshold", "type"}) or nms.get("type", "nms") != "nms":
+        raise ValueError(f"RPNHead: {what}.nms={nms} is invalid; expected {{iou_threshold: 0.7}} (and type: nms)")
+    nms.setdefault("iou_threshold", TEST_CFG_DEFAULTS["nms"]["iou_threshold"])
+    out = {**TEST_CFG_DEFAULTS, **cfg, "nms": nms}
+    for key in ("nms_pre", "max_per_img"):
+        if not isinstance(out[key], int) or isinstance(out[key], bool) or out[key] < 1:
+            raise ValueError(f"RPNHead: {what}.{key} must be an int >= 1, got {out[key]!r}")
+    if not 0 < float(nms["iou_threshold"]) <= 1:
+        raise ValueError(f"RPNHead: {what}.nms.iou_threshold must be in (0, 1], got {nms['iou_threshold']!r}")
+    if float(out["min_bbox_size"]) < 0:
+        raise ValueError(f"RPNHead: {what}.min_bbox_size must be >= 0, got {out['min_bbox_size']!r}")
+    return out
+
+
+def anchor_inside_flags(anchors: Tensor, valid_flags: Tensor, img_shape: Sequence[int], allowed_border: float
+                        ) -> Tensor:
+    """Which anchors take part in training (MMDetection's ``anchor_inside_flags``).
+
+    Args:
+        anchors: ``[N, 4]`` xyxy float anchors.
+        valid_flags: ``[N]`` bool, the anchor's cell lies inside the image (not in batch padding).
+        img_shape: ``(H, W)`` of the image before batch padding.
+        allowed_border: ``< 0``: every valid anchor; else also ``x1, y1 >= -border`` and
+            ``x2 < W + border``, ``y2 < H + border``.
+
+    Returns:
+        ``[N]`` bool.
+    """
+    if allowed_border < 0:
+        return valid_flags
+    h, w = float(img_shape[0]), float(img_shape[1])
+    b = float(allowed_border)
+    return (valid_flags & (anchors[:, 0] >= -b) & (anchors[:, 1] >= -b) & (anchors[:, 2] < w + b)
+            & (anchors[:, 3] < h + b))
+
+
+def _img_hw(meta: dict[str, Any]) -> tuple[int, int]:
+    shape = meta.get("img_shape") or meta.get("batch_input_shape")
+    if shape is None:
+        raise ValueError("RPNHead: a data sample has neither 'img_shape' nor 'batch_input_shape' in its metainfo")
+    return int(shape[0]), int(shape[1])
+
+
+@MODELS.register_module()
+class RPNHead(nn.Module):
+    """MMDetection's ``RPNHead`` (one objectness logit per anchor, sigmoid), torchvision's module names.
+
+    Args:
+        in_channels: channels of the neck's outputs (the detector passes the FPN's ``out_channels``); a list
+            must hold one value, the conv is shared by the levels.
+        anchor_generator: config of the anchor generator (``TASK_UTILS``), e.g. ``{type: AnchorGenerator,
+            scales: [8], ratios: [0.5, 1.0, 2.0], strides: [4, 8, 16, 32, 64]}``; ``strides`` may be left out,
+            then the head's ``strides`` are used.
+        bbox_coder: config of the box coder (``TASK_UTILS``), default ``DeltaXYWHBBoxCoder`` with means 0, stds 1.
+        feat_channels: channels of the shared conv (default ``in_channels``, as torchvision).
+        num_convs: number of shared 3x3 conv + ReLU layers (1 as in the paper).
+        loss_cls: config (``MODELS``) of the objectness loss; must be sigmoid based
+            (default ``CrossEntropyLoss(use_sigmoid=True)``).
+        loss_bbox: config of the box loss on the encoded deltas of positives (default ``L1Loss``).
+        train_cfg: mmdet's ``train_cfg.rpn``: ``assigner`` (MaxIoUAssigner 0.7 / 0.3, min_pos_iou 0.3,
+            low-quality matches), ``sampler`` (RandomSampler 256, 0.5, no gt added), ``allowed_border`` (-1: all
+            anchors inside the un-padded image take part; ``>= 0``: also not crossing the border by more),
+            ``pos_weight`` (``<= 0``: 1).
+        test_cfg: mmdet's ``test_cfg.rpn``, see :func:`check_proposal_cfg`.
+        strides: the strides of the inputs (the detector passes the neck's ``out_strides``); checked against
+            the anchor generator's.
+    """
+
+    def __init__(
+        self,
+        in_channels: int | Sequence[int],
+        anchor_generator: dict[str, Any] | None = None,
+        bbox_coder: dict[str, Any] | None = None,
+        feat_channels: int | None = None,
+        num_convs: int = 1,
+        loss_cls: dict[str, Any] | None = None,
+        loss_bbox: dict[str, Any] | None = None,
+        train_cfg: dict[str, Any] | None = None,
+        test_cfg: dict[str, Any] | None = None,
+        strides: Sequence[int] | None = None,
+    ) -> None:
+        super().__init__()
+        channels = [in_channels] if isinstance(in_channels, int) else [int(c) for c in in_channels]
+        if not channels or len(set(channels)) != 1 or channels[0] <= 0:
+            raise ValueError(
+                f"RPNHead: in_channels={in_channels!r} must be one positive int (a list only of equal values): its "
+                "conv is shared by all levels"
+            )
+        self.in_channels = channels[0]
+        self.feat_channels = self.in_channels if feat_channels is None else int(feat_channels)
+        if self.feat_channels <= 0 or int(num_convs) < 1:
+            raise ValueError(f"RPNHead: feat_channels ({feat_channels!r}) and num_convs ({num_convs!r}) must be >= 1")
+
+        anchor_cfg = dict(anchor_generator or dict(type="AnchorGenerator", scales=[8], ratios=[0.5, 1.0, 2.0]))
+        if strides is not None:
+            strides = [int(s) for s in strides]
+            if "strides" not in anchor_cfg:
+                anchor_cfg["strides"] = strides
+            elif [int(s) for s in anchor_cfg["strides"]] != strides:
+                raise ValueError(
+                    f"RPNHead: anchor_generator.strides={list(anchor_cfg['strides'])} but the feature maps it gets "
+                    f"have strides {strides}; drop anchor_generator.strides (it is inferred) or fix the neck"
+                )
+        if "strides" not in anchor_cfg:
+            raise ValueError("RPNHead: anchor_generator needs strides (or the head's strides from the neck)")
+        self.prior_generator = TASK_UTILS.build(anchor_cfg)
+        num_anchors = set(self.prior_generator.num_base_anchors)
+        if len(num_anchors) != 1:
+            raise ValueError(
+                f"RPNHead: every level needs the same number of anchors (one shared conv), got "
+                f"{self.prior_generator.num_base_anchors}"
+            )
+        self.num_anchors = num_anchors.pop()
+        self.bbox_coder = TASK_UTILS.build(dict(bbox_coder or dict(type="DeltaXYWHBBoxCoder")))
+        self.loss_cls = MODELS.build(dict(loss_cls or dict(type="CrossEntropyLoss", use_sigmoid=True)))
+        if not getattr(self.loss_cls, "use_sigmoid", False):
+            raise ValueError(
+                f"RPNHead: loss_cls must be a sigmoid loss (one objectness logit per anchor), got {loss_cls!r}; "
+                "set use_sigmoid: true"
+            )
+        self.loss_bbox = MODELS.build(dict(loss_bbox or dict(type="L1Loss")))
+
+        self.train_cfg = _check_train_cfg(train_cfg)
+        self.test_cfg = check_proposal_cfg(test_cfg)
+        self.assigner = TASK_UTILS.build(dict(self.train_cfg["assigner"]))
+        self.sampler = TASK_UTILS.build(dict(self.train_cfg["sampler"]))
+        if getattr(self.sampler, "add_gt_as_proposals", False):
+            raise ValueError(
+                "RPNHead: train_cfg.sampler.add_gt_as_proposals must be false: the RPN trains on anchors, gt boxes "
+                "are no anchors"
+            )
+
+        convs = [ConvNormAct(self.in_channels, self.feat_channels, 3, norm=None, act="ReLU")]
+        convs += [ConvNormAct(self.feat_channels, self.feat_channels, 3, norm=None, act="ReLU")
+                  for _ in range(int(num_convs) - 1)]
+        self.conv = nn.Sequential(*convs)
+        self.cls_logits = nn.Conv2d(self.feat_channels, self.num_anchors, 1)
+        self.bbox_pred = nn.Conv2d(self.feat_channels, self.num_anchors * 4, 1)
+        self.init_weights()
+
+    def init_weights(self) -> None:
+        """Normal(0, 0.01) conv weights, zero biases (MMDetection's and torchvision's RPN init)."""
+        for m in self.modules():
+            if isinstance(m, nn.Conv2d):
+                nn.init.normal_(m.weight, std=0.01)
+                if m.bias is not None:
+                    nn.init.zeros_(m.bias)
+
+    # ----------------------------------------------------------------- forward
+    def forward(self, feats: Sequence[Tensor]) -> tuple[list[Tensor], list[Tensor]]:
+        """Neck maps, finest first -> (objectness logits per level ``[B, A, H, W]``, deltas ``[B, 4A, H, W]``)."""
+        if isinstance(feats, Tensor) or len(feats) != self.prior_generator.num_levels:
+            got = "one tensor" if isinstance(feats, Tensor) else f"{len(feats)} feature maps"
+            raise ValueError(
+                f"RPNHead: got {got}, built for {self.prior_generator.num_levels} levels (anchor_generator.strides="
+                f"{self.prior_generator.strides})"
+            )
+        cls_scores, bbox_preds = [], []
+        for x in feats:
+            h = self.conv(x)
+            cls_scores.append(self.cls_logits(h))
+            bbox_preds.append(self.bbox_pred(h))
+        return cls_scores, bbox_preds
+
+    def _flatten(self, cls_scores: Sequence[Tensor], bbox_preds: Sequence[Tensor]) -> tuple[Tensor, Tensor]:
+        """Per-level outputs -> logits ``[B, N]`` and deltas ``[B, N, 4]``, in the order of the anchors."""
+        b = cls_scores[0].shape[0]
+        logits = torch.cat([c.permute(0, 2, 3, 1).reshape(b, -1) for c in cls_scores], dim=1)
+        deltas = torch.cat([d.permute(0, 2, 3, 1).reshape(b, -1, 4) for d in bbox_preds], dim=1)
+        return logits, deltas
+
+    def _anchors(self, cls_scores: Sequence[Tensor], batch_input_shape: Sequence[int] | None) -> list[Tensor]:
+        sizes = [(c.shape[-2], c.shape[-1]) for c in cls_scores]
+        return self.prior_generator.grid_priors(sizes, cls_scores[0].device, torch.float32,
+                                                image_size=batch_input_shape)
+
+    # ----------------------------------------------------------------- training
+    def loss(self, feats: Sequence[Tensor], data_samples: Sequence[Any]) -> dict[str, Tensor]:
+        """``loss_rpn_cls`` and ``loss_rpn_bbox`` of the batch (see :meth:`loss_by_feat`)."""
+        return self.loss_by_feat(*self(feats), data_samples)
+
+    def loss_and_predict(self, feats: Sequence[Tensor], data_samples: Sequence[Any],
+                         proposal_cfg: dict[str, Any] | None = None) -> tuple[dict[str, Tensor], list[InstanceData]]:
+        """Losses and (detached) proposals from one forward pass; ``proposal_cfg`` is mmdet's
+        ``train_cfg.rpn_proposal`` (default: ``test_cfg``)."""
+        cls_scores, bbox_preds = self(feats)
+        losses = self.loss_by_feat(cls_scores, bbox_preds, data_samples)
+        cfg = self.test_cfg if proposal_cfg is None else check_proposal_cfg(proposal_cfg, "proposal_cfg")
+        proposals = self.predict_by_feat(cls_scores, bbox_preds, [s.metainfo for s in data_samples], cfg)
+        return losses, proposals
+
+    def _targets(self, anchors: Tensor, data_samples: Sequence[Any], featmap_sizes: list[tuple[int, int]]
+                 ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+        """Sampled anchors of every image: (positive image ids [P], positive anchor ids [P], their encoded
+        targets [P, 4], negative image ids [Q], negative anchor ids [Q]); anchor ids index the concatenated
+        anchors of all levels."""
+        device = anchors.device
+        pos_img, pos_idx, targets, neg_img, neg_idx = [], [], [], [], []
+        for i, sample in enumerate(data_samples):
+            img_shape = _img_hw(sample.metainfo)
+            gt = sample.gt_instances if "gt_instances" in sample else None
+            has_gt = gt is not None and "bboxes" in gt
+            gt_bboxes = torch.as_tensor(gt.bboxes, device=device).float().reshape(-1, 4) if has_gt else \
+                anchors.new_zeros((0, 4))
+            ign = sample.ignored_instances if "ignored_instances" in sample else None
+            ignore = torch.as_tensor(ign.bboxes, device=device).float().reshape(-1, 4) \
+                if ign is not None and "bboxes" in ign else None
+            valid = torch.cat(self.prior_generator.valid_flags(featmap_sizes, img_shape, device))
+            inside = torch.nonzero(
+                anchor_inside_flags(anchors, valid, img_shape, self.train_cfg["allowed_border"])
+            ).flatten()
+            priors = anchors[inside]
+            gt_labels = torch.zeros(len(gt_bboxes), dtype=torch.long, device=device)  # one class: object
+            assign = self.assigner.assign(priors, gt_bboxes, gt_labels, ignore)
+            sampled = self.sampler.sample(assign, priors, gt_bboxes, gt_labels)
+            pos, neg = inside[sampled.pos_inds], inside[sampled.neg_inds]
+            pos_img.append(torch.full_like(pos, i))
+            neg_img.append(torch.full_like(neg, i))
+            pos_idx.append(pos)
+            neg_idx.append(neg)
+            targets.append(self.bbox_coder.encode(sampled.pos_priors, sampled.pos_gt_bboxes))
+        return torch.cat(pos_img), torch.cat(pos_idx), torch.cat(targets), torch.cat(neg_img), torch.cat(neg_idx)
+
+    def loss_by_feat(self, cls_scores: Sequence[Tensor], bbox_preds: Sequence[Tensor], data_samples: Sequence[Any]
+                     ) -> dict[str, Tensor]:
+        """Objectness loss on the sampled anchors (1 for positives, 0 for negatives) and box loss on the deltas of
+        the positives, both divided by the number of sampled anchors of the batch (mmdet's ``avg_factor``).
+
+        An image without gt boxes contributes only negatives; a batch without any gives a zero box loss that
+        still has a gradient.
+        """
+        num_imgs = cls_scores[0].shape[0]
+        if len(data_samples) != num_imgs:
+            raise ValueError(f"RPNHead: {num_imgs} images but {len(data_samples)} data samples")
+        featmap_sizes = [(int(c.shape[-2]), int(c.shape[-1])) for c in cls_scores]
+        batch_shape = data_samples[0].metainfo.get("batch_input_shape")
+        anchors = torch.cat(self._anchors(cls_scores, batch_shape))
+        logits, deltas = self._flatten(cls_scores, bbox_preds)
+        if logits.shape[1] != anchors.shape[0]:
+            raise ValueError(
+                f"RPNHead: the outputs hold {logits.shape[1]} anchors per image, the anchor generator made "
+                f"{anchors.shape[0]}; A per position must be {self.num_anchors}"
+            )
+        with torch.no_grad():
+            pos_img, pos_idx, targets, neg_img, neg_idx = self._targets(anchors, data_samples, featmap_sizes)
+        num_pos, num_sampled = pos_idx.numel(), pos_idx.numel() + neg_idx.numel()
+        pred = torch.cat([logits[pos_img, pos_idx], logits[neg_img, neg_idx]])
+        labels = torch.cat([pred.new_ones(num_pos, dtype=torch.float32),
+                            pred.new_zeros(num_sampled - num_pos, dtype=torch.float32)])
+        pos_weight = float(self.train_cfg["pos_weight"])
+        weight = None
+        if pos_weight > 0:
+            weight = torch.cat([labels.new_full((num_pos,), pos_weight), labels.new_ones(num_sampled - num_pos)])
+        avg = float(max(num_sampled, 1))
+        loss_cls = self.loss_cls(pred, labels, weight, avg_factor=avg)
+        loss_bbox = self.loss_bbox(deltas[pos_img, pos_idx], targets, avg_factor=avg)
+        return dict(loss_rpn_cls=loss_cls, loss_rpn_bbox=loss_bbox)
+
+    # ----------------------------------------------------------------- proposals
+    def predict(self, feats: Sequence[Tensor], data_samples: Sequence[Any], rescale: bool = False
+                ) -> list[InstanceData]:
+        """Proposals per image with ``test_cfg`` (pipeline pixels; original pixels when ``rescale``)."""
+        cls_scores, bbox_preds = self(feats)
+        return self.predict_by_feat(cls_scores, bbox_preds, [s.metainfo for s in data_samples], self.test_cfg,
+                                    rescale=rescale)
+
+    def _topk_decode(self, cls_scores: Sequence[Tensor], bbox_preds: Sequence[Tensor], nms_pre: int,
+                     img_shapes: Tensor, batch_input_shape: Sequence[int] | None) -> tuple[Tensor, Tensor, Tensor]:
+        """The ``nms_pre`` best anchors of each level, decoded and clipped, for the whole batch at once.
+
+        Args:
+            cls_scores, bbox_preds: the head's outputs (see :meth:`forward`).
+            nms_pre: anchors kept per level.
+            img_shapes: ``[B, 2]`` or ``[1, 2]`` float32 (H, W) each image's boxes are clipped to.
+            batch_input_shape: (H, W) of the padded batch (for the anchor generator's ``strides_from_image``).
+
+        Returns:
+            boxes ``[B, P, 4]`` float32, sigmoid scores ``[B, P]`` float32 and the level of each column
+            ``[P]`` int64, with ``P = sum_l min(nms_pre, H_l * W_l * A)``, levels in order, best first in each.
+        """
+        device = cls_scores[0].device
+        with torch.autocast(device.type, enabled=False):
+            anchors = self._anchors(cls_scores, batch_input_shape)
+            boxes, scores, levels = [], [], []
+            for lvl, (cls, reg, anc) in enumerate(zip(cls_scores, bbox_preds, anchors)):
+                b = cls.shape[0]
+                s = cls.detach().float().permute(0, 2, 3, 1).reshape(b, -1).sigmoid()
+                d = reg.detach().float().permute(0, 2, 3, 1).reshape(b, -1, 4)
+                k = min(nms_pre, s.shape[1])
+                s, idx = s.topk(k, dim=1)  # [B, k], sorted
+                d = d.gather(1, idx[..., None].expand(-1, -1, 4))
+                boxes.append(self.bbox_coder.decode(anc[idx], d, max_shape=None))
+                scores.append(s)
+                levels.append(torch.full((k,), lvl, dtype=torch.long, device=device))
+            boxes_t = torch.cat(boxes, dim=1)
+            if getattr(self.bbox_coder, "clip_border", True):
+                # Per-image bounds (a batch mixes image sizes); the same clamp as the coder's max_shape.
+                hw = img_shapes.to(device=device, dtype=torch.float32)
+                bounds = torch.stack([hw[:, 1], hw[:, 0], hw[:, 1], hw[:, 0]], dim=-1)[:, None, :]
+                boxes_t = torch.minimum(boxes_t.clamp(min=0), bounds)
+        return boxes_t, torch.cat(scores, dim=1), torch.cat(levels)
+
+    def predict_by_feat(self, cls_scores: Sequence[Tensor], bbox_preds: Sequence[Tensor],
+                        batch_img_metas: Sequence[dict[str, Any]], cfg: dict[str, Any] | None = None,
+                        rescale: bool = False) -> list[InstanceData]:
+        """Proposals of each image (MMDetection's / torchvision's RPN post-processing), no gradient.
+
+        Per level the ``nms_pre`` highest sigmoid scores (batched top-k), decoded with the coder and clipped to
+        the image's ``img_shape``; then per image boxes not wider and higher than ``min_bbox_size`` dropped,
+        ``batched_nms`` with the level as the group, the ``max_per_img`` best kept. All in float32.
+
+        Returns:
+            one ``InstanceData`` per image: ``bboxes [P, 4]`` float32 xyxy (pipeline pixels, or original pixels
+            with ``rescale``), ``scores [P]`` float32 sorted descending, ``labels [P]`` int64 zeros.
+        """
+        cfg = self.test_cfg if cfg is None else cfg
+        if len(batch_img_metas) != cls_scores[0].shape[0]:
+            raise ValueError(f"RPNHead: {cls_scores[0].shape[0]} images but {len(batch_img_metas)} image metas")
+        device = cls_scores[0].device
+        img_shapes = torch.tensor([_img_hw(m) for m in batch_img_metas], dtype=torch.float32, device=device)
+        with torch.no_grad(), torch.autocast(device.type, enabled=False):
+            boxes, scores, levels = self._topk_decode(cls_scores, bbox_preds, cfg["nms_pre"], img_shapes,
+                                                      batch_img_metas[0].get("batch_input_shape"))
+            min_size = float(cfg["min_bbox_size"])
+            big = ((boxes[..., 2] - boxes[..., 0]) > min_size) & ((boxes[..., 3] - boxes[..., 1]) > min_size)
+            results = []
+            for i, meta in enumerate(batch_img_metas):
+                keep = torch.nonzero(big[i]).flatten()
+                b, s = boxes[i, keep], scores[i, keep]
+                kept = batched_nms(b, s, levels[keep], float(cfg["nms"]["iou_threshold"]))[: cfg["max_per_img"]]
+                b, s = b[kept], s[kept]
+                if rescale:
+                    sw, sh = meta.get("scale_factor", (1.0, 1.0))[:2]
+                    b = b / b.new_tensor([sw, sh, sw, sh])
+                results.append(InstanceData(bboxes=b, scores=s, labels=torch.zeros_like(kept)))
+        return results
+
+    def proposals_static(self, cls_scores: Sequence[Tensor], bbox_preds: Sequence[Tensor],
+                         img_shape: tuple[int, int], with_level_ids: bool = False
+                         ) -> tuple[Tensor, Tensor] | tuple[Tensor, Tensor, Tensor]:
+        """The proposals' computation up to NMS with shapes that depend only on the input size (ONNX export).
+
+        The same top-k (``test_cfg.nms_pre`` per level), decoding and clipping as :meth:`predict_by_feat`, for
+        one ``img_shape`` shared by the batch (the network input). Boxes not above ``min_bbox_size`` keep their
+        slot with score 0 instead of being removed (every sigmoid score of a kept box is > 0, so an NMS with a
+        positive score threshold, or ``score > 0``, drops them). The NMS step is not here: the export helper adds
+        it (ONNX ``NonMaxSuppression``), per level as ``batched_nms`` does, i.e. on boxes offset by
+        ``level * (max coordinate + 1)``, then keeps ``test_cfg.max_per_img``.
+
+        Args:
+            cls_scores, bbox_preds: the head's outputs (see :meth:`forward`).
+            img_shape: (H, W) boxes are clipped to, also the padded input's size for the anchors.
+            with_level_ids: also return the level of each column.
+
+        Returns:
+            boxes ``[B, P, 4]`` float32, scores ``[B, P]`` float32 (and level ids ``[P]`` int64), columns grouped
+            by level, best first within a level; ``P = sum_l min(nms_pre, H_l * W_l * A)``.
+        """
+        device = cls_scores[0].device
+        hw = torch.tensor([[float(img_shape[0]), float(img_shape[1])]], device=device)
+        with torch.autocast(device.type, enabled=False):
+            boxes, scores, levels = self._topk_decode(cls_scores, bbox_preds, self.test_cfg["nms_pre"], hw,
+                                                      img_shape)
+            min_size = float(self.test_cfg["min_bbox_size"])
+            big = ((boxes[..., 2] - boxes[..., 0]) > min_size) & ((boxes[..., 3] - boxes[..., 1]) > min_size)
+            scores = torch.where(big, scores, torch.zeros_like(scores))
+        return (boxes, scores, levels) if with_level_ids else (boxes, scores)
