@@ -29,7 +29,42 @@ def shrink_model(model_cfg: dict) -> dict:
     for aug in cfg.get("data_preprocessor", {}).get("batch_augments") or []:
         if aug.get("type") == "BatchRandomResize":
             aug["sizes"] = [SIZE]
+    if "roi_head" in cfg:
+        _shrink_two_stage(cfg)
     return cfg
+
+
+def _shrink_two_stage(cfg: dict) -> None:
+    """Narrow FPN / RoI heads and few proposals, so a two-stage detector runs in a second."""
+    if cfg.get("neck"):
+        cfg["neck"]["out_channels"] = 16
+    roi = cfg["roi_head"]
+    shared = roi.get("shared_head")
+    if shared:  # C4: res5 of the shrunk backbone (ResNet-18 at 1/8 width)
+        shared.update(depth=18, base_channels=8)
+    for key in ("bbox_roi_extractor", "mask_roi_extractor"):
+        if roi.get(key) and "out_channels" in roi[key]:
+            roi[key]["out_channels"] = 16 if cfg.get("neck") else 32
+    heads = roi["bbox_head"] if isinstance(roi["bbox_head"], list) else [roi["bbox_head"]]
+    for head in heads:
+        if "fc_out_channels" in head:
+            head["fc_out_channels"] = 32
+    masks = roi.get("mask_head") or []
+    for head in masks if isinstance(masks, list) else [masks]:
+        head.update(num_convs=1, conv_out_channels=16)
+    for section in ("train_cfg", "test_cfg"):
+        for key in ("rpn_proposal", "rpn"):
+            part = cfg.get(section, {}).get(key)
+            if part and "nms_pre" in part:
+                part.update(nms_pre=100, max_per_img=50)
+
+
+def _box_masks(boxes: torch.Tensor, size: int) -> torch.Tensor:
+    """uint8 [N, size, size] masks filling each box (what a mask head trains on)."""
+    ys = torch.arange(size)[None, :, None]
+    xs = torch.arange(size)[None, None, :]
+    b = boxes[:, :, None, None]
+    return ((xs >= b[:, 0]) & (xs < b[:, 2]) & (ys >= b[:, 1]) & (ys < b[:, 3])).to(torch.uint8)
 
 
 def _batch(num_classes: int, n: int = 2) -> dict:
@@ -42,7 +77,8 @@ def _batch(num_classes: int, n: int = 2) -> dict:
         s = DetDataSample(metainfo={"img_shape": (SIZE, SIZE), "ori_shape": (SIZE * 2, SIZE * 2),
                                     "scale_factor": (0.5, 0.5)})
         boxes = torch.tensor([[4.0, 6.0, 30.0, 40.0], [20.0, 10.0, 60.0, 50.0]])[: i + 1]
-        s.gt_instances = InstanceData(bboxes=boxes, labels=torch.arange(len(boxes)) % num_classes)
+        s.gt_instances = InstanceData(bboxes=boxes, labels=torch.arange(len(boxes)) % num_classes,
+                                      masks=_box_masks(boxes, SIZE))
         s.ignored_instances = InstanceData(bboxes=torch.zeros(0, 4), labels=torch.zeros(0, dtype=torch.long))
         samples.append(s)
     return {"inputs": inputs, "data_samples": samples}
@@ -54,13 +90,21 @@ def run_all_modes(model, num_classes: int) -> None:
     assert pred.bboxes.shape[1] == 4 and len(pred.scores) == len(pred.labels) == len(pred.bboxes)
     if len(pred.bboxes):
         assert pred.bboxes.max() <= SIZE * 2 and int(pred.labels.max()) < num_classes
-    assert len(raw) == len(model.bbox_head.anchor_masks)
+    if hasattr(model, "roi_head"):  # two-stage: RPN outputs (one per level) then the RoI head's
+        assert len(raw) >= 3 and all(torch.isfinite(t).all() for t in raw if isinstance(t, torch.Tensor))
+        if getattr(model, "with_mask", False):
+            assert pred.masks.dtype == torch.bool and pred.masks.shape[1:] == (SIZE * 2, SIZE * 2)
+            assert len(pred.masks) == len(pred.bboxes)
+    else:
+        assert len(raw) == len(model.bbox_head.anchor_masks)
 
 
 def _pipelines(ds: dict) -> list[list[dict]]:
     """The pipelines a dataset config runs (wrappers and concatenations unrolled)."""
     if "datasets" in ds:
         return [p for sub in ds["datasets"] for p in _pipelines(sub)]
+    if "dataset" in ds and "pipeline" not in ds:  # RepeatDataset / ClassBalancedDataset: the inner one's
+        return _pipelines(ds["dataset"])
     if "dataset" in ds:  # a mixing wrapper: the inner loading pipeline, then the wrapper's
         return [list(ds["dataset"].get("pipeline", [])) + list(ds.get("pipeline", []))]
     return [list(ds["pipeline"])]
@@ -75,6 +119,9 @@ def run_pipelines(cfg, tmp_path) -> None:
     instances = [{"bbox": [10.0, 12.0, 60.0, 70.0], "bbox_label": 0, "ignore_flag": 0},
                  {"bbox": [70.0, 20.0, 120.0, 90.0], "bbox_label": cfg.model.num_classes - 1, "ignore_flag": 0},
                  {"bbox": [30.0, 30.0, 50.0, 50.0], "bbox_label": 0, "ignore_flag": 1}]
+    for inst in instances:  # a polygon per instance: the box's outline (used by pipelines that load masks)
+        x1, y1, x2, y2 = inst["bbox"]
+        inst["mask"] = [[x1, y1, x2, y1, x2, y2, x1, y2]]
     for split in ("train_dataloader", "test_dataloader"):
         for steps in _pipelines(cfg[split]["dataset"]):
             with DefaultScope.overwrite_default_scope(cfg.default_scope):

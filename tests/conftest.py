@@ -5,6 +5,11 @@ from __future__ import annotations
 import os
 
 import pytest
+
+# oars first: before torch loads libgomp it bounds its spin count (GOMP_SPINCOUNT), as in every oars run
+import oars  # noqa: F401
+
+# isort: split
 import torch
 
 torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))

@@ -1,8 +1,10 @@
 """Paste fixed-size RoI masks (28x28) into full images: each mask is stretched over its box by bilinear sampling.
 
-Every mask of a chunk is sampled at once with ``grid_sample`` over the pixels the chunk's boxes cover (the
-idea of MMDetection's / Detectron2's ``_do_paste_mask``); chunks bound the float memory to about
-``max_chunk_bytes`` whatever the number of masks and the image size.
+``F.grid_sample`` samples every mask of a chunk at once over its box's window of image pixels (the idea of
+MMDetection's / Detectron2's ``_do_paste_mask``). Masks are sorted by window area and chunked (at most
+``masks_per_chunk``, and ``max_chunk_bytes`` of temporaries): a chunk samples all its masks on its largest
+window, so similar sizes keep the padding small (about 2x the boxes' area for boxes of mixed shapes, measured),
+instead of ``K * H * W`` samples for whole-image grids; one indexed write per chunk puts the windows in place.
 """
 
 from __future__ import annotations
@@ -13,25 +15,22 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-# Float bytes per image pixel per mask in a chunk: the sampling grid (2 floats) and the sampled value.
-_BYTES_PER_PIXEL = 12
+# Bytes of temporaries per sampled pixel of a chunk: the grid (2 floats), the sample, the thresholded value.
+_BYTES_PER_PIXEL = 16
 
 
-def _paste_chunk(masks: Tensor, boxes: Tensor, x0: int, y0: int, x1: int, y1: int) -> Tensor:
-    """``masks [n, h, w]`` sampled at the centres of the pixels ``[y0, y1) x [x0, x1)``: float
-    ``[n, y1 - y0, x1 - x0]``."""
-    dev = masks.device
-    ys = torch.arange(y0, y1, device=dev, dtype=torch.float32) + 0.5
-    xs = torch.arange(x0, x1, device=dev, dtype=torch.float32) + 0.5
+def _sample(masks: Tensor, boxes: Tensor, xs: Tensor, ys: Tensor) -> Tensor:
+    """``masks [n, h, w]`` sampled at the centres of the pixels ``ys [n, H'] x xs [n, W']`` (int64 image pixel
+    indices, a row per mask): float ``[n, H', W']``, 0 at pixel centres outside the mask's box."""
     bx0, by0, bx1, by1 = boxes.unbind(dim=1)
     # Pixel centre -> [-1, 1] across the box (grid_sample's align_corners=False frame). Centres outside the box
-    # (and the +-inf / nan of a box of zero width or height) go to 2, beyond the zero padding: they stay 0, so a
-    # mask never bleeds out of its box and the result does not depend on how masks are chunked.
-    gy = (ys[None, :] - by0[:, None]) / (by1 - by0)[:, None] * 2 - 1
-    gx = (xs[None, :] - bx0[:, None]) / (bx1 - bx0)[:, None] * 2 - 1
+    # (and the +-inf / nan of a box of zero width or height) go to 2, beyond the zero padding, so they are 0: a
+    # mask never bleeds out of its box, and the result does not depend on the window it was sampled in.
+    gy = (ys.float() + 0.5 - by0[:, None]) / (by1 - by0)[:, None] * 2 - 1
+    gx = (xs.float() + 0.5 - bx0[:, None]) / (bx1 - bx0)[:, None] * 2 - 1
     gy = torch.where(gy.abs() <= 1, gy, torch.full_like(gy, 2.0))
     gx = torch.where(gx.abs() <= 1, gx, torch.full_like(gx, 2.0))
-    n, h, w = masks.shape[0], ys.numel(), xs.numel()
+    n, h, w = masks.shape[0], ys.shape[1], xs.shape[1]
     grid = torch.stack([gx[:, None, :].expand(n, h, w), gy[:, :, None].expand(n, h, w)], dim=3)
     return F.grid_sample(masks[:, None].float(), grid, mode="bilinear", padding_mode="zeros",
                          align_corners=False)[:, 0]
@@ -42,6 +41,7 @@ def paste_masks(
     boxes: Tensor,
     img_shape: Sequence[int],
     threshold: float | None = 0.5,
+    masks_per_chunk: int = 8,
     max_chunk_bytes: int = 1 << 28,
 ) -> Tensor:
     """Paste each RoI mask into an image of ``img_shape`` over its box.
@@ -59,8 +59,9 @@ def paste_masks(
         img_shape: ``(H, W)`` of the target image.
         threshold: masks are ``prob >= threshold`` (MMDetection's ``mask_thr_binary``); None returns the
             float probabilities instead.
-        max_chunk_bytes: memory bound of one chunk's float tensors (masks are pasted ``max_chunk_bytes /
-            (12 H W)`` at a time, at least one).
+        masks_per_chunk: the most masks sampled together (8: the least total time measured on CPU).
+        max_chunk_bytes: memory bound of a chunk's temporaries (16 bytes per sampled pixel; at least one mask
+            per chunk). The output itself is ``K * H * W`` bools (or floats).
 
     Returns:
         bool ``[K, H, W]`` (float32 with ``threshold=None``).
@@ -70,22 +71,33 @@ def paste_masks(
                          f"{tuple(mask_probs.shape)} and {tuple(boxes.shape)}")
     img_h, img_w = int(img_shape[0]), int(img_shape[1])
     num = mask_probs.shape[0]
-    dtype = torch.float32 if threshold is None else torch.bool
-    out = torch.zeros((num, img_h, img_w), dtype=dtype, device=mask_probs.device)
+    device = mask_probs.device
+    out = torch.zeros((num, img_h, img_w), dtype=torch.float32 if threshold is None else torch.bool, device=device)
     if num == 0 or img_h == 0 or img_w == 0:
         return out
     boxes = boxes.float()
-    chunk = max(1, int(max_chunk_bytes) // (_BYTES_PER_PIXEL * img_h * img_w))
-    for start in range(0, num, chunk):
-        b = boxes[start : start + chunk]
-        # Only the pixels the chunk's boxes cover (plus one for rounding): the rest stays 0.
-        lo = (b[:, :2].min(dim=0).values.floor() - 1).clamp(min=0).tolist()
-        hi = (b[:, 2:].max(dim=0).values.ceil() + 1).tolist()
-        x0, y0 = int(lo[0]), int(lo[1])
-        x1, y1 = min(int(hi[0]), img_w), min(int(hi[1]), img_h)
-        if x1 <= x0 or y1 <= y0:
+    # Each mask's window: the pixels its box touches, inside the image.
+    lo = boxes[:, :2].floor().clamp(min=0)
+    hi = torch.minimum(boxes[:, 2:].ceil(), boxes.new_tensor([img_w, img_h]))
+    origin = lo.long()
+    size = (hi - lo).clamp(min=0).long()  # (w, h)
+    order = size.prod(dim=1).argsort()
+    largest = int(size[order[-1]].prod())
+    chunk = max(1, min(int(masks_per_chunk), int(max_chunk_bytes) // (_BYTES_PER_PIXEL * max(largest, 1))))
+    # The window every chunk samples on: its masks' widest and highest (one host sync for all chunks).
+    starts = list(range(0, num, chunk))
+    padded = torch.cat([size[order], size[order[-1:]].expand((-num) % chunk, 2)])
+    chunk_sizes = padded.view(-1, chunk, 2).max(dim=1).values.tolist()
+    limit = torch.tensor([img_w, img_h], device=device)
+    for start, (w, h) in zip(starts, chunk_sizes):
+        if w == 0 or h == 0:
             continue
-        pasted = _paste_chunk(mask_probs[start : start + chunk], b, x0, y0, x1, y1)
-        out[start : start + chunk, y0:y1, x0:x1] = pasted if threshold is None else pasted >= threshold
+        idx = order[start : start + chunk]
+        # A window smaller than the chunk's is widened; moved back where it would leave the image. It still
+        # holds the whole box's pixels, and its other pixels sample to 0 (outside the box).
+        corner = torch.minimum(origin[idx], limit - torch.tensor([w, h], device=device))
+        xs = corner[:, 0:1] + torch.arange(w, device=device)
+        ys = corner[:, 1:2] + torch.arange(h, device=device)
+        vals = _sample(mask_probs[idx], boxes[idx], xs, ys)
+        out[idx[:, None, None], ys[:, :, None], xs[:, None, :]] = vals if threshold is None else vals >= threshold
     return out
-
