@@ -276,16 +276,29 @@ def test_paste_hand_computed_2x2_into_4x4():
         (profile[:, None] * profile[None, :]) >= 0.5).tolist()
 
 
-def test_paste_chunks_agree_and_degenerate_boxes_paste_nothing():
+def _paste_reference(mask: torch.Tensor, box: torch.Tensor, h: int, w: int) -> torch.Tensor:
+    """One mask sampled by grid_sample on a whole-image grid (MMDetection's GPU paste), 0 outside the box."""
+    gy = (torch.arange(h) + 0.5 - box[1]) / (box[3] - box[1]) * 2 - 1
+    gx = (torch.arange(w) + 0.5 - box[0]) / (box[2] - box[0]) * 2 - 1
+    grid = torch.stack([gx[None, :].expand(h, w), gy[:, None].expand(h, w)], dim=-1)[None]
+    sampled = F.grid_sample(mask[None, None], grid, mode="bilinear", padding_mode="zeros", align_corners=False)
+    return torch.where((gy.abs() <= 1)[:, None] & (gx.abs() <= 1)[None, :], sampled[0, 0], 0.0)
+
+
+def test_paste_equals_whole_image_grid_sample_in_any_chunking():
     g = torch.Generator().manual_seed(0)
-    masks = torch.rand(7, 28, 28, generator=g)
-    xy = torch.rand(7, 2, generator=g) * 40
-    boxes = torch.cat([xy, xy + 5 + torch.rand(7, 2, generator=g) * 30], dim=1)
+    masks = torch.rand(11, 28, 28, generator=g)
+    xy = torch.rand(11, 2, generator=g) * 60 - 5
+    boxes = torch.cat([xy, xy + 3 + torch.rand(11, 2, generator=g) * 40], dim=1)  # some leave the image
     boxes[3, 2] = boxes[3, 0]  # zero width
+    ref = torch.stack([_paste_reference(m, b, 60, 70) for m, b in zip(masks, boxes)])
+    probs = paste_masks(masks, boxes, (60, 70), threshold=None)
+    torch.testing.assert_close(probs, ref, rtol=0, atol=1e-6)
     one = paste_masks(masks, boxes, (60, 70))
-    many = paste_masks(masks, boxes, (60, 70), max_chunk_bytes=1)  # one mask per chunk
-    assert one.dtype == torch.bool and one.shape == (7, 60, 70)
-    assert torch.equal(one, many) and not one[3].any()
+    assert one.dtype == torch.bool and one.shape == (11, 60, 70) and torch.equal(one, probs >= 0.5)
+    for kwargs in (dict(masks_per_chunk=1), dict(masks_per_chunk=100), dict(max_chunk_bytes=1)):
+        assert torch.equal(paste_masks(masks, boxes, (60, 70), **kwargs), one)
+    assert not one[3].any()
     assert paste_masks(masks[:0], boxes[:0], (60, 70)).shape == (0, 60, 70)
 
 
