@@ -484,6 +484,14 @@ def test_res_layer_is_resnet50_layer4_and_loads_its_weights(tmp_path):
     assert out.shape == (2, 256, 7, 7)
     torch.testing.assert_close(out, backbone.layer4(x))
     assert not torch.allclose(before, head(torch.ones(1, 128, 14, 14)))
+    # The RoI head's init_weights reaches its shared head (mmengine's BaseModule.init_weights stops at the head).
+    roi_head = MODELS.build(dict(
+        type="StandardRoIHead", num_classes=NUM_CLASSES, in_channels=[128], strides=[16],
+        bbox_roi_extractor=dict(type="SingleRoIExtractor", roi_layer=dict(type="RoIAlign", output_size=14)),
+        shared_head=dict(type="ResLayer", depth=50, base_channels=8, init=dict(checkpoint=str(path))),
+        bbox_head=dict(type="BBoxHead", with_avg_pool=True)))
+    roi_head.init_weights()
+    torch.testing.assert_close(roi_head.shared_head(x), backbone.layer4(x))
     with pytest.raises(ValueError, match="takes 1024"):
         ResLayer(depth=50, in_channels=256)
 
