@@ -24,14 +24,18 @@ class DeltaXYWHBBoxCoder:
     normalised by ``(delta - target_means) / target_stds``; decode inverts it.
 
     The same numbers as MMDetection's coder and torchvision's ``BoxCoder`` (whose ``weights`` are
-    ``1 / target_stds``): widths are ``x2 - x1`` without a +1. ``dw``/``dh`` are clamped to
-    ``|log(wh_ratio_clip)|`` (torchvision's ``bbox_xform_clip`` = log(1000 / 16)) so that an early, wild
-    prediction cannot overflow ``exp``. Both run in float32 whatever the input dtype (autocast-safe).
+    ``1 / target_stds``): widths are ``x2 - x1`` without a +1. Decoding clamps ``dw``/``dh`` to
+    ``[-|log(wh_ratio_clip)|, |log(wh_ratio_clip)|]`` so that an early, wild prediction cannot overflow ``exp``
+    (as MMDetection; torchvision clamps only from above at ``bbox_xform_clip`` = log(1000 / 16), so the two
+    differ only for boxes shrunk more than 62.5 times). Encoding treats widths and heights below ``eps`` as
+    ``eps``, so a degenerate gt box gives a large but finite target instead of NaN. Both run in float32
+    whatever the input dtype (autocast-safe).
 
     Args:
         target_means, target_stds: per-coordinate normalisation (RPN: stds 1; RoI heads: 0.1, 0.1, 0.2, 0.2).
         clip_border: clip decoded boxes to ``max_shape`` when it is given.
         wh_ratio_clip: the smallest allowed scale change; its log bounds ``dw``/``dh``.
+        eps: the least width/height used when encoding (degenerate boxes).
     """
 
     def __init__(
@@ -40,6 +44,7 @@ class DeltaXYWHBBoxCoder:
         target_stds: Sequence[float] = (1.0, 1.0, 1.0, 1.0),
         clip_border: bool = True,
         wh_ratio_clip: float = 16 / 1000,
+        eps: float = 1e-6,
     ) -> None:
         self.target_means = _four("target_means", target_means)
         self.target_stds = _four("target_stds", target_stds)
@@ -48,6 +53,7 @@ class DeltaXYWHBBoxCoder:
         if not 0 < wh_ratio_clip < 1:
             raise ValueError(f"DeltaXYWHBBoxCoder: wh_ratio_clip must be in (0, 1), got {wh_ratio_clip!r}")
         self.clip_border = clip_border
+        self.eps = float(eps)
         self.max_ratio = abs(math.log(wh_ratio_clip))
 
     def _stats(self, ref: Tensor) -> tuple[Tensor, Tensor]:
@@ -70,6 +76,7 @@ class DeltaXYWHBBoxCoder:
         px, py = p[..., 0] + 0.5 * pw, p[..., 1] + 0.5 * ph
         gw, gh = g[..., 2] - g[..., 0], g[..., 3] - g[..., 1]
         gx, gy = g[..., 0] + 0.5 * gw, g[..., 1] + 0.5 * gh
+        pw, ph, gw, gh = (v.clamp(min=self.eps) for v in (pw, ph, gw, gh))
         deltas = torch.stack([(gx - px) / pw, (gy - py) / ph, torch.log(gw / pw), torch.log(gh / ph)], dim=-1)
         means, stds = self._stats(deltas)
         return (deltas - means) / stds

@@ -94,6 +94,11 @@ def test_coder_hand_case_clamp_and_clip():
         DeltaXYWHBBoxCoder(target_stds=(1, 1, 1))
 
 
+def test_coder_degenerate_gt_gives_finite_targets():
+    deltas = DeltaXYWHBBoxCoder().encode(torch.tensor([[0.0, 0.0, 10.0, 10.0]]), torch.tensor([[5.0, 5.0, 5.0, 9.0]]))
+    assert torch.isfinite(deltas).all()
+
+
 def test_coder_is_fp32_under_autocast():
     coder = DeltaXYWHBBoxCoder()
     with torch.autocast("cpu", dtype=torch.bfloat16):
