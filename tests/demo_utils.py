@@ -38,6 +38,7 @@ def demo_overrides(data_root: str, epochs: int = 1, **extra) -> list[str]:
 
 
 DET_DEMO_CFG = os.path.join(ROOT, "configs/detection/yolov3/yolov3_darknet53_demo_shapes.yaml")
+MASK_DEMO_CFG = os.path.join(ROOT, "configs/detection/mask_rcnn/mask_rcnn_r18_fpn_demo_shapes.yaml")
 
 
 def det_demo_overrides(data_root: str, epochs: int = 1, fit_train: bool = False, **extra) -> list[str]:
