@@ -1,9 +1,14 @@
-"""Convert annotations to COCO instances json.
+"""Convert annotations to COCO instances json, or torchvision detection checkpoints to oars ones.
 
   python tools/convert.py voc2coco --voc-root data/VOCdevkit/VOC2007 --split ImageSets/Main/trainval.txt \\
       --out data/VOCdevkit/VOC2007/annotations/trainval.json [--classes a b ...]
   python tools/convert.py labelme2coco --input DIR_OF_LABELME_JSON --out ann.json [--classes a b ...] \\
       [--image-root DIR]
+  python tools/convert.py torchvision2oars --input fasterrcnn_resnet50_fpn_coco-258fb6c6.pth \\
+      --out work_dirs/faster_rcnn_tv.pth [--classes coco80|all|ID ...] \\
+      [-c configs/detection/faster_rcnn/faster_rcnn_r50_fpn_torchvision_coco.yaml [-o KEY=VALUE ...]]
+      (a torchvision fasterrcnn_resnet50_fpn / maskrcnn_resnet50_fpn state dict -> {'state_dict': ...} for
+      tools/eval.py -w; with -c the result is loaded strictly into the config's model first)
 """
 
 import argparse
@@ -29,7 +34,22 @@ def main() -> None:
         p.add_argument('--out', required=True, help='output COCO json (written atomically)')
         p.add_argument('--classes', nargs='+', default=None,
                        help='class names in category-id order (default: the sorted names found)')
+    tv = sub.add_parser('torchvision2oars',
+                        help='torchvision Faster/Mask R-CNN R50-FPN checkpoint -> oars FasterRCNN/MaskRCNN weights')
+    tv.add_argument('--input', required=True, help="torchvision .pth (a state dict, or {'model': ...})")
+    tv.add_argument('--out', required=True, help='output checkpoint ({state_dict, meta})')
+    tv.add_argument('--classes', nargs='+', default=['coco80'],
+                    help="'coco80' (default: the 80 COCO categories, num_classes 80), 'all' (every output, "
+                         "num_classes = outputs - 1, exact scores) or torchvision label indices to keep")
+    tv.add_argument('-c', '--config', default=None, help='check: build this config\'s model and load strictly')
+    tv.add_argument('-o', '--opt', dest='overrides', nargs='+', action='extend', default=[], metavar='KEY=VALUE',
+                    help='config overrides for -c')
     args = parser.parse_args()
+    if args.command == 'torchvision2oars':
+        from detection.models.convert_torchvision import convert_checkpoint_file
+
+        print(convert_checkpoint_file(args.input, args.out, args.classes, args.config, args.overrides))
+        return
     if args.command == 'voc2coco':
         coco = voc_to_coco(args.voc_root, args.split, classes=args.classes, img_suffix=args.img_suffix,
                            on_bad_annotation=args.on_bad_annotation)

@@ -1,6 +1,16 @@
 """Detection models: importing this package registers every class in ``detection.registry.MODELS``."""
 
-from . import batch_augments, data_preprocessor, detectors, heads, losses, necks, task_utils
+from . import (
+    batch_augments,
+    data_preprocessor,
+    detectors,
+    heads,
+    losses,
+    necks,
+    task_utils,
+    torchvision_box_coder,  # registers TorchvisionBoxCoder (TASK_UTILS)
+    torchvision_preprocessor,  # registers TorchvisionRCNNPreprocessor
+)
 from . import roi_heads as roi_heads  # registers the RoI extractors, box/mask heads and RoI heads
 from .batch_augments import BatchRandomResize
 from .data_preprocessor import DetDataPreprocessor
@@ -8,11 +18,13 @@ from .detectors import SingleStageDetector, YOLOv3
 from .heads import YOLOv3Head
 from .necks import YOLOv3Neck
 from .task_utils import YOLOAssigner, multiclass_nms
+from .torchvision_preprocessor import TorchvisionRCNNPreprocessor
 
 __all__ = [
     "BatchRandomResize",
     "DetDataPreprocessor",
     "SingleStageDetector",
+    "TorchvisionRCNNPreprocessor",
     "YOLOAssigner",
     "YOLOv3",
     "YOLOv3Head",
@@ -25,4 +37,6 @@ __all__ = [
     "multiclass_nms",
     "necks",
     "task_utils",
+    "torchvision_box_coder",
+    "torchvision_preprocessor",
 ]

@@ -344,10 +344,13 @@ class RPNHead(nn.Module):
             boxes, scores, levels = [], [], []
             for lvl, (cls, reg, anc) in enumerate(zip(cls_scores, bbox_preds, anchors)):
                 b = cls.shape[0]
-                s = cls.detach().float().permute(0, 2, 3, 1).reshape(b, -1).sigmoid()
+                logits = cls.detach().float().permute(0, 2, 3, 1).reshape(b, -1)
                 d = reg.detach().float().permute(0, 2, 3, 1).reshape(b, -1, 4)
-                k = min(nms_pre, s.shape[1])
-                s, idx = s.topk(k, dim=1)  # [B, k], sorted
+                k = min(nms_pre, logits.shape[1])
+                # Top-k on the logits, sigmoid after (torchvision's order): sigmoid saturates to 1.0 in float32
+                # above ~17, and a top-k among tied scores would pick arbitrary anchors.
+                logits, idx = logits.topk(k, dim=1)  # [B, k], sorted
+                s = logits.sigmoid()
                 d = d.gather(1, idx[..., None].expand(-1, -1, 4))
                 boxes.append(self.bbox_coder.decode(anc[idx], d, max_shape=None))
                 scores.append(s)

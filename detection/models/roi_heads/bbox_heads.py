@@ -48,7 +48,8 @@ def accuracy(cls_score: Tensor, labels: Tensor) -> Tensor:
 
 
 def multiclass_nms_boxes_per_class(
-    boxes: Tensor, scores: Tensor, score_thr: float, iou_threshold: float, max_per_img: int, nms_pre: int | None
+    boxes: Tensor, scores: Tensor, score_thr: float, iou_threshold: float, max_per_img: int, nms_pre: int | None,
+    valid: Tensor | None = None,
 ) -> tuple[Tensor, Tensor, Tensor]:
     """Per-class NMS where each (RoI, class) pair has its own box (class-specific regression).
 
@@ -61,12 +62,17 @@ def multiclass_nms_boxes_per_class(
         max_per_img: detections kept (<= 0: all).
         nms_pre: only the highest-scored pairs enter NMS (None or <= 0: all), which bounds its cost when a low
             ``score_thr`` lets through up to ``R * C`` pairs.
+        valid: optional bool ``[R, C]`` (or ``[R, 1]``); pairs where it is false are dropped with the low scores
+            (torchvision's removal of boxes smaller than 0.01 px, see ``min_bbox_size``).
 
     Returns:
         ``(bboxes [K, 4] float32, scores [K] float32, labels [K] int64)`` by decreasing score.
     """
     boxes = boxes.expand(scores.shape[0], scores.shape[1], 4)
-    roi_idx, labels = (scores > score_thr).nonzero(as_tuple=True)
+    keep = scores > score_thr
+    if valid is not None:
+        keep = keep & valid
+    roi_idx, labels = keep.nonzero(as_tuple=True)
     cand_scores = scores[roi_idx, labels]
     if nms_pre is not None and 0 < nms_pre < cand_scores.numel():
         cand_scores, order = cand_scores.topk(nms_pre)
@@ -301,7 +307,9 @@ class BBoxHead(nn.Module):
             rois, cls_scores, bbox_preds: per image ``[R_i, 5]``, ``[R_i, num_classes + 1]`` logits (or
                 probabilities with ``scores_are_probs``), ``[R_i, reg_dim]``.
             batch_img_metas: per image metainfo with ``img_shape`` and (for ``rescale``) ``scale_factor``.
-            test_cfg: ``score_thr``, ``nms: {iou_threshold}``, ``max_per_img``, ``nms_pre``.
+            test_cfg: ``score_thr``, ``nms: {iou_threshold}``, ``max_per_img``, ``nms_pre`` and optionally
+                ``min_bbox_size`` (> 0: boxes narrower or lower than it, in input pixels, are dropped before NMS,
+                as torchvision's ``remove_small_boxes``).
 
         Returns:
             per image ``InstanceData(bboxes [K, 4], scores [K], labels [K] int64)``.
@@ -314,12 +322,16 @@ class BBoxHead(nn.Module):
             probs = score.float() if scores_are_probs else F.softmax(score.float(), dim=-1)
             deltas = pred.float().view(pred.shape[0], -1, 4)
             boxes = self.bbox_coder.decode(roi[:, None, 1:], deltas, max_shape=meta["img_shape"][:2])
+            min_size = float(test_cfg.get("min_bbox_size", 0.0))
+            valid = None
+            if min_size > 0:
+                valid = ((boxes[..., 2] - boxes[..., 0]) >= min_size) & ((boxes[..., 3] - boxes[..., 1]) >= min_size)
             if rescale:
                 sw, sh = scale_factor_of(meta)
                 boxes = boxes / boxes.new_tensor([sw, sh, sw, sh])
             det_boxes, det_scores, det_labels = multiclass_nms_boxes_per_class(
                 boxes, probs[:, : self.num_classes], test_cfg["score_thr"], test_cfg["nms"]["iou_threshold"],
-                test_cfg["max_per_img"], test_cfg["nms_pre"],
+                test_cfg["max_per_img"], test_cfg["nms_pre"], valid,
             )
             results.append(InstanceData(bboxes=det_boxes, scores=det_scores, labels=det_labels))
         return results

@@ -22,7 +22,7 @@ from detection.registry import MODELS
 from oars.models.layers import ConvNormAct
 
 from ..task_utils import SamplingResult
-from .mask_paste import paste_masks
+from .mask_paste import PASTE_MODES, paste_masks
 from .utils import scale_factor_of
 
 DEFAULT_LOSS_MASK: dict[str, Any] = dict(type="CrossEntropyLoss", use_sigmoid=True, loss_weight=1.0)
@@ -71,6 +71,8 @@ class FCNMaskHead(nn.Module):
         class_agnostic: one mask per RoI instead of one per class.
         loss_mask: MODELS config (default binary ``CrossEntropyLoss`` on the logits, averaged over all
             positive RoIs' pixels: MMDetection's ``mask_cross_entropy``).
+        paste_mode: how predicted masks are pasted into the image (:func:`paste_masks`): ``'mmdet'`` or
+            ``'torchvision'`` (torchvision's ``paste_masks_in_image``, for converted torchvision weights).
     """
 
     def __init__(
@@ -83,8 +85,12 @@ class FCNMaskHead(nn.Module):
         norm: Any = None,
         class_agnostic: bool = False,
         loss_mask: dict[str, Any] | None = None,
+        paste_mode: str = "mmdet",
     ) -> None:
         super().__init__()
+        if paste_mode not in PASTE_MODES:
+            raise ValueError(f"FCNMaskHead: paste_mode={paste_mode!r} is invalid; accepted: {list(PASTE_MODES)}")
+        self.paste_mode = paste_mode
         if not isinstance(num_classes, int) or isinstance(num_classes, bool) or num_classes < 1:
             raise ValueError(f"FCNMaskHead: num_classes must be an int >= 1, got {num_classes!r}")
         if not isinstance(in_channels, int) or in_channels < 1:
@@ -188,6 +194,6 @@ class FCNMaskHead(nn.Module):
                 probs = self._select(probs, res.labels)
             res = res.clone()
             res.bboxes = boxes
-            res.masks = paste_masks(probs, boxes, shape, threshold)
+            res.masks = paste_masks(probs, boxes, shape, threshold, mode=self.paste_mode)
             out.append(res)
         return out

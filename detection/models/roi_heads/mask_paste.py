@@ -5,6 +5,9 @@ MMDetection's / Detectron2's ``_do_paste_mask``). Masks are sorted by window are
 ``masks_per_chunk``, and ``max_chunk_bytes`` of temporaries): a chunk samples all its masks on its largest
 window, so similar sizes keep the padding small (about 2x the boxes' area for boxes of mixed shapes, measured),
 instead of ``K * H * W`` samples for whole-image grids; one indexed write per chunk puts the windows in place.
+
+``mode='torchvision'`` pastes as torchvision's ``paste_masks_in_image`` (padded masks, widened integer boxes,
+``F.interpolate`` sample positions: :mod:`.mask_paste_torchvision`), with the same chunking.
 """
 
 from __future__ import annotations
@@ -15,6 +18,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from . import mask_paste_torchvision as _tv
+
+PASTE_MODES = ("mmdet", "torchvision")
 # Bytes of temporaries per sampled pixel of a chunk: the grid (2 floats), the sample, the thresholded value.
 _BYTES_PER_PIXEL = 16
 
@@ -43,6 +49,7 @@ def paste_masks(
     threshold: float | None = 0.5,
     masks_per_chunk: int = 8,
     max_chunk_bytes: int = 1 << 28,
+    mode: str = "mmdet",
 ) -> Tensor:
     """Paste each RoI mask into an image of ``img_shape`` over its box.
 
@@ -60,8 +67,12 @@ def paste_masks(
         threshold: masks are ``prob >= threshold`` (MMDetection's ``mask_thr_binary``); None returns the
             float probabilities instead.
         masks_per_chunk: the most masks sampled together (8: the least total time measured on CPU).
-        max_chunk_bytes: memory bound of a chunk's temporaries (16 bytes per sampled pixel; at least one mask
-            per chunk). The output itself is ``K * H * W`` bools (or floats).
+        max_chunk_bytes: memory bound of a chunk's temporaries (16 bytes per sampled pixel, 20 in torchvision
+            mode; at least one mask per chunk). The output itself is ``K * H * W`` bools (or floats).
+        mode: ``'mmdet'`` (the above) or ``'torchvision'``: torchvision's ``paste_masks_in_image`` (each mask
+            padded by one zero pixel, its box widened by ``(M + 2) / M`` and truncated to int64, the padded mask
+            resized bilinearly onto the box's pixels, last row and column included), what a converted torchvision
+            Mask R-CNN needs to give torchvision's masks.
 
     Returns:
         bool ``[K, H, W]`` (float32 with ``threshold=None``).
@@ -69,6 +80,8 @@ def paste_masks(
     if mask_probs.dim() != 3 or boxes.shape != (mask_probs.shape[0], 4):
         raise ValueError(f"paste_masks: expected mask_probs [K, h, w] and boxes [K, 4], got "
                          f"{tuple(mask_probs.shape)} and {tuple(boxes.shape)}")
+    if mode not in PASTE_MODES:
+        raise ValueError(f"paste_masks: mode={mode!r} is invalid; accepted: {list(PASTE_MODES)}")
     img_h, img_w = int(img_shape[0]), int(img_shape[1])
     num = mask_probs.shape[0]
     device = mask_probs.device
@@ -76,14 +89,19 @@ def paste_masks(
     if num == 0 or img_h == 0 or img_w == 0:
         return out
     boxes = boxes.float()
+    window, sample, bytes_per_pixel = boxes, _sample, _BYTES_PER_PIXEL
+    if mode == "torchvision":
+        mask_probs, boxes = _tv.expand_masks_and_boxes(mask_probs, boxes)
+        window = torch.cat([boxes[:, :2], boxes[:, 2:] + 1], dim=1).float()  # integer boxes: last pixel inside
+        sample, bytes_per_pixel = _tv.sample_like_interpolate, _tv.BYTES_PER_PIXEL
     # Each mask's window: the pixels its box touches, inside the image.
-    lo = boxes[:, :2].floor().clamp(min=0)
-    hi = torch.minimum(boxes[:, 2:].ceil(), boxes.new_tensor([img_w, img_h]))
+    lo = window[:, :2].floor().clamp(min=0)
+    hi = torch.minimum(window[:, 2:].ceil(), window.new_tensor([img_w, img_h]))
     origin = lo.long()
     size = (hi - lo).clamp(min=0).long()  # (w, h)
     order = size.prod(dim=1).argsort()
     largest = int(size[order[-1]].prod())
-    chunk = max(1, min(int(masks_per_chunk), int(max_chunk_bytes) // (_BYTES_PER_PIXEL * max(largest, 1))))
+    chunk = max(1, min(int(masks_per_chunk), int(max_chunk_bytes) // (bytes_per_pixel * max(largest, 1))))
     # The window every chunk samples on: its masks' widest and highest (one host sync for all chunks).
     starts = list(range(0, num, chunk))
     padded = torch.cat([size[order], size[order[-1:]].expand((-num) % chunk, 2)])
@@ -98,6 +116,6 @@ def paste_masks(
         corner = torch.minimum(origin[idx], limit - torch.tensor([w, h], device=device))
         xs = corner[:, 0:1] + torch.arange(w, device=device)
         ys = corner[:, 1:2] + torch.arange(h, device=device)
-        vals = _sample(mask_probs[idx], boxes[idx], xs, ys)
+        vals = sample(mask_probs[idx], boxes[idx], xs, ys)
         out[idx[:, None, None], ys[:, :, None], xs[:, None, :]] = vals if threshold is None else vals >= threshold
     return out

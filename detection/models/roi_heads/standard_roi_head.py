@@ -33,7 +33,8 @@ TRAIN_CFG_DEFAULTS: dict[str, Any] = dict(
     pos_weight=-1,
 )
 TEST_CFG_DEFAULTS: dict[str, Any] = dict(
-    score_thr=0.05, nms=dict(iou_threshold=0.5), max_per_img=100, nms_pre=10000, mask_thr_binary=0.5
+    score_thr=0.05, nms=dict(iou_threshold=0.5), max_per_img=100, nms_pre=10000, mask_thr_binary=0.5,
+    min_bbox_size=0.0,
 )
 # Levels the RoI extractor pools from by default: P2-P5, as MMDetection and torchvision (P6 is the RPN's only).
 MAX_ROI_LEVELS = 4
@@ -55,6 +56,8 @@ def check_test_cfg(owner: str, test_cfg: dict[str, Any] | None) -> dict[str, Any
         raise ValueError(f"{owner}: test_cfg.nms.iou_threshold must be in (0, 1], got {nms['iou_threshold']!r}")
     if not 0 <= float(cfg["mask_thr_binary"]) <= 1:
         raise ValueError(f"{owner}: test_cfg.mask_thr_binary must be in [0, 1], got {cfg['mask_thr_binary']!r}")
+    if float(cfg["min_bbox_size"]) < 0:
+        raise ValueError(f"{owner}: test_cfg.min_bbox_size must be >= 0, got {cfg['min_bbox_size']!r}")
     if not isinstance(cfg["max_per_img"], int):
         raise ValueError(f"{owner}: test_cfg.max_per_img must be an int, got {cfg['max_per_img']!r}")
     return cfg
@@ -184,7 +187,8 @@ class StandardRoIHead(RoIHeadBase):
         train_cfg: ``assigner``, ``sampler``, ``mask_size`` (28), ``pos_weight`` (-1: 1).
         test_cfg: ``score_thr`` (0.05), ``nms: {iou_threshold: 0.5}``, ``max_per_img`` (100), ``nms_pre``
             (10000 (RoI, class) pairs enter NMS at most; with ``score_thr`` 0.05 no more than 19 per RoI pass
-            anyway), ``mask_thr_binary`` (0.5).
+            anyway; <= 0: all, as torchvision), ``mask_thr_binary`` (0.5), ``min_bbox_size`` (0: off; torchvision
+            drops detections narrower or lower than 0.01 input pixels before NMS).
     """
 
     def __init__(

@@ -330,7 +330,7 @@ def test_standard_roi_head_builds_mmdet_defaults():
     assert (a.pos_iou_thr, a.neg_range, a.min_pos_iou, a.match_low_quality) == (0.5, (0.0, 0.5), 0.5, False)
     assert (s.num, s.pos_fraction, s.add_gt_as_proposals) == (512, 0.25, True)
     assert head.test_cfg == dict(score_thr=0.05, nms=dict(iou_threshold=0.5), max_per_img=100, nms_pre=10000,
-                                 mask_thr_binary=0.5)
+                                 mask_thr_binary=0.5, min_bbox_size=0.0)
     assert not head.with_mask
 
 
