@@ -3,6 +3,9 @@
 ``cfg.export.postprocess: true`` (default): the graph is decode + per-class NMS (ONNX ``NonMaxSuppression``)
 + a fixed-size top-M, outputs ``num_dets, boxes, scores, labels`` with fixed shapes (batch may be dynamic).
 ``postprocess: false``: the graph stops after decoding (``boxes, scores``) and the predictor runs the NMS.
+Two-stage detectors (Faster / Mask / Cascade R-CNN; :mod:`detection.export.two_stage`): always the whole
+graph (RPN + its NMS, RoI heads, per-class NMS), the same four outputs plus ``masks [B, M, h, w]`` (mask
+probabilities in the detections' boxes) for mask models, which the predictors paste into the image.
 The ONNX export needs :data:`ONNX_TRANSLATIONS` as ``custom_translation_table`` (given to the spec, which the
 core passes to ``torch.onnx.export``); see :mod:`detection.export.nms_op`.
 """
@@ -19,13 +22,23 @@ from oars.config import ConfigError
 from oars.export.errors import ExportCheckError
 from oars.export.spec import ExportOptions, ExportSpec
 
-from .compare import MatchResult, MatchSettings, compare_detections, detection_agreement, pad_detections
+from .compare import (
+    MaskMatch,
+    MatchResult,
+    MatchSettings,
+    compare_detections,
+    compare_masks,
+    detection_agreement,
+    pad_detections,
+)
 from .module import LABEL_PAD, YOLOv3Decode, YOLOv3WithNMS
-from .nms_op import ONNX_TRANSLATIONS
+from .nms_op import ONNX_TRANSLATIONS, ROI_ALIGN_MIN_OPSET
+from .two_stage import TwoStageExport
 
 __all__ = [
-    "LABEL_PAD", "ONNX_TRANSLATIONS", "DetectionCompare", "MatchResult", "MatchSettings", "YOLOv3Decode",
-    "YOLOv3WithNMS", "build_export_spec", "compare_detections", "detection_agreement", "pad_detections",
+    "LABEL_PAD", "ONNX_TRANSLATIONS", "DetectionCompare", "MaskMatch", "MatchResult", "MatchSettings",
+    "TwoStageExport", "YOLOv3Decode", "YOLOv3WithNMS", "build_export_spec", "compare_detections", "compare_masks",
+    "detection_agreement", "pad_detections",
 ]  # fmt: skip
 
 OUTPUT_META = {
@@ -34,6 +47,10 @@ OUTPUT_META = {
     "scores": ("float32", "score = objectness * class probability, decreasing; 0 in padding rows"),
     "labels": ("int64", f"class index; {LABEL_PAD} in padding rows"),
 }
+MASKS_META = ("float32", "mask probability of the detection's class on an Hm x Wm grid laid over its box (paste: "
+              "bilinear over the box in the original image, >= mask_thr_binary); 0 in padding rows")
+MASK_ATOL = 1e-3  # self-check: mask probabilities of matched detections (boxes may differ by float noise)
+MIN_MASK_IOU = 0.98  # self-check: binary (>= mask_thr_binary) masks of matched detections
 
 
 class DetectionCompare:
@@ -43,16 +60,31 @@ class DetectionCompare:
     per-output differences the core checks against its tolerance (matched pairs' max score and box differences;
     0 for num_dets and labels, which the set match checks exactly), or raises :class:`ExportCheckError` naming
     the first unmatched detections.
+
+    With ``mask_threshold`` (mask models) the ``masks`` of matched pairs are compared too
+    (:func:`compare_masks`): their max abs probability difference is returned, and binary masks that overlap
+    less than ``min_mask_iou`` raise :class:`ExportCheckError`.
     """
 
-    def __init__(self, settings: MatchSettings) -> None:
+    def __init__(self, settings: MatchSettings, mask_threshold: float | None = None,
+                 min_mask_iou: float = MIN_MASK_IOU) -> None:
         self.settings = settings
+        self.mask_threshold = mask_threshold
+        self.min_mask_iou = min_mask_iou
 
     def __call__(self, expected: Mapping, actual: Mapping, image: Any = None) -> dict[str, float]:
         result = compare_detections(expected, actual, self.settings)
         if not result.ok:
             raise ExportCheckError(f"ONNX Runtime vs PyTorch: {result.message}")
-        return {"num_dets": 0.0, "boxes": result.max_box_diff, "scores": result.max_score_diff, "labels": 0.0}
+        diffs = {"num_dets": 0.0, "boxes": result.max_box_diff, "scores": result.max_score_diff, "labels": 0.0}
+        if self.mask_threshold is not None:
+            masks = compare_masks(expected["masks"], actual["masks"], result.pairs, self.mask_threshold)
+            if masks.min_iou < self.min_mask_iou:
+                raise ExportCheckError(f"ONNX Runtime vs PyTorch: the binary masks of matched detections overlap "
+                                       f"with IoU {masks.min_iou:.4f} (at least {self.min_mask_iou} expected; "
+                                       f"{masks.count} pairs, max probability difference {masks.max_abs_diff:.3g})")
+            diffs["masks"] = masks.max_abs_diff
+        return diffs
 
 
 def _option(options: ExportOptions, cfg: Any) -> bool:
@@ -81,8 +113,78 @@ def _check_model(model: nn.Module, options: ExportOptions, cfg: Any) -> tuple[in
     return shape[2], shape[3]
 
 
+def _is_two_stage(model: nn.Module) -> bool:
+    return hasattr(model, "rpn_head") and hasattr(model, "roi_head")
+
+
+def _two_stage_spec(model: nn.Module, cfg: Any, options: ExportOptions) -> ExportSpec:
+    """Faster / Mask / Cascade R-CNN: :class:`TwoStageExport` with its outputs described."""
+    where = getattr(cfg, "filename", None) or "config"
+    if not _option(options, cfg):
+        raise ConfigError(f"{where}: export.postprocess: false is not available for two-stage detectors (their RoI "
+                          "head needs the RPN's NMS inside the graph); set export.postprocess: true")
+    if options.opset < ROI_ALIGN_MIN_OPSET:
+        raise ConfigError(f"{where}: two-stage export needs ONNX opset >= {ROI_ALIGN_MIN_OPSET} (RoiAlign with "
+                          f"coordinate_transformation_mode), got --opset {options.opset}")
+    shape = tuple(options.input_shape)
+    divisor = int(getattr(getattr(model, "data_preprocessor", None), "size_divisor", None) or 1)
+    if len(shape) != 4 or shape[1] != 3 or min(shape) < 1 or shape[2] % divisor or shape[3] % divisor:
+        raise ConfigError(f"{where}: export.input_shape={list(shape)} must be [B, 3, H, W] with H and W multiples "
+                          f"of the data preprocessor's pad_size_divisor {divisor}")
+    try:
+        module = TwoStageExport(model.eval(), (shape[2], shape[3])).eval()
+    except ValueError as err:
+        raise ConfigError(f"{where}: {err}") from None
+    batch = -1 if options.dynamic else int(shape[0])
+    m = module.max_per_img
+    names = list(OUTPUT_META)
+    shapes = {"num_dets": [batch], "boxes": [batch, m, 4], "scores": [batch, m], "labels": [batch, m]}
+    outputs = [dict(name=n, shape=shapes[n], dtype=OUTPUT_META[n][0], meaning=OUTPUT_META[n][1]) for n in names]
+    rpn_cfg = model.rpn_head.test_cfg
+    postprocess = dict(
+        type="detection",
+        num_classes=module.num_classes,
+        inside_graph=["rpn", "roi_head", "nms"],
+        score_thr=module.score_thr,
+        iou_threshold=module.iou_threshold,
+        max_per_img=m,
+        nms_pre=module.nms_pre,
+        num_proposals=module.num_proposals,
+        rpn=dict(nms_pre=int(rpn_cfg["nms_pre"]), max_per_img=int(rpn_cfg["max_per_img"]),
+                 iou_threshold=float(rpn_cfg["nms"]["iou_threshold"])),
+        boxes_in="input_pixels",
+        label_pad=LABEL_PAD,
+    )
+    output_atol = None
+    if module.with_masks:
+        size = module.mask_size
+        names.append("masks")
+        outputs.append(dict(name="masks", shape=[batch, m, size, size], dtype=MASKS_META[0], meaning=MASKS_META[1]))
+        postprocess["inside_graph"].append("mask_head")
+        # paste: the mask head's rule (FCNMaskHead.paste_mode: mmdet, or torchvision for converted weights)
+        postprocess["masks"] = dict(output="masks", size=[size, size], threshold=module.mask_thr_binary,
+                                    paste=str(getattr(module.mask_heads[-1], "paste_mode", "mmdet")))
+        output_atol = {"masks": MASK_ATOL}
+    settings = MatchSettings(score_thr=module.score_thr, iou_threshold=module.iou_threshold, label_pad=LABEL_PAD)
+    return ExportSpec(
+        module=module,
+        input_name="image",
+        output_names=names,
+        outputs=outputs,
+        postprocess=postprocess,
+        atol=1e-4,
+        output_atol=output_atol,
+        compare=DetectionCompare(settings, module.mask_thr_binary if module.with_masks else None),
+        agreement=detection_agreement,
+        custom_translation_table=dict(ONNX_TRANSLATIONS),  # oars::nms, oars::roi_align -> ONNX ops
+    )
+
+
 def build_export_spec(model: nn.Module, cfg: Any, options: ExportOptions) -> ExportSpec:
-    """The YOLOv3 graph to export (see the module docstring) with its outputs and post-processing described."""
+    """The graph to export (see the module docstring) with its outputs and post-processing described: YOLOv3
+    (decode [+ NMS]) or a two-stage detector (:func:`_two_stage_spec`)."""
+    if _is_two_stage(model):
+        return _two_stage_spec(model, cfg, options)
     in_graph_nms = _option(options, cfg)
     h, w = _check_model(model, options, cfg)
     model = model.eval()

@@ -11,7 +11,7 @@ few per image.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -100,6 +100,8 @@ class MatchResult:
     matched: int = 0
     max_score_diff: float = 0.0  # over matched pairs
     max_box_diff: float = 0.0  # pixels, over matched pairs
+    # (image, expected row, actual row) of every matched pair, e.g. to compare per-detection outputs (masks)
+    pairs: list[tuple[int, int, int]] = field(default_factory=list)
 
     def __bool__(self) -> bool:
         return self.ok
@@ -131,6 +133,7 @@ def compare_detections(
         )
     errors: list[str] = []
     notes: list[str] = []
+    all_pairs: list[tuple[int, int, int]] = []
     matched_total, max_ds, max_db = 0, 0.0, 0.0
     m = e_scores.shape[1]
     for img in range(e_num.shape[0]):
@@ -157,6 +160,7 @@ def compare_detections(
         un_e = set(range(ne)) - {i for i, _ in pairs}
         un_a = {j for j in range(na) if free[j]}
         matched_total += len(pairs)
+        all_pairs += [(img, i, j) for i, j in pairs]
         for i, j in pairs:
             max_ds = max(max_ds, abs(E[1][i] - A[1][j]))
             max_db = max(max_db, float(np.abs(E[0][i] - A[0][j]).max()))
@@ -190,9 +194,9 @@ def compare_detections(
     if errors:
         rule = f"same label, IoU > {s.min_iou} or boxes within {s.box_atol} px, |score diff| <= {s.score_atol}"
         message = f"detections differ (matched as sets: {rule}):\n" + "\n".join(errors[:10])
-        return MatchResult(False, message, matched_total, max_ds, max_db)
+        return MatchResult(False, message, matched_total, max_ds, max_db, all_pairs)
     summary = f"{matched_total} detections matched; max |score diff| {max_ds:.2e}, max box diff {max_db:.2e} px"
-    return MatchResult(True, "; ".join([summary, *notes]), matched_total, max_ds, max_db)
+    return MatchResult(True, "; ".join([summary, *notes]), matched_total, max_ds, max_db, all_pairs)
 
 
 def pad_detections(
@@ -235,3 +239,32 @@ def detection_agreement(reference: Mapping, candidate: Mapping, min_iou: float =
             found[key][0] += float(scores[hit].sum())
             found[key][1] += float(scores.sum())
     return {k: (m / t if t > 0 else None) for k, (m, t) in found.items()}
+
+
+@dataclass
+class MaskMatch:
+    """Outcome of :func:`compare_masks` over matched detection pairs."""
+
+    count: int  # pairs compared
+    max_abs_diff: float  # of the mask probabilities
+    min_iou: float  # of the binary masks (probability >= threshold); 1.0 for two empty masks
+
+
+def compare_masks(expected: np.ndarray, actual: np.ndarray, pairs: Sequence[tuple[int, int, int]],
+                  threshold: float = 0.5) -> MaskMatch:
+    """Per-detection mask probabilities ``[B, M, h, w]`` of matched pairs (``MatchResult.pairs``: image,
+    expected row, actual row) compared: max abs difference and the least IoU of the ``>= threshold`` masks.
+
+    Why on pairs: rows of two correct graphs may come in another order (equal scores), so mask ``i`` of one is
+    compared with the mask of the detection that matched it in the other.
+    """
+    if not len(pairs):
+        return MaskMatch(0, 0.0, 1.0)
+    idx = np.asarray(pairs, dtype=np.int64)
+    e = np.asarray(expected)[idx[:, 0], idx[:, 1]].astype(np.float64)
+    a = np.asarray(actual)[idx[:, 0], idx[:, 2]].astype(np.float64)
+    eb, ab = e >= threshold, a >= threshold
+    inter = (eb & ab).reshape(len(idx), -1).sum(1)
+    union = (eb | ab).reshape(len(idx), -1).sum(1)
+    iou = np.where(union > 0, inter / np.maximum(union, 1), 1.0)
+    return MaskMatch(len(idx), float(np.abs(e - a).max()), float(iou.min()))

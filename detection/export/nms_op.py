@@ -1,4 +1,5 @@
-"""ONNX ``NonMaxSuppression`` as a PyTorch custom op, so NMS exports as one ONNX op with the dynamo exporter.
+"""ONNX ``NonMaxSuppression`` and ``RoiAlign`` as PyTorch custom ops, so each exports as one ONNX op with the
+dynamo exporter.
 
 Why a custom op: ``torch.onnx.export(dynamo=True)`` cannot trace torchvision's ``batched_nms`` (its output size
 depends on the data: ``GuardOnDataDependentSymNode``), and the TorchScript exporter is deprecated. ``oars::nms``
@@ -6,6 +7,11 @@ has an eager implementation with exactly the ONNX semantics (torchvision ``batch
 image and class), a fake
 implementation whose first dimension is a fresh unbacked size, and an onnxscript translation that emits
 ``NonMaxSuppression``. Pass :data:`ONNX_TRANSLATIONS` as ``custom_translation_table`` to ``torch.onnx.export``.
+
+``oars::roi_align`` is torchvision's ``roi_align`` (eagerly) with ONNX ``RoiAlign``'s inputs (boxes and batch
+indices apart); the exporter has no translation for ``torchvision::roi_align``. Its ONNX form needs opset >= 16:
+``coordinate_transformation_mode`` ``half_pixel`` is ``aligned=True``, ``output_half_pixel`` ``aligned=False``;
+``sampling_ratio`` 0 is adaptive (``ceil(roi size / output size)`` samples per bin) in both.
 """
 
 from __future__ import annotations
@@ -13,7 +19,9 @@ from __future__ import annotations
 import torch
 from onnxscript import opset18 as op
 from torch import Tensor
-from torchvision.ops import batched_nms
+from torchvision.ops import batched_nms, roi_align
+
+ROI_ALIGN_MIN_OPSET = 16  # coordinate_transformation_mode (aligned) exists from RoiAlign-16 on
 
 
 @torch.library.custom_op("oars::nms", mutates_args=())
@@ -66,5 +74,53 @@ def _nms_to_onnx(boxes, scores, max_output_boxes_per_class: int, iou_threshold: 
     )
 
 
+@torch.library.custom_op("oars::roi_align", mutates_args=())
+def onnx_roi_align(
+    feat: Tensor, boxes: Tensor, batch_indices: Tensor, output_height: int, output_width: int,
+    spatial_scale: float, sampling_ratio: int, aligned: bool,
+) -> Tensor:
+    """ONNX ``RoiAlign`` (``mode='avg'``) in eager PyTorch: ``torchvision.ops.roi_align``.
+
+    Args:
+        feat: [B, C, H, W] float32 feature map.
+        boxes: [R, 4] float32 x1, y1, x2, y2 in input pixels (scaled by ``spatial_scale`` onto ``feat``).
+        batch_indices: [R] int64 image of each box.
+        output_height, output_width: pooled size.
+        spatial_scale: feature pixels per input pixel (1 / stride).
+        sampling_ratio: samples per bin side; 0: adaptive, ``ceil(roi size / output size)``.
+        aligned: the half-pixel shift (ONNX ``half_pixel``); False: ``output_half_pixel``.
+
+    Returns:
+        [R, C, output_height, output_width] float32.
+    """
+    rois = torch.cat([batch_indices.to(boxes.dtype)[:, None], boxes], dim=1)
+    return roi_align(feat, rois, (output_height, output_width), spatial_scale=spatial_scale,
+                     sampling_ratio=sampling_ratio, aligned=aligned)
+
+
+@onnx_roi_align.register_fake
+def _onnx_roi_align_fake(
+    feat: Tensor, boxes: Tensor, batch_indices: Tensor, output_height: int, output_width: int,
+    spatial_scale: float, sampling_ratio: int, aligned: bool,
+) -> Tensor:
+    return feat.new_empty((boxes.shape[0], feat.shape[1], output_height, output_width))
+
+
+def _roi_align_to_onnx(feat, boxes, batch_indices, output_height: int, output_width: int, spatial_scale: float,
+                       sampling_ratio: int, aligned: bool):
+    """onnxscript translation of ``oars::roi_align``: ``RoiAlign`` (opset >= 16)."""
+    return op.RoiAlign(
+        feat,
+        boxes,
+        batch_indices,
+        coordinate_transformation_mode="half_pixel" if aligned else "output_half_pixel",
+        mode="avg",
+        output_height=output_height,
+        output_width=output_width,
+        sampling_ratio=sampling_ratio,
+        spatial_scale=spatial_scale,
+    )
+
+
 # custom_translation_table for torch.onnx.export(dynamo=True)
-ONNX_TRANSLATIONS = {torch.ops.oars.nms.default: _nms_to_onnx}
+ONNX_TRANSLATIONS = {torch.ops.oars.nms.default: _nms_to_onnx, torch.ops.oars.roi_align.default: _roi_align_to_onnx}

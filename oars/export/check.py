@@ -142,11 +142,12 @@ def compare_outputs(spec: ExportSpec, expected: dict[str, np.ndarray], actual: d
     for name in spec.output_names:
         floating = np.issubdtype(expected[name].dtype, np.floating)
         scale = float(np.abs(expected[name]).max()) if floating and expected[name].size else 0.0
-        tol = atol * max(1.0, scale)
+        name_atol = (spec.output_atol or {}).get(name, atol)
+        tol = name_atol * max(1.0, scale)
         diff = float(diffs[name])
         if not diff <= tol:  # also catches NaN
             raise ExportCheckError(f"{what}output {name!r}: ONNX Runtime differs from PyTorch by {diff:.4g} (max abs), "
-                                   f"tolerance {tol:.4g} (atol {atol:g}, x max |PyTorch output| when above 1)")
+                                   f"tolerance {tol:.4g} (atol {name_atol:g}, x max |PyTorch output| when above 1)")
         result[name] = {"max_abs_diff": diff, "tolerance": tol}
     return result
 

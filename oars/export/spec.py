@@ -40,6 +40,7 @@ class ExportSpec:
     outputs: list[dict]  # per output: {name, shape (-1 for dynamic axes), dtype, meaning}
     postprocess: dict  # what is inside the graph and what the predictor must still do
     atol: float = 1e-4  # tolerance of the ORT-vs-PyTorch self-check (per output, scaled by max(1, max |expected|))
+    output_atol: dict | None = None  # name -> atol for outputs that need another tolerance than ``atol`` (masks)
     compare: Callable | None = None  # see the class docstring
     custom_translation_table: dict | None = None  # torch op -> onnxscript function, for custom ops (e.g. oars::nms)
     # FP16/INT8 vs FP32 graph: agreement(reference, candidate) -> {name: value in [0, 1]}; default: per output

@@ -49,6 +49,11 @@ struct PostprocessSpec {
   std::vector<std::string> inside_graph;
   float score_thr = 0.f, conf_thr = 0.f, iou_threshold = 0.45f;
   int max_per_img = 100, nms_pre = 1000;
+  // instance masks (postprocess.masks): the output holding [B, M, h, w] probabilities per detection, pasted over
+  // each box in the original image and thresholded; empty mask_output = a box-only model
+  std::string mask_output;
+  float mask_threshold = 0.5f;
+  std::string mask_paste = "mmdet";
   bool has(const std::string& step) const;
 };
 

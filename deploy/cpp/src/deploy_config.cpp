@@ -194,6 +194,16 @@ DeployConfig load_deploy_config(const std::string& model_dir) {
   if (!post["iou_threshold"] && post["nms"]) pp.iou_threshold = get_or<float>(post["nms"], "iou_threshold", 0.45f);
   pp.max_per_img = get_or<int>(post, "max_per_img", 100);
   pp.nms_pre = get_or<int>(post, "nms_pre", 1000);
+  if (const YAML::Node masks = post["masks"]) {
+    if (!masks.IsMap()) fail(file, "postprocess.masks", "expected {output: masks, size: [h, w], threshold: 0.5}");
+    pp.mask_output = get_or<std::string>(masks, "output", "masks");
+    pp.mask_threshold = get<float>(masks, "threshold", file, "postprocess.masks.");
+    pp.mask_paste = get_or<std::string>(masks, "paste", "mmdet");
+    if (pp.mask_paste != "mmdet")
+      fail(file, "postprocess.masks.paste", "this predictor pastes masks as 'mmdet', got " + pp.mask_paste);
+    if (cfg.output_index(pp.mask_output) < 0)
+      fail(file, "postprocess.masks.output", "names '" + pp.mask_output + "', which is not among the outputs");
+  }
   return cfg;
 }
 

@@ -3,8 +3,9 @@
 //
 //   oars_infer --model-dir DIR --image PATH_OR_DIR --out DIR [--backend opencv|onnxruntime|tensorrt]
 //
-// Writes OUT/<stem>_vis.png (boxes or colour overlay) and, for segmentation, OUT/<stem>_label.png (the raw label
-// map: 8-bit grey, 16-bit when there are more than 256 classes).
+// Writes OUT/<stem>_vis.png (boxes, instance masks, or colour overlay) and, for segmentation, OUT/<stem>_label.png
+// (the raw label map: 8-bit grey, 16-bit when there are more than 256 classes). Mask models' detections carry a
+// "segmentation" (uncompressed COCO RLE in original pixels).
 #include "backend.h"
 #include "deploy_config.h"
 #include "postprocess.h"
@@ -99,6 +100,29 @@ std::string num(double v) {
   return buf;
 }
 
+// A 0/1 CV_8U mask as an uncompressed COCO RLE (the Python predictor's records): runs over the column-major
+// pixels, alternating 0s and 1s, starting with 0s.
+std::string rle_json(const cv::Mat& mask) {
+  std::ostringstream os;
+  os << "{\"size\": [" << mask.rows << ", " << mask.cols << "], \"counts\": [";
+  unsigned char current = 0;
+  long long run = 0;
+  bool first = true;
+  for (int x = 0; x < mask.cols; ++x)
+    for (int y = 0; y < mask.rows; ++y) {
+      const unsigned char v = mask.at<unsigned char>(y, x) ? 1 : 0;
+      if (v != current) {
+        os << (first ? "" : ", ") << run;
+        first = false;
+        current = v;
+        run = 0;
+      }
+      ++run;
+    }
+  os << (first ? "" : ", ") << run << "]}";
+  return os.str();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -153,7 +177,9 @@ int main(int argc, char** argv) {
               d.label >= 0 && d.label < static_cast<int>(cfg.labels.size()) ? cfg.labels[d.label] : "";
           std::cout << "{\"image\": " << json_string(path) << ", \"bbox\": [" << num(d.x1) << ", " << num(d.y1)
                     << ", " << num(d.x2) << ", " << num(d.y2) << "], \"score\": " << num(d.score)
-                    << ", \"label\": " << d.label << ", \"label_name\": " << json_string(name) << "}\n";
+                    << ", \"label\": " << d.label << ", \"label_name\": " << json_string(name);
+          if (!d.mask.empty()) std::cout << ", \"segmentation\": " << rle_json(d.mask);
+          std::cout << "}\n";
         }
       }
     }

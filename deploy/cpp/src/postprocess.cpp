@@ -6,6 +6,7 @@
 #include <opencv2/imgproc.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <numeric>
 #include <stdexcept>
@@ -103,11 +104,62 @@ std::vector<Detection> multiclass_nms(const float* boxes, const float* scores, c
     if (rects.empty()) continue;
     std::vector<int> keep;
     cv::dnn::NMSBoxes(rects, class_scores, 0.f, spec.iou_threshold, keep);  // candidates are already > score_thr
-    for (int k : keep) kept.push_back({xyxy[k][0], xyxy[k][1], xyxy[k][2], xyxy[k][3], class_scores[k], c});
+    for (int k : keep) kept.push_back({xyxy[k][0], xyxy[k][1], xyxy[k][2], xyxy[k][3], class_scores[k], c, -1, cv::Mat()});
   }
   std::stable_sort(kept.begin(), kept.end(), [](const Detection& a, const Detection& b) { return a.score > b.score; });
   if (spec.max_per_img > 0 && static_cast<int>(kept.size()) > spec.max_per_img) kept.resize(spec.max_per_img);
   return kept;
+}
+
+namespace {
+
+// Interpolation weights [stop - start, size] of image pixels start..stop-1 along one box axis [lo, hi] over a
+// mask axis of `size` cells: grid_sample's align_corners=False frame, taps outside the mask dropped (zero
+// padding), rows of pixels centred outside the box all 0. float32 arithmetic in the Python predictor's order.
+cv::Mat axis_weights(int start, int stop, float lo, float hi, int size) {
+  cv::Mat w(stop - start, size, CV_32F, cv::Scalar(0));
+  for (int p = start; p < stop; ++p) {
+    const float g = (static_cast<float>(p) + 0.5f - lo) / (hi - lo) * 2.f - 1.f;
+    if (!(std::fabs(g) <= 1.f)) continue;
+    const float u = ((g + 1.f) * static_cast<float>(size) - 1.f) / 2.f;
+    const int i0 = static_cast<int>(std::floor(u));
+    const float frac = u - static_cast<float>(i0);
+    float* row = w.ptr<float>(p - start);
+    if (i0 >= 0 && i0 < size) row[i0] = 1.f - frac;
+    if (i0 + 1 >= 0 && i0 + 1 < size) row[i0 + 1] = frac;
+  }
+  return w;
+}
+
+}  // namespace
+
+cv::Mat paste_mask(const cv::Mat& probs, float x1, float y1, float x2, float y2, int img_h, int img_w,
+                   float threshold) {
+  cv::Mat out(img_h, img_w, CV_8U, cv::Scalar(0));
+  const int xa = std::max(0, static_cast<int>(std::floor(x1))), ya = std::max(0, static_cast<int>(std::floor(y1)));
+  const int xb = std::min(img_w, static_cast<int>(std::ceil(x2))), yb = std::min(img_h, static_cast<int>(std::ceil(y2)));
+  if (xb <= xa || yb <= ya || !(x2 > x1 && y2 > y1)) return out;  // an empty box pastes nothing
+  const cv::Mat wy = axis_weights(ya, yb, y1, y2, probs.rows);
+  const cv::Mat wx = axis_weights(xa, xb, x1, x2, probs.cols);
+  const cv::Mat window = wy * probs * wx.t();  // [yb - ya, xb - xa]
+  cv::Mat binary = window >= threshold;        // 255 / 0
+  binary.convertTo(out(cv::Rect(xa, ya, xb - xa, yb - ya)), CV_8U, 1.0 / 255.0);
+  return out;
+}
+
+void add_masks(std::vector<Detection>& dets, const std::vector<cv::Mat>& outputs, const DeployConfig& cfg,
+               const ImageMeta& meta) {
+  const auto& pp = cfg.postprocess;
+  if (pp.mask_output.empty()) return;
+  const cv::Mat& masks = outputs.at(cfg.output_index(pp.mask_output));
+  if (masks.dims != 4 || masks.depth() != CV_32F)
+    throw std::runtime_error(cfg.yaml_path + ": output '" + pp.mask_output + "' must be float32 [B, M, h, w]");
+  const int m = masks.size[1], h = masks.size[2], w = masks.size[3];
+  for (auto& d : dets) {
+    if (d.row < 0 || d.row >= m) throw std::runtime_error("a detection without a row of the masks output");
+    const cv::Mat probs(h, w, CV_32F, const_cast<float*>(masks.ptr<float>(0, d.row)));
+    d.mask = paste_mask(probs, d.x1, d.y1, d.x2, d.y2, meta.ori_h, meta.ori_w, pp.mask_threshold);
+  }
 }
 
 std::vector<Detection> detections(const std::vector<cv::Mat>& outputs, const DeployConfig& cfg, const ImageMeta& meta) {
@@ -135,7 +187,7 @@ std::vector<Detection> detections(const std::vector<cv::Mat>& outputs, const Dep
     for (int k = 0; k < std::min(num, m); ++k) {
       const int label = lm.depth() == CV_32S ? lm.ptr<int>()[k] : static_cast<int>(lm.ptr<float>()[k] + 0.5f);
       if (label < 0) continue;  // padding
-      dets.push_back({b[4 * k], b[4 * k + 1], b[4 * k + 2], b[4 * k + 3], s[k], label});
+      dets.push_back({b[4 * k], b[4 * k + 1], b[4 * k + 2], b[4 * k + 3], s[k], label, k, cv::Mat()});
     }
   } else {
     const int n = boxes.size[1];
@@ -154,6 +206,7 @@ std::vector<Detection> detections(const std::vector<cv::Mat>& outputs, const Dep
     d.x2 = std::min(std::max(d.x2 / sw, 0.f), ow);
     d.y2 = std::min(std::max(d.y2 / sh, 0.f), oh);
   }
+  add_masks(dets, outputs, cfg, meta);  // over the boxes in original pixels, as the Python predictor
   return dets;
 }
 

@@ -18,6 +18,16 @@ cv::Vec3b label_color_bgr(const DeployConfig& cfg, int label) {
 
 cv::Mat draw_detections(const cv::Mat& bgr, const std::vector<Detection>& dets, const DeployConfig& cfg) {
   cv::Mat out = bgr.clone();
+  // Instance masks first (lowest score first, so higher scores end on top), filled at half opacity.
+  for (auto it = dets.rbegin(); it != dets.rend(); ++it) {
+    if (it->mask.empty() || it->mask.size() != out.size()) continue;
+    const cv::Rect box = cv::boundingRect(it->mask);  // the blend touches the mask's pixels only
+    if (box.area() == 0) continue;
+    const cv::Vec3b c = label_color_bgr(cfg, it->label);
+    cv::Mat region = out(box), blended;
+    cv::addWeighted(region, 0.5, cv::Mat(box.size(), CV_8UC3, cv::Scalar(c[0], c[1], c[2])), 0.5, 0.0, blended);
+    blended.copyTo(region, it->mask(box));
+  }
   const int thickness = std::max(1, std::min(out.rows, out.cols) / 300);
   const double font = std::max(0.35, std::min(out.rows, out.cols) / 800.0);
   for (const auto& d : dets) {

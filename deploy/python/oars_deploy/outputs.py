@@ -2,7 +2,8 @@
 
 Segmentation: ``<stem>_vis.png`` (oars_deploy.draw.draw_sample) and ``<stem>.png`` (class ids as a palette PNG,
 oars_deploy.draw.save_label_png). Detection: ``<stem>_vis.png`` (oars_deploy.draw.draw_detection_sample) and
-``detections.json`` (oars_deploy.records). tools/infer.py calls the same functions.
+``detections.json`` (oars_deploy.records; instance masks drawn and stored as RLE). tools/infer.py calls the same
+functions.
 """
 
 from __future__ import annotations
@@ -52,6 +53,8 @@ class ResultWriter:
         else:
             pred = {"bboxes": result["bboxes"].astype(np.float64), "scores": result["scores"].astype(np.float64),
                     "labels": result["labels"].astype(np.int64)}
+            if "masks" in result:  # instance segmentation: masks filled under the boxes, RLEs in the records
+                pred["masks"] = result["masks"]
             cv2.imwrite(out, draw_detection_sample(img, pred, self.classes, self.palette, self.draw_threshold))
             self.records.append(detection_record(path, pred, self.classes))
         self.written.append(out)

@@ -5,7 +5,9 @@ Segmentation (segmentation/models/segmentors/encoder_decoder.py ``postprocess_re
 probabilities, then argmax; nearest for an in-graph argmax label map, the only choice for labels).
 Detection (detection/models/heads/yolov3_head.py ``predict_by_feat``): boxes in input pixels -> divided by
 ``scale_factor`` (w, h) and clipped to the original image; for raw head outputs the predictor first clips to
-``img_shape`` and runs the same multi-class NMS (deploy/python/nms.py).
+``img_shape`` and runs the same multi-class NMS (deploy/python/nms.py). Mask models (``postprocess.masks``,
+a ``masks [B, M, h, w]`` output of probabilities): each detection's mask is pasted over its box in the original
+image (``oars_deploy.mask_paste``, the sampling of the models' ``paste_masks``), as ``FCNMaskHead`` does.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import numpy as np
 
 from oars_deploy.arrays import module_of, to_numpy
 from oars_deploy.errors import DeployError
+from oars_deploy.mask_paste import PASTE_MODES, paste_masks
 from oars_deploy.nms import multiclass_nms
 
 SEG_OUTPUT_OPS = {"argmax": "label", "softmax": "prob", "none": "logits"}
@@ -119,8 +122,28 @@ def _nms_settings(post: dict) -> dict:
                 max_per_img=post.get("max_per_img", 100), nms_pre=post.get("nms_pre", 1000))
 
 
+def _mask_settings(post: dict, outputs: dict[str, Any]) -> tuple[str, float] | None:
+    """(output name, threshold) of ``postprocess.masks``; None for a box-only model."""
+    spec = post.get("masks")
+    if not spec:
+        return None
+    name = spec.get("output", "masks") if isinstance(spec, dict) else None
+    if name is None or "threshold" not in spec:
+        raise DeployError(f"deploy.yaml postprocess.masks must be {{output: masks, size: [h, w], threshold: 0.5}}, "
+                          f"got {spec!r}")
+    if name not in outputs or np.ndim(outputs[name]) != 4:
+        raise DeployError(f"deploy.yaml postprocess.masks names output {name!r} [B, M, h, w]; the model's outputs "
+                          f"are {sorted(outputs)}")
+    mode = spec.get("paste", "mmdet")
+    if mode not in PASTE_MODES:
+        raise DeployError(f"deploy.yaml postprocess.masks.paste={mode!r} is not supported; accepted: "
+                          f"{list(PASTE_MODES)}")
+    return name, float(spec["threshold"])
+
+
 def detection(outputs: dict[str, Any], metas: list[dict], post: dict) -> list[dict]:
-    """Per image ``{'bboxes' [K, 4] float32 xyxy, 'scores' [K] float32, 'labels' [K] int64}`` in original pixels."""
+    """Per image ``{'bboxes' [K, 4] float32 xyxy, 'scores' [K] float32, 'labels' [K] int64}`` in original pixels,
+    and ``'masks'`` bool ``[K, ori_H, ori_W]`` for mask models."""
     outputs = {k: to_numpy(v) for k, v in outputs.items()}
     inside = list(post.get("inside_graph", []))
     results = []
@@ -130,12 +153,17 @@ def detection(outputs: dict[str, Any], metas: list[dict], post: dict) -> list[di
             raise DeployError(f"a detection model with NMS in the graph needs outputs {list(need)}, has "
                               f"{sorted(outputs)}")
         in_input_pixels = post.get("boxes_in", "input_pixels") == "input_pixels"
+        masks = _mask_settings(post, outputs)
         for i, meta in enumerate(metas):
             n = int(outputs["num_dets"][i])
             boxes = outputs["boxes"][i, :n].astype(np.float32)
-            results.append({"bboxes": _to_original(boxes, meta) if in_input_pixels else boxes,
-                            "scores": outputs["scores"][i, :n].astype(np.float32),
-                            "labels": outputs["labels"][i, :n].astype(np.int64)})
+            boxes = _to_original(boxes, meta) if in_input_pixels else boxes
+            result = {"bboxes": boxes, "scores": outputs["scores"][i, :n].astype(np.float32),
+                      "labels": outputs["labels"][i, :n].astype(np.int64)}
+            if masks is not None:
+                name, threshold = masks
+                result["masks"] = paste_masks(outputs[name][i, :n], boxes, tuple(meta["ori_shape"])[:2], threshold)
+            results.append(result)
         return results
     if "boxes" not in outputs or "scores" not in outputs:
         raise DeployError(f"a raw detection model needs outputs 'boxes' [B, N, 4] and 'scores' [B, N, C], has "

@@ -2,7 +2,8 @@
 
 ``Predictor(model_dir).predict([bgr_image, ...])`` -> one dict per image, in original image pixels:
 segmentation ``{'label': [H, W] int64}``; detection ``{'bboxes': [K, 4] float32 xyxy, 'scores': [K] float32,
-'labels': [K] int64}`` (the same numbers as the PyTorch model's ``test_step`` on the same images).
+'labels': [K] int64}`` plus ``'masks'`` bool ``[K, H, W]`` for instance segmentation models (Mask R-CNN:
+deploy.yaml ``postprocess.masks``) (the same numbers as the PyTorch model's ``test_step`` on the same images).
 """
 
 from __future__ import annotations

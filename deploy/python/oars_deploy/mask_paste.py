@@ -1,0 +1,72 @@
+"""Paste fixed-size RoI mask probabilities (28x28, a Mask R-CNN graph's ``masks`` output) into the original image.
+
+The same sampling as the PyTorch models' ``detection.models.roi_heads.mask_paste.paste_masks`` (``grid_sample``,
+bilinear, ``align_corners=False``, zero padding), in NumPy: the mask's pixel grid is laid over the box, every
+image pixel whose centre lies inside the box takes the bilinear sample at its centre (values fade to 0 over the
+box's outermost half mask-pixel), pixels centred outside the box are 0, and the mask is ``prob >= threshold``.
+
+Bilinear sampling on a grid is separable: the window of a box is ``Wy @ mask @ Wx.T`` with ``Wy [h, M_h]`` and
+``Wx [w, M_w]`` holding each row's / column's (at most two) interpolation weights. One small matrix product per
+detection over its box's window only (cost follows the box area, not the image).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+PASTE_MODES = ("mmdet",)  # deploy.yaml postprocess.masks.paste values this module implements
+
+
+def _axis_weights(start: int, stop: int, lo: float, hi: float, size: int) -> np.ndarray:
+    """Interpolation weights ``[stop - start, size]`` of image pixels ``start..stop-1`` along one axis of a box
+    ``[lo, hi]`` over a mask axis of ``size`` cells (``grid_sample``'s ``align_corners=False`` frame, zeros
+    outside the mask); rows of pixels centred outside the box are 0."""
+    centres = np.arange(start, stop, dtype=np.float32) + np.float32(0.5)
+    g = (centres - np.float32(lo)) / np.float32(hi - lo) * np.float32(2) - np.float32(1)
+    u = ((g + np.float32(1)) * np.float32(size) - np.float32(1)) / np.float32(2)
+    i0 = np.floor(u).astype(np.int64)
+    frac = (u - i0).astype(np.float32)
+    rows = np.arange(len(u))
+    weights = np.zeros((len(u), size + 2), dtype=np.float32)  # columns -1 and size hold the zero padding
+    weights[rows, np.clip(i0, -1, size) + 1] = np.float32(1) - frac  # the two taps differ for rows kept below
+    weights[rows, np.clip(i0 + 1, -1, size) + 1] = frac
+    weights = weights[:, 1:-1]
+    weights[np.abs(g) > 1] = 0
+    return weights
+
+
+def paste_masks(mask_probs: np.ndarray, boxes: np.ndarray, img_shape: Sequence[int],
+                threshold: float | None = 0.5) -> np.ndarray:
+    """Paste each detection's mask over its box into an image of ``img_shape``.
+
+    Args:
+        mask_probs: float ``[K, M_h, M_w]`` probabilities (the graph's ``masks[i, :num_dets[i]]``).
+        boxes: float ``[K, 4]`` xyxy boxes in the target image's pixels (original image pixels).
+        img_shape: ``(H, W)`` of the target image.
+        threshold: masks are ``prob >= threshold`` (``postprocess.masks.threshold``, MMDetection's
+            ``mask_thr_binary``); None returns the float32 probabilities.
+
+    Returns:
+        bool ``[K, H, W]`` (float32 with ``threshold=None``). A box of zero width or height pastes nothing.
+    """
+    mask_probs = np.asarray(mask_probs, dtype=np.float32)
+    boxes = np.asarray(boxes, dtype=np.float32).reshape(-1, 4)
+    if mask_probs.ndim != 3 or len(boxes) != len(mask_probs):
+        raise ValueError(f"paste_masks: expected mask_probs [K, h, w] and boxes [K, 4], got "
+                         f"{mask_probs.shape} and {boxes.shape}")
+    h, w = int(img_shape[0]), int(img_shape[1])
+    out = np.zeros((len(boxes), h, w), dtype=np.float32 if threshold is None else bool)
+    mh, mw = mask_probs.shape[1:]
+    lo = np.clip(np.floor(boxes[:, :2]), 0, None).astype(np.int64)
+    hi = np.minimum(np.ceil(boxes[:, 2:]), [w, h]).astype(np.int64)
+    for k, (x1, y1, x2, y2) in enumerate(boxes):  # per detection: two small matrix products on its window
+        (xa, ya), (xb, yb) = lo[k], hi[k]
+        if xb <= xa or yb <= ya or not (x2 > x1 and y2 > y1):
+            continue
+        wy = _axis_weights(int(ya), int(yb), float(y1), float(y2), mh)
+        wx = _axis_weights(int(xa), int(xb), float(x1), float(x2), mw)
+        window = wy @ mask_probs[k] @ wx.T
+        out[k, ya:yb, xa:xb] = window if threshold is None else window >= threshold
+    return out
