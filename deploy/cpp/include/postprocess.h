@@ -6,6 +6,7 @@
 
 #include <opencv2/core.hpp>
 
+#include <string>
 #include <vector>
 
 namespace oars {
@@ -34,9 +35,10 @@ std::vector<Detection> detections(const std::vector<cv::Mat>& outputs, const Dep
 void add_masks(std::vector<Detection>& dets, const std::vector<cv::Mat>& outputs, const DeployConfig& cfg,
                const ImageMeta& meta);
 
-// One mask pasted (exposed for tests): probs [mh, mw] CV_32F, box in the target image's pixels.
+// One mask pasted (exposed for tests): probs [mh, mw] CV_32F, box in the target image's pixels; mode "mmdet" or
+// "torchvision" (torchvision's paste_masks_in_image: padded mask, widened integer box, F.interpolate positions).
 cv::Mat paste_mask(const cv::Mat& probs, float x1, float y1, float x2, float y2, int img_h, int img_w,
-                   float threshold);
+                   float threshold, const std::string& mode = "mmdet");
 
 // The pure NMS stage on one image (exposed for tests): boxes [N, 4] xyxy, scores [N, C], objectness [N] or empty.
 std::vector<Detection> multiclass_nms(const float* boxes, const float* scores, const float* objectness, int n,

@@ -199,8 +199,8 @@ DeployConfig load_deploy_config(const std::string& model_dir) {
     pp.mask_output = get_or<std::string>(masks, "output", "masks");
     pp.mask_threshold = get<float>(masks, "threshold", file, "postprocess.masks.");
     pp.mask_paste = get_or<std::string>(masks, "paste", "mmdet");
-    if (pp.mask_paste != "mmdet")
-      fail(file, "postprocess.masks.paste", "this predictor pastes masks as 'mmdet', got " + pp.mask_paste);
+    if (pp.mask_paste != "mmdet" && pp.mask_paste != "torchvision")
+      fail(file, "postprocess.masks.paste", "expected mmdet or torchvision, got " + pp.mask_paste);
     if (cfg.output_index(pp.mask_output) < 0)
       fail(file, "postprocess.masks.output", "names '" + pp.mask_output + "', which is not among the outputs");
   }

@@ -131,10 +131,52 @@ cv::Mat axis_weights(int start, int stop, float lo, float hi, int size) {
   return w;
 }
 
+// torchvision mode: weights [stop - start, size] of image pixels start..stop-1 for a mask axis of `size` resized
+// by F.interpolate (bilinear, align_corners=False) onto the integer box pixels b0..b1 (inclusive).
+cv::Mat interpolate_weights(int start, int stop, int b0, int b1, int size) {
+  const int length = std::max(b1 - b0 + 1, 1);
+  const float scale = static_cast<float>(size) / static_cast<float>(length);
+  cv::Mat w(stop - start, size, CV_32F, cv::Scalar(0));
+  for (int p = start; p < stop; ++p) {
+    const int dst = p - b0;
+    if (dst < 0 || dst >= length) continue;
+    const float src = std::max(scale * (static_cast<float>(dst) + 0.5f) - 0.5f, 0.f);
+    const int i0 = std::min(static_cast<int>(std::floor(src)), size - 1);
+    const float w1 = std::clamp(src - static_cast<float>(i0), 0.f, 1.f);
+    const int i1 = i0 < size - 1 ? i0 + 1 : i0;
+    float* row = w.ptr<float>(p - start);
+    row[i0] = 1.f - w1;
+    row[i1] += w1;
+  }
+  return w;
+}
+
+cv::Mat paste_torchvision(const cv::Mat& probs, float x1, float y1, float x2, float y2, int img_h, int img_w,
+                          float threshold) {
+  cv::Mat out(img_h, img_w, CV_8U, cv::Scalar(0));
+  cv::Mat padded;
+  cv::copyMakeBorder(probs, padded, 1, 1, 1, 1, cv::BORDER_CONSTANT, cv::Scalar(0));
+  const float scale = static_cast<float>(probs.cols + 2) / static_cast<float>(probs.cols);
+  const float hw = (x2 - x1) * 0.5f * scale, hh = (y2 - y1) * 0.5f * scale;
+  const float cx = (x2 + x1) * 0.5f, cy = (y2 + y1) * 0.5f;
+  // truncated toward zero, as torchvision's Tensor.to(torch.int64)
+  const int bx1 = static_cast<int>(cx - hw), by1 = static_cast<int>(cy - hh);
+  const int bx2 = static_cast<int>(cx + hw), by2 = static_cast<int>(cy + hh);
+  const int xa = std::max(bx1, 0), ya = std::max(by1, 0);
+  const int xb = std::min(std::max(bx2, bx1) + 1, img_w), yb = std::min(std::max(by2, by1) + 1, img_h);
+  if (xb <= xa || yb <= ya) return out;
+  const cv::Mat window = interpolate_weights(ya, yb, by1, by2, padded.rows) * padded *
+                         interpolate_weights(xa, xb, bx1, bx2, padded.cols).t();
+  cv::Mat binary = window >= threshold;
+  binary.convertTo(out(cv::Rect(xa, ya, xb - xa, yb - ya)), CV_8U, 1.0 / 255.0);
+  return out;
+}
+
 }  // namespace
 
 cv::Mat paste_mask(const cv::Mat& probs, float x1, float y1, float x2, float y2, int img_h, int img_w,
-                   float threshold) {
+                   float threshold, const std::string& mode) {
+  if (mode == "torchvision") return paste_torchvision(probs, x1, y1, x2, y2, img_h, img_w, threshold);
   cv::Mat out(img_h, img_w, CV_8U, cv::Scalar(0));
   const int xa = std::max(0, static_cast<int>(std::floor(x1))), ya = std::max(0, static_cast<int>(std::floor(y1)));
   const int xb = std::min(img_w, static_cast<int>(std::ceil(x2))), yb = std::min(img_h, static_cast<int>(std::ceil(y2)));
@@ -158,7 +200,7 @@ void add_masks(std::vector<Detection>& dets, const std::vector<cv::Mat>& outputs
   for (auto& d : dets) {
     if (d.row < 0 || d.row >= m) throw std::runtime_error("a detection without a row of the masks output");
     const cv::Mat probs(h, w, CV_32F, const_cast<float*>(masks.ptr<float>(0, d.row)));
-    d.mask = paste_mask(probs, d.x1, d.y1, d.x2, d.y2, meta.ori_h, meta.ori_w, pp.mask_threshold);
+    d.mask = paste_mask(probs, d.x1, d.y1, d.x2, d.y2, meta.ori_h, meta.ori_w, pp.mask_threshold, pp.mask_paste);
   }
 }
 

@@ -5,6 +5,11 @@ bilinear, ``align_corners=False``, zero padding), in NumPy: the mask's pixel gri
 image pixel whose centre lies inside the box takes the bilinear sample at its centre (values fade to 0 over the
 box's outermost half mask-pixel), pixels centred outside the box are 0, and the mask is ``prob >= threshold``.
 
+``mode='torchvision'`` (``FCNMaskHead.paste_mode`` of converted torchvision weights) pastes as torchvision's
+``paste_masks_in_image`` (``detection.models.roi_heads.mask_paste_torchvision``): the mask padded with one zero
+pixel per side, its box widened by ``(M + 2) / M`` and truncated to integers, the padded mask resized
+(``F.interpolate`` bilinear, ``align_corners=False``) onto the integer box's pixels, last row and column included.
+
 Bilinear sampling on a grid is separable: the window of a box is ``Wy @ mask @ Wx.T`` with ``Wy [h, M_h]`` and
 ``Wx [w, M_w]`` holding each row's / column's (at most two) interpolation weights. One small matrix product per
 detection over its box's window only (cost follows the box area, not the image).
@@ -16,7 +21,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-PASTE_MODES = ("mmdet",)  # deploy.yaml postprocess.masks.paste values this module implements
+PASTE_MODES = ("mmdet", "torchvision")  # deploy.yaml postprocess.masks.paste (the mask head's paste_mode)
 
 
 def _axis_weights(start: int, stop: int, lo: float, hi: float, size: int) -> np.ndarray:
@@ -37,8 +42,47 @@ def _axis_weights(start: int, stop: int, lo: float, hi: float, size: int) -> np.
     return weights
 
 
+def _interpolate_weights(start: int, stop: int, b0: int, b1: int, size: int) -> np.ndarray:
+    """torchvision mode: weights ``[stop - start, size]`` of image pixels ``start..stop-1`` for a mask axis of
+    ``size`` resized by ``F.interpolate`` (bilinear, ``align_corners=False``) onto the integer box pixels
+    ``b0..b1`` (inclusive; at least one pixel); rows outside them are 0."""
+    length = max(b1 - b0 + 1, 1)
+    dst = np.arange(start, stop, dtype=np.int64) - b0
+    scale = np.float32(size) / np.float32(length)
+    src = np.maximum(scale * (dst.astype(np.float32) + np.float32(0.5)) - np.float32(0.5), np.float32(0))
+    i0 = np.minimum(np.floor(src).astype(np.int64), size - 1)
+    w1 = np.clip(src - i0.astype(np.float32), 0, 1).astype(np.float32)
+    i1 = np.where(i0 < size - 1, i0 + 1, i0)
+    rows = np.arange(len(dst))
+    weights = np.zeros((len(dst), size), dtype=np.float32)
+    weights[rows, i0] = np.float32(1) - w1
+    weights[rows, i1] += w1
+    weights[(dst < 0) | (dst >= length)] = 0
+    return weights
+
+
+def _paste_torchvision(mask_probs: np.ndarray, boxes: np.ndarray, h: int, w: int,
+                       threshold: float | None) -> np.ndarray:
+    out = np.zeros((len(boxes), h, w), dtype=np.float32 if threshold is None else bool)
+    m = mask_probs.shape[-1]
+    padded = np.pad(mask_probs, ((0, 0), (1, 1), (1, 1)))
+    scale = np.float32(m + 2) / np.float32(m)
+    half = (boxes[:, 2:] - boxes[:, :2]) * np.float32(0.5) * scale
+    centre = (boxes[:, 2:] + boxes[:, :2]) * np.float32(0.5)
+    ints = np.concatenate([centre - half, centre + half], axis=1).astype(np.int64)  # truncated toward zero
+    for k, (x1, y1, x2, y2) in enumerate(ints):  # per detection: two small matrix products on its window
+        xa, ya, xb, yb = max(x1, 0), max(y1, 0), min(max(x2, x1) + 1, w), min(max(y2, y1) + 1, h)
+        if xb <= xa or yb <= ya:
+            continue
+        wy = _interpolate_weights(int(ya), int(yb), int(y1), int(y2), padded.shape[1])
+        wx = _interpolate_weights(int(xa), int(xb), int(x1), int(x2), padded.shape[2])
+        window = wy @ padded[k] @ wx.T
+        out[k, ya:yb, xa:xb] = window if threshold is None else window >= threshold
+    return out
+
+
 def paste_masks(mask_probs: np.ndarray, boxes: np.ndarray, img_shape: Sequence[int],
-                threshold: float | None = 0.5) -> np.ndarray:
+                threshold: float | None = 0.5, mode: str = "mmdet") -> np.ndarray:
     """Paste each detection's mask over its box into an image of ``img_shape``.
 
     Args:
@@ -47,6 +91,7 @@ def paste_masks(mask_probs: np.ndarray, boxes: np.ndarray, img_shape: Sequence[i
         img_shape: ``(H, W)`` of the target image.
         threshold: masks are ``prob >= threshold`` (``postprocess.masks.threshold``, MMDetection's
             ``mask_thr_binary``); None returns the float32 probabilities.
+        mode: ``'mmdet'`` or ``'torchvision'`` (see the module docstring).
 
     Returns:
         bool ``[K, H, W]`` (float32 with ``threshold=None``). A box of zero width or height pastes nothing.
@@ -56,7 +101,11 @@ def paste_masks(mask_probs: np.ndarray, boxes: np.ndarray, img_shape: Sequence[i
     if mask_probs.ndim != 3 or len(boxes) != len(mask_probs):
         raise ValueError(f"paste_masks: expected mask_probs [K, h, w] and boxes [K, 4], got "
                          f"{mask_probs.shape} and {boxes.shape}")
+    if mode not in PASTE_MODES:
+        raise ValueError(f"paste_masks: mode={mode!r} is invalid; accepted: {list(PASTE_MODES)}")
     h, w = int(img_shape[0]), int(img_shape[1])
+    if mode == "torchvision":
+        return _paste_torchvision(mask_probs, boxes, h, w, threshold)
     out = np.zeros((len(boxes), h, w), dtype=np.float32 if threshold is None else bool)
     mh, mw = mask_probs.shape[1:]
     lo = np.clip(np.floor(boxes[:, :2]), 0, None).astype(np.int64)

@@ -122,8 +122,8 @@ def _nms_settings(post: dict) -> dict:
                 max_per_img=post.get("max_per_img", 100), nms_pre=post.get("nms_pre", 1000))
 
 
-def _mask_settings(post: dict, outputs: dict[str, Any]) -> tuple[str, float] | None:
-    """(output name, threshold) of ``postprocess.masks``; None for a box-only model."""
+def _mask_settings(post: dict, outputs: dict[str, Any]) -> tuple[str, float, str] | None:
+    """(output name, threshold, paste mode) of ``postprocess.masks``; None for a box-only model."""
     spec = post.get("masks")
     if not spec:
         return None
@@ -138,7 +138,7 @@ def _mask_settings(post: dict, outputs: dict[str, Any]) -> tuple[str, float] | N
     if mode not in PASTE_MODES:
         raise DeployError(f"deploy.yaml postprocess.masks.paste={mode!r} is not supported; accepted: "
                           f"{list(PASTE_MODES)}")
-    return name, float(spec["threshold"])
+    return name, float(spec["threshold"]), mode
 
 
 def detection(outputs: dict[str, Any], metas: list[dict], post: dict) -> list[dict]:
@@ -161,8 +161,9 @@ def detection(outputs: dict[str, Any], metas: list[dict], post: dict) -> list[di
             result = {"bboxes": boxes, "scores": outputs["scores"][i, :n].astype(np.float32),
                       "labels": outputs["labels"][i, :n].astype(np.int64)}
             if masks is not None:
-                name, threshold = masks
-                result["masks"] = paste_masks(outputs[name][i, :n], boxes, tuple(meta["ori_shape"])[:2], threshold)
+                name, threshold, mode = masks
+                result["masks"] = paste_masks(outputs[name][i, :n], boxes, tuple(meta["ori_shape"])[:2], threshold,
+                                              mode)
             results.append(result)
         return results
     if "boxes" not in outputs or "scores" not in outputs:

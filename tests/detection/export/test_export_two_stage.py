@@ -154,6 +154,22 @@ def test_numpy_paste_equals_torch_paste():
     assert (inter[union > 0] / union[union > 0]).min() > 0.98 and not got_b[0].any()
 
 
+def test_numpy_paste_equals_torch_paste_torchvision_mode():
+    """paste mode 'torchvision' (FCNMaskHead.paste_mode of converted torchvision weights): the NumPy paste = the
+    models' torchvision-mode paste."""
+    from detection.models.roi_heads import mask_paste
+
+    if "torchvision" not in getattr(mask_paste, "PASTE_MODES", ()):
+        pytest.skip("this checkout's paste_masks has no torchvision mode")
+    g = torch.Generator().manual_seed(1)
+    probs = torch.nn.functional.avg_pool2d(torch.rand(30, 1, 28, 28, generator=g), 5, 1, 2)[:, 0] * 1.6 - 0.3
+    xy = torch.rand(30, 2, generator=g) * 300 - 40
+    boxes = torch.cat([xy, xy + torch.rand(30, 2, generator=g) * 220 + 0.4], dim=1)
+    ref = paste_masks(probs, boxes, (240, 320), threshold=None, mode="torchvision").numpy()
+    got = paste_masks_np(probs.numpy(), boxes.numpy(), (240, 320), threshold=None, mode="torchvision")
+    assert np.abs(got - ref).max() < 1e-5 and (ref >= 0.5).sum() > 10000
+
+
 # ----------------------------------------------------------------------------- spec
 def test_spec_outputs_and_postprocess():
     cfg, model = build_case("mask")
