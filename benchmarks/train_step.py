@@ -1,14 +1,25 @@
-"""Training-step time of YOLOv3-DarkNet53 through oars versus a bare PyTorch loop, same process.
+"""Training-step time through oars versus a bare PyTorch loop (and torchvision), same process.
 
-Both sides train the same ``nn.Module`` on the same batch of 2 images at 320x320:
+Models (``--model``):
+- ``yolov3``: YOLOv3-DarkNet53 (configs/detection/yolov3/yolov3_darknet53_270e_coco.yaml);
+- ``faster_rcnn``: Faster R-CNN R50-FPN. ``--preset torchvision`` (default) builds
+  faster_rcnn_r50_fpn_torchvision.yaml (short side = ``--size``, so no resize; 90 classes) and loads the weights of
+  a torchvision ``FasterRCNN`` R50-FPN built as ``fasterrcnn_resnet50_fpn`` builds it for fine-tuning (frozen BN,
+  conv1 + layer1 frozen, 91 outputs): both do the same work (2000 proposals per image, 512 sampled RoIs, the same
+  losses); ``--preset mmdet`` builds our default faster_rcnn_r50_fpn_1x_coco.yaml (1000 proposals) instead.
+
+Each side trains the same batch of ``--batch`` images at ``--size`` x ``--size`` (3 boxes each):
 - oars: ``model.train_step(batch, optim_wrapper)``: the data preprocessor (uint8 -> normalised, padded batch on the
   device), the loss dict parsed and logged, the optimizer wrapper's backward / step / zero_grad;
-- bare: ``model(inputs, samples, mode='loss')`` on a pre-normalised tensor, ``sum().backward()``, ``step()``,
-  ``zero_grad()``.
-Runs alternate (bare, oars, bare, ...) so that drift in machine speed hits both. Prints the medians and the ratio
-oars / bare (goal <= 1.05).
+- bare: ``model(inputs, samples, mode='loss')`` on the pre-processed batch, ``sum().backward()``, ``step()``,
+  ``zero_grad()``: the same module without the framework;
+- torchvision (Faster R-CNN only): ``tv_model(images, targets)`` (its own transform included) on the same images as
+  [0, 1] floats, ``sum().backward()``, ``step()``, ``zero_grad()``.
+Runs alternate (bare, oars[, torchvision], bare, ...) so that drift in machine speed hits all. Prints the medians and
+the ratios oars / bare (goal <= 1.05) and oars / torchvision (goal <= 1.0).
 
-    python benchmarks/train_step.py [--repeats 10] [--device cpu|cuda] [--size 320] [--batch 2]
+    python benchmarks/train_step.py [--model yolov3|faster_rcnn] [--preset torchvision|mmdet] [--repeats 10]
+        [--device cpu|cuda] [--size 320] [--batch 2]
 """
 
 from __future__ import annotations
@@ -26,7 +37,13 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks.common import ROOT  # noqa: E402
 
-CONFIG = os.path.join(ROOT, "configs/detection/yolov3/yolov3_darknet53_270e_coco.yaml")
+CONFIGS = {
+    "yolov3": os.path.join(ROOT, "configs/detection/yolov3/yolov3_darknet53_270e_coco.yaml"),
+    "faster_rcnn/torchvision": os.path.join(ROOT, "configs/_base_/models/faster_rcnn_r50_fpn_torchvision.yaml"),
+    "faster_rcnn/mmdet": os.path.join(ROOT, "configs/detection/faster_rcnn/faster_rcnn_r50_fpn_1x_coco.yaml"),
+}
+NAMES = {"yolov3": "YOLOv3-DarkNet53", "faster_rcnn/torchvision": "Faster R-CNN R50-FPN (torchvision preset)",
+         "faster_rcnn/mmdet": "Faster R-CNN R50-FPN (MMDetection preset)"}
 
 
 def make_batch(size: int, batch: int, num_classes: int):
@@ -49,8 +66,41 @@ def make_batch(size: int, batch: int, num_classes: int):
     return {"inputs": inputs, "data_samples": samples}
 
 
+def build_oars(key: str, size: int, device: str):
+    """The oars model (train mode) and its config."""
+    from mmengine.registry import MODELS, DefaultScope
+
+    from oars.config import load_config
+
+    overrides = {
+        "yolov3": ["model.data_preprocessor.batch_augments=null"],
+        "faster_rcnn/torchvision": ["model.num_classes=90", f"model.data_preprocessor.min_size={size}"],
+        "faster_rcnn/mmdet": [],
+    }[key]
+    cfg = load_config(CONFIGS[key], overrides)
+    with DefaultScope.overwrite_default_scope("detection"):
+        model = MODELS.build(copy.deepcopy(cfg.model))
+    return model.to(device).train(), cfg
+
+
+def build_torchvision(size: int, device: str):
+    """torchvision's Faster R-CNN R50-FPN as ``fasterrcnn_resnet50_fpn`` builds it for fine-tuning (frozen BN,
+    trainable layers 3, 91 outputs), random weights; images are not resized (short side = ``size``)."""
+    import torchvision
+    from torchvision.models.detection.backbone_utils import resnet_fpn_backbone
+    from torchvision.ops.misc import FrozenBatchNorm2d
+
+    backbone = resnet_fpn_backbone(backbone_name="resnet50", weights=None, norm_layer=FrozenBatchNorm2d,
+                                   trainable_layers=3)
+    model = torchvision.models.detection.FasterRCNN(backbone, num_classes=91, min_size=size, max_size=1333)
+    return model.to(device).train()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", choices=["yolov3", "faster_rcnn"], default="yolov3")
+    parser.add_argument("--preset", choices=["torchvision", "mmdet"], default="torchvision",
+                        help="Faster R-CNN only: which oars preset (see above)")
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -59,13 +109,17 @@ def main() -> None:
     args = parser.parse_args()
 
     from mmengine.optim import OptimWrapper
-    from mmengine.registry import MODELS, DefaultScope
 
-    from oars.config import load_config
+    key = args.model if args.model == "yolov3" else f"faster_rcnn/{args.preset}"
+    torch.manual_seed(0)
+    model, cfg = build_oars(key, args.size, args.device)
+    tv = None
+    if args.model == "faster_rcnn":
+        from detection.models.convert_torchvision import rcnn_from_torchvision
 
-    cfg = load_config(CONFIG, ["model.data_preprocessor.batch_augments=null"])
-    with DefaultScope.overwrite_default_scope("detection"):
-        model = MODELS.build(copy.deepcopy(cfg.model)).to(args.device).train()
+        tv = build_torchvision(args.size, args.device)
+        if args.preset == "torchvision":  # the same weights on both sides: the same proposals, the same work
+            model.load_state_dict(rcnn_from_torchvision(tv.state_dict(), "all"), strict=True)
     sync = torch.cuda.synchronize if args.device.startswith("cuda") else (lambda: None)
     batch = make_batch(args.size, args.batch, cfg.model.num_classes)
     opt = torch.optim.SGD(model.parameters(), lr=1e-5, momentum=0.9, weight_decay=5e-4)
@@ -84,26 +138,51 @@ def main() -> None:
     def oars() -> None:
         model.train_step(batch, wrapper)
 
-    def timed(fn) -> float:
+    steps = {"bare": bare, "oars": oars}
+    if tv is not None:
+        tv_opt = torch.optim.SGD([p for p in tv.parameters() if p.requires_grad], lr=1e-5, momentum=0.9,
+                                 weight_decay=5e-4)
+        tv_images = [img.flip(0).float().div(255).to(args.device) for img in batch["inputs"]]  # BGR -> RGB [0, 1]
+        tv_targets = [dict(boxes=s.gt_instances.bboxes.to(args.device),
+                           labels=(s.gt_instances.labels + 1).to(args.device)) for s in batch["data_samples"]]
+
+        def torchvision_step() -> None:
+            losses = tv(tv_images, tv_targets)
+            sum(losses.values()).backward()
+            tv_opt.step()
+            tv_opt.zero_grad()
+
+        steps["torchvision"] = torchvision_step
+
+    def timed(fn) -> tuple[float, float]:
+        """(wall seconds, CPU seconds of this process) of one step."""
         sync()
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         fn()
         sync()
-        return time.perf_counter() - start
+        return time.perf_counter() - start, time.process_time() - cpu
 
     for _ in range(args.warmup):
-        bare()
-        oars()
-    bare_t, oars_t = [], []
+        for fn in steps.values():
+            fn()
+    times: dict[str, list[tuple[float, float]]] = {name: [] for name in steps}
     for _ in range(args.repeats):
-        bare_t.append(timed(bare))
-        oars_t.append(timed(oars))
-    b, o = statistics.median(bare_t), statistics.median(oars_t)
-    print(f"YOLOv3-DarkNet53, {args.batch}x{args.size}x{args.size}, {args.device}, {args.repeats} steps each "
+        for name, fn in steps.items():
+            times[name].append(timed(fn))
+    wall = {name: statistics.median(w for w, _ in t) for name, t in times.items()}
+    cpu = {name: statistics.median(c for _, c in t) for name, t in times.items()}
+    on_cpu = not args.device.startswith("cuda")
+    print(f"{NAMES[key]}, {args.batch}x{args.size}x{args.size}, {args.device}, {args.repeats} steps each "
           f"(torch threads {torch.get_num_threads()})")
-    print(f"  bare PyTorch loop : {b * 1000:9.1f} ms/step (median)")
-    print(f"  oars train_step   : {o * 1000:9.1f} ms/step (median)")
-    print(f"  ratio oars / bare : {o / b:9.3f}  (goal <= 1.05)")
+    labels = {"bare": "bare PyTorch loop", "oars": "oars train_step", "torchvision": "torchvision model"}
+    for name in steps:
+        extra = f", {cpu[name] * 1000:9.1f} ms CPU time" if on_cpu else ""
+        print(f"  {labels[name]:<18}: {wall[name] * 1000:9.1f} ms/step (median){extra}")
+    # CPU time (the process's own) is the steadier measure on a CPU shared with other work
+    for other, goal in (("bare", 1.05), ("torchvision", 1.0)):
+        if other in steps:
+            extra = f", CPU time {cpu['oars'] / cpu[other]:6.3f}" if on_cpu else ""
+            print(f"  ratio oars / {other:<11}: {wall['oars'] / wall[other]:6.3f}{extra}  (goal <= {goal})")
 
 
 if __name__ == "__main__":

@@ -113,7 +113,10 @@ class TorchvisionRCNNPreprocessor(ImageDataPreprocessor):
 
     @staticmethod
     def _resize_targets(sample: Any, old: tuple[int, int], new: tuple[int, int]) -> None:
-        """Scale a training sample's boxes (float32 ``new / old`` per axis) and resize its masks (nearest)."""
+        """Scale a training sample's boxes (float32 ``new / old`` per axis) and resize its masks (nearest).
+
+        The sample gets new ``InstanceData`` objects (the other fields shared), so that the caller's annotations
+        are not rescaled in place (a batch fed twice would otherwise be resized twice)."""
         for key in ("gt_instances", "ignored_instances"):
             inst = sample.get(key, None)
             if inst is None or "bboxes" not in inst:
@@ -124,7 +127,7 @@ class TorchvisionRCNNPreprocessor(ImageDataPreprocessor):
                 old[0], dtype=torch.float32, device=device)
             ratio_w = torch.tensor(new[1], dtype=torch.float32, device=device) / torch.tensor(
                 old[1], dtype=torch.float32, device=device)
-            inst.bboxes = boxes.float() * torch.stack([ratio_w, ratio_h, ratio_w, ratio_h])
+            fields = dict(bboxes=boxes.float() * torch.stack([ratio_w, ratio_h, ratio_w, ratio_h]))
             if "masks" in inst:
                 masks = inst.masks
                 if not isinstance(masks, Tensor) or masks.dim() != 3:
@@ -137,7 +140,8 @@ class TorchvisionRCNNPreprocessor(ImageDataPreprocessor):
                     raise ValueError(f"TorchvisionRCNNPreprocessor: {key}.masks are {tuple(masks.shape[-2:])} but the "
                                      f"image is {old}; masks must be in the image's pixels")
                 resized = F.interpolate(masks[:, None].float(), size=new, mode="nearest")[:, 0]
-                inst.masks = resized.to(masks.dtype if masks.dtype != torch.bool else torch.uint8)
+                fields["masks"] = resized.to(masks.dtype if masks.dtype != torch.bool else torch.uint8)
+            setattr(sample, key, inst.new(**{**dict(inst.items()), **fields}))  # new() copies no data fields
 
     def forward(self, data: dict, training: bool = False) -> dict[str, Any]:
         """``{'inputs': images at original size, 'data_samples': samples or None}`` -> the resized, padded batch

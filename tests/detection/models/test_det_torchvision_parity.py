@@ -389,3 +389,15 @@ def test_rpn_top_k_survives_saturated_scores(faster_pair):
     anchors = head.prior_generator.grid_priors(sizes, image_size=(32, 32))[0].clamp(0, 32)
     best = cls[0].permute(0, 2, 3, 1).reshape(-1).topk(5).indices
     torch.testing.assert_close(boxes[0, :5], anchors[best])
+
+
+def test_preprocessor_leaves_the_callers_annotations_alone():
+    pre = TorchvisionRCNNPreprocessor(min_size=100)
+    boxes = torch.tensor([[1.0, 2.0, 30.0, 40.0]])
+    sample = DetDataSample(metainfo=dict(img_shape=(50, 60)))
+    gt = InstanceData(bboxes=boxes.clone(), labels=torch.zeros(1, dtype=torch.long))
+    sample.gt_instances = gt
+    out = pre({"inputs": [torch.zeros(3, 50, 60, dtype=torch.uint8)], "data_samples": [sample]}, training=True)
+    torch.testing.assert_close(out["data_samples"][0].gt_instances.bboxes, boxes * 2)
+    assert out["data_samples"][0].gt_instances.labels is gt.labels  # the other fields are kept
+    assert torch.equal(gt.bboxes, boxes)  # the InstanceData the caller holds is unchanged
