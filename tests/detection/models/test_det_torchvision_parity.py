@@ -223,6 +223,16 @@ def test_coco80_conversion_renormalises_over_the_used_categories(faster_pair):
     torch.testing.assert_close(reg.view(6, 80, 4), tv_reg.view(6, 91, 4)[:, ids])
 
 
+def test_coco80_ids_name_cocodataset_classes_in_torchvision_metadata():
+    from torchvision.models.detection import FasterRCNN_ResNet50_FPN_Weights
+
+    from detection.datasets.coco import COCO_CLASSES
+
+    names = FasterRCNN_ResNet50_FPN_Weights.COCO_V1.meta["categories"]  # torchvision label -> name
+    assert [i for i, n in enumerate(names) if n == "N/A"] == list(COCO_UNUSED_IDS)
+    assert [names[i] for i in COCO80_CATEGORY_IDS] == list(COCO_CLASSES)  # our class k = CocoDataset's class k
+
+
 def test_class_ids_and_label_mapping():
     assert len(COCO80_CATEGORY_IDS) == 80 and not set(COCO80_CATEGORY_IDS) & set(COCO_UNUSED_IDS)
     assert resolve_class_ids("all", 91) == list(range(1, 91))
