@@ -42,7 +42,7 @@ from oars.export.errors import ExportCheckError
 from oars.export.spec import ExportOptions
 from oars_deploy.mask_paste import paste_masks as paste_masks_np
 
-CASES = ("faster", "mask", "cascade", "cascade_mask")
+CASES = ("faster", "mask", "cascade", "cascade_mask", "mask_torchvision")
 
 
 def _images(batch: int, seed: int) -> torch.Tensor:
@@ -90,7 +90,8 @@ def test_static_graph_equals_predict(case):
         pairs = [(i, j) for im, i, j in result.pairs if im == img]
         want = preds[img].masks[torch.as_tensor(order[[i for i, _ in pairs]])]
         rows = torch.tensor([j for _, j in pairs])
-        assert torch.equal(paste_masks(probs[img, rows], outs[1][img, rows], (SIZE, SIZE)), want)
+        mode = module.mask_heads[-1].paste_mode
+        assert torch.equal(paste_masks(probs[img, rows], outs[1][img, rows], (SIZE, SIZE), mode=mode), want)
 
 
 @pytest.mark.parametrize("mapping, aligned, sampling", [("mmdet", True, 0), ("torchvision", False, 2)])

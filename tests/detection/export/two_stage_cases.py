@@ -23,6 +23,9 @@ CONFIGS = {
     "mask": "configs/detection/mask_rcnn/mask_rcnn_r18_fpn_demo_shapes.yaml",
     "cascade": "configs/detection/cascade_rcnn/cascade_rcnn_r50_fpn_1x_coco.yaml",
     "cascade_mask": "configs/detection/cascade_rcnn/cascade_mask_rcnn_r50_fpn_1x_coco.yaml",
+    # torchvision's semantics: its box coder, LevelMapper pooling (sampling 2, not aligned), small RoI boxes
+    # dropped (test_cfg.rcnn.min_bbox_size), torchvision mask pasting
+    "mask_torchvision": "configs/detection/mask_rcnn/mask_rcnn_r50_fpn_torchvision_coco.yaml",
 }
 SIZE = 128
 # Few proposals and classes: the test models run in well under a second.
