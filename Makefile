@@ -1,5 +1,5 @@
-# make demo: set up .venv, generate the demo data, train a small U-Net and a small YOLOv3 on the CPU, evaluate
-# them, draw pictures (demo-seg / demo-det run one of the two).
+# make demo: set up .venv, generate the demo data, train a small U-Net, a small YOLOv3 and a small Mask R-CNN on the
+# CPU, evaluate them, draw pictures, export (demo-seg / demo-det run one task; demo-yolo / demo-mask one detector).
 # make test: set up .venv and run the test suite.
 PYTHON ?= python3
 VENV := .venv
@@ -9,8 +9,10 @@ DEMO_CFG := configs/segmentation/unet/unet_demo_shapes.yaml
 DEMO_DIR := work_dirs/demo
 DET_CFG := configs/detection/yolov3/yolov3_darknet53_demo_shapes.yaml
 DET_DIR := work_dirs/demo_det
+MASK_CFG := configs/detection/mask_rcnn/mask_rcnn_r18_fpn_demo_shapes.yaml
+MASK_DIR := work_dirs/demo_mask
 
-.PHONY: demo demo-seg demo-det demo-data test bench cpp lint setup clean-demo
+.PHONY: demo demo-seg demo-det demo-yolo demo-mask demo-data test bench cpp lint setup clean-demo
 
 setup: $(STAMP)
 
@@ -22,8 +24,9 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: demo-seg demo-det
-	@echo "demo done: segmentation in $(DEMO_DIR), detection in $(DET_DIR) (metrics.json, pictures/, infer/, \
-	export/ (model.onnx + deploy.yaml), deploy_infer/, report.html; detection also export_int8/, deploy_infer_int8/)"
+	@echo "demo done: segmentation in $(DEMO_DIR), detection in $(DET_DIR) (YOLOv3) and $(MASK_DIR) (Mask R-CNN) \
+	(metrics.json, pictures/, infer/, export/ (model.onnx + deploy.yaml), deploy_infer/, report.html; YOLOv3 also \
+	export_int8/, deploy_infer_int8/)"
 
 demo-data: $(STAMP)
 	$(PY) -m oars.data.demo_shapes --out data/demo_shapes
@@ -38,7 +41,9 @@ demo-seg: demo-data
 	$(PY) deploy/python/infer.py --model-dir $(DEMO_DIR)/export -i data/demo_shapes/images/val \
 		-o $(DEMO_DIR)/deploy_infer --benchmark
 
-demo-det: demo-data
+demo-det: demo-yolo demo-mask
+
+demo-yolo: demo-data
 	$(PY) tools/train.py -c $(DET_CFG) --work-dir $(DET_DIR) --overwrite
 	$(PY) tools/eval.py -c $(DET_CFG) -w "$$(cat $(DET_DIR)/last_checkpoint)" --work-dir $(DET_DIR) \
 		--show-dir $(DET_DIR)/pictures --report
@@ -51,6 +56,16 @@ demo-det: demo-data
 		--int8 --calib-dir data/demo_shapes/images/train --calib-num 64
 	$(PY) deploy/python/infer.py --model-dir $(DET_DIR)/export_int8 -i data/demo_shapes/images/val \
 		-o $(DET_DIR)/deploy_infer_int8 --benchmark
+
+demo-mask: demo-data
+	$(PY) tools/train.py -c $(MASK_CFG) --work-dir $(MASK_DIR) --overwrite
+	$(PY) tools/eval.py -c $(MASK_CFG) -w "$$(cat $(MASK_DIR)/last_checkpoint)" --work-dir $(MASK_DIR) \
+		--show-dir $(MASK_DIR)/pictures --report
+	$(PY) tools/infer.py -c $(MASK_CFG) -w "$$(cat $(MASK_DIR)/last_checkpoint)" \
+		-i data/demo_shapes/images/val -o $(MASK_DIR)/infer
+	$(PY) tools/export.py -c $(MASK_CFG) -w "$$(cat $(MASK_DIR)/last_checkpoint)" -o $(MASK_DIR)/export --dynamic
+	$(PY) deploy/python/infer.py --model-dir $(MASK_DIR)/export -i data/demo_shapes/images/val \
+		-o $(MASK_DIR)/deploy_infer --benchmark
 
 test: $(STAMP)
 	$(PY) -m pytest -q
@@ -67,4 +82,4 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 
 clean-demo:
-	rm -rf $(DEMO_DIR) $(DET_DIR)
+	rm -rf $(DEMO_DIR) $(DET_DIR) $(MASK_DIR)
