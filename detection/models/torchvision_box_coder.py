@@ -15,6 +15,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
+from detection.models.task_utils.bbox_coder import centers_sizes
 from detection.registry import TASK_UTILS
 
 BBOX_XFORM_CLIP = math.log(1000.0 / 16)
@@ -56,12 +57,9 @@ class TorchvisionBoxCoder:
         Returns:
             ``[..., 4]`` float32 weighted deltas.
         """
-        p, g = bboxes.float(), gt_bboxes.float()
         wx, wy, ww, wh = self.weights
-        pw, ph = p[..., 2] - p[..., 0], p[..., 3] - p[..., 1]
-        px, py = p[..., 0] + 0.5 * pw, p[..., 1] + 0.5 * ph
-        gw, gh = g[..., 2] - g[..., 0], g[..., 3] - g[..., 1]
-        gx, gy = g[..., 0] + 0.5 * gw, g[..., 1] + 0.5 * gh
+        px, py, pw, ph = centers_sizes(bboxes)
+        gx, gy, gw, gh = centers_sizes(gt_bboxes)
         return torch.stack([wx * (gx - px) / pw, wy * (gy - py) / ph, ww * torch.log(gw / pw),
                             wh * torch.log(gh / ph)], dim=-1)
 
@@ -77,10 +75,9 @@ class TorchvisionBoxCoder:
         Returns:
             ``[..., 4]`` float32 xyxy boxes.
         """
-        p, d = bboxes.float(), deltas.float()
+        d = deltas.float()
         wx, wy, ww, wh = self.weights
-        pw, ph = p[..., 2] - p[..., 0], p[..., 3] - p[..., 1]
-        px, py = p[..., 0] + 0.5 * pw, p[..., 1] + 0.5 * ph
+        px, py, pw, ph = centers_sizes(bboxes)
         dx, dy = d[..., 0] / wx, d[..., 1] / wy
         dw = torch.clamp(d[..., 2] / ww, max=self.bbox_xform_clip)
         dh = torch.clamp(d[..., 3] / wh, max=self.bbox_xform_clip)

@@ -11,6 +11,14 @@ from torch import Tensor
 from detection.registry import TASK_UTILS
 
 
+def centers_sizes(boxes: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """``(cx, cy, w, h)`` of xyxy ``boxes [..., 4]``, each ``[...]`` float32: ``w = x2 - x1`` (no +1) and
+    ``cx = x1 + w / 2``, the arithmetic both MMDetection's and torchvision's coders use (so one serves both)."""
+    b = boxes.float()
+    w, h = b[..., 2] - b[..., 0], b[..., 3] - b[..., 1]
+    return b[..., 0] + 0.5 * w, b[..., 1] + 0.5 * h, w, h
+
+
 def _four(name: str, values: Sequence[float]) -> tuple[float, float, float, float]:
     vals = tuple(float(v) for v in values)
     if len(vals) != 4:
@@ -71,11 +79,8 @@ class DeltaXYWHBBoxCoder:
         Returns:
             ``[..., 4]`` float32 normalised deltas.
         """
-        p, g = bboxes.float(), gt_bboxes.float()
-        pw, ph = p[..., 2] - p[..., 0], p[..., 3] - p[..., 1]
-        px, py = p[..., 0] + 0.5 * pw, p[..., 1] + 0.5 * ph
-        gw, gh = g[..., 2] - g[..., 0], g[..., 3] - g[..., 1]
-        gx, gy = g[..., 0] + 0.5 * gw, g[..., 1] + 0.5 * gh
+        px, py, pw, ph = centers_sizes(bboxes)
+        gx, gy, gw, gh = centers_sizes(gt_bboxes)
         pw, ph, gw, gh = (v.clamp(min=self.eps) for v in (pw, ph, gw, gh))
         deltas = torch.stack([(gx - px) / pw, (gy - py) / ph, torch.log(gw / pw), torch.log(gh / ph)], dim=-1)
         means, stds = self._stats(deltas)
@@ -95,9 +100,7 @@ class DeltaXYWHBBoxCoder:
         """
         means, stds = self._stats(deltas)
         d = deltas.float() * stds + means
-        p = bboxes.float()
-        pw, ph = p[..., 2] - p[..., 0], p[..., 3] - p[..., 1]
-        px, py = p[..., 0] + 0.5 * pw, p[..., 1] + 0.5 * ph
+        px, py, pw, ph = centers_sizes(bboxes)
         dw = d[..., 2].clamp(min=-self.max_ratio, max=self.max_ratio)
         dh = d[..., 3].clamp(min=-self.max_ratio, max=self.max_ratio)
         gw, gh = pw * dw.exp(), ph * dh.exp()
