@@ -61,4 +61,5 @@ def test_infer_draws_masks(fitted, demo_data, tmp_path):
           "--draw-threshold", "0.3", "-o", str(out_dir), *opts)
     assert len(list(out_dir.glob("*_vis.png"))) == 16
     records = json.loads((out_dir / "detections.json").read_text())
-    assert any(r["detections"] for r in records)
+    dets = [d for r in records for d in r["detections"]]
+    assert dets and all(set(d["segmentation"]) == {"size", "counts"} for d in dets)  # COCO RLE per detection

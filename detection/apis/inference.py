@@ -47,7 +47,7 @@ def run_inference(cfg: Config, checkpoint: str, inputs: str, out_dir: str, devic
         drawn = pred if masks is None else {**pred, "masks": masks}
         cv2.imwrite(out, draw_detection_sample(img, drawn, classes, palette, draw_threshold))
         written.append(out)
-        records.append(detection_record(path, pred, classes))
+        records.append(detection_record(path, drawn, classes))
     write_records(records, osp.join(out_dir, "detections.json"))
     if own:
         failures.raise_if_any(total=len(paths))
