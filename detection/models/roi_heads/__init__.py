@@ -1,9 +1,10 @@
 """Second-stage (RoI) heads of two-stage detectors: RoI feature extraction, box and mask heads, the
 Faster/Mask R-CNN and Cascade R-CNN RoI heads, and the C4 shared head."""
 
-from .bbox_heads import BBoxHead, ConvFCBBoxHead, Shared2FCBBoxHead, Shared4Conv1FCBBoxHead
+from .bbox_heads import BBoxHead
 from .cascade_roi_head import CascadeRoIHead
 from .convert import roi_head_from_torchvision
+from .convfc_bbox_head import ConvFCBBoxHead, Shared2FCBBoxHead, Shared4Conv1FCBBoxHead
 from .mask_head import FCNMaskHead, mask_targets
 from .mask_paste import paste_masks
 from .roi_extractor import SingleRoIExtractor

@@ -15,7 +15,7 @@ from torchvision.models.detection.rpn import RPNHead as TVRPNHead
 from torchvision.ops import batched_nms, box_iou
 
 from detection.models.heads import RPNHead
-from detection.models.heads.rpn_head import anchor_inside_flags
+from detection.models.heads.rpn_config import anchor_inside_flags
 from detection.models.necks import FPN
 from detection.registry import MODELS
 from detection.structures import DetDataSample
