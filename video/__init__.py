@@ -1,1 +1,1 @@
-"""video package."""
+"""video package: action recognition from video files, raw frames and pre-extracted frame features."""
