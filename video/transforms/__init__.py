@@ -1,1 +1,25 @@
-"""video.transforms"""
+"""video.transforms: frame sampling, clip-consistent spatial / photometric transforms, formatting and packing.
+
+Registered in ``video.registry.TRANSFORMS`` on import.
+"""
+
+from video.transforms.crops import CenterCrop, MultiScaleCrop, RandomResizedCrop, TenCrop, ThreeCrop
+from video.transforms.formatting import FormatShape, PackActionInputs, PackFeatureInputs
+from video.transforms.photometric import ColorJitter
+from video.transforms.sampling import SampleFrames
+from video.transforms.spatial import Flip, Resize
+
+__all__ = [
+    'CenterCrop',
+    'ColorJitter',
+    'Flip',
+    'FormatShape',
+    'MultiScaleCrop',
+    'PackActionInputs',
+    'PackFeatureInputs',
+    'RandomResizedCrop',
+    'Resize',
+    'SampleFrames',
+    'TenCrop',
+    'ThreeCrop',
+]

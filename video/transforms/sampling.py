@@ -1,0 +1,116 @@
+"""Which frames of a video a sample decodes: TSN segment sampling and dense clips."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from oars.errors import DataError
+from video.registry import TRANSFORMS
+
+OUT_OF_BOUND_OPTS = ('loop', 'repeat_last')
+
+
+def _positive_int(value: object, name: str) -> int:
+    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
+        raise DataError(f'SampleFrames.{name} must be a positive int, got {value!r}')
+    return int(value)
+
+
+@TRANSFORMS.register_module()
+class SampleFrames:
+    """Choose ``num_clips`` clips of ``clip_len`` frames, ``frame_interval`` apart, from ``total_frames``.
+
+    The video is cut into ``num_clips`` equal segments of the start positions that leave room for a whole clip
+    (``total_frames - clip_len * frame_interval + 1`` of them); each clip starts in its own segment:
+
+    - training: at a uniformly random offset inside the segment (TSN's sparse sampling: "1x1x8" is
+      ``clip_len=1, num_clips=8``: one random frame in each eighth of the video);
+    - ``test_mode``: at the segment's centre, without any random draw, so test views are the same in every run
+      whatever the RNG state.
+
+    Dense sampling for 3D models is the same rule with ``clip_len > 1`` (e.g. 32 frames ``frame_interval=2``
+    apart, ``num_clips=1``; ``num_clips=10`` for multi-view test). Videos with fewer start positions than clips
+    get evenly spread starts (or all clips at frame 0 when not even one clip fits), and indices past the end are
+    wrapped (``out_of_bound_opt='loop'``) or replaced by the clip's last real frame (``'repeat_last'``).
+    ``twice_sample`` (test mode only, TSM) adds a second set of clips starting at the segments' beginnings.
+
+    Reads ``total_frames``. Writes ``frame_inds`` (np.int64 [num_clips * clip_len], 0-based, clip-major, in
+    [0, total_frames - 1]; a raw-frame decoder adds ``start_index`` to make file numbers), ``clip_len``,
+    ``frame_interval`` and ``num_clips`` (doubled by ``twice_sample``). Training draws use NumPy's global RNG,
+    which oars seeds per worker (``oars.data.worker_seed``), so ``randomness.seed`` reproduces them.
+    """
+
+    def __init__(self, clip_len: int, frame_interval: int = 1, num_clips: int = 1, test_mode: bool = False,
+                 out_of_bound_opt: str = 'loop', twice_sample: bool = False) -> None:
+        self.clip_len = _positive_int(clip_len, 'clip_len')
+        self.frame_interval = _positive_int(frame_interval, 'frame_interval')
+        self.num_clips = _positive_int(num_clips, 'num_clips')
+        if out_of_bound_opt not in OUT_OF_BOUND_OPTS:
+            raise DataError(f'SampleFrames.out_of_bound_opt must be one of {OUT_OF_BOUND_OPTS}, '
+                            f'got {out_of_bound_opt!r}')
+        if twice_sample and not test_mode:
+            raise DataError('SampleFrames.twice_sample=True needs test_mode=True (it adds test views)')
+        self.test_mode = bool(test_mode)
+        self.out_of_bound_opt = out_of_bound_opt
+        self.twice_sample = bool(twice_sample)
+
+    def _train_offsets(self, total: int) -> np.ndarray:
+        """Random clip starts int64 [num_clips]: one per segment of the ``total - span + 1`` start positions."""
+        span = self.clip_len * self.frame_interval
+        starts = total - span + 1  # start positions that keep the whole clip inside the video
+        seg = starts // self.num_clips
+        if seg > 0:
+            return np.arange(self.num_clips) * seg + np.random.randint(seg, size=self.num_clips)
+        if total > max(self.num_clips, span):
+            # Fewer start positions than clips: sorted random starts, some repeated.
+            return np.sort(np.random.randint(starts, size=self.num_clips))
+        if starts > 0:
+            # Exactly as many frames as clips (or fewer starts than clips): spread evenly, deterministic.
+            return np.around(np.arange(self.num_clips) * (starts / self.num_clips)).astype(np.int64)
+        return np.zeros(self.num_clips, dtype=np.int64)  # not even one clip fits: all start at frame 0
+
+    def _test_offsets(self, total: int) -> np.ndarray:
+        """Centred clip starts int64 [num_clips] (or [2 * num_clips] with ``twice_sample``); no random draw."""
+        span = self.clip_len * self.frame_interval
+        starts = total - span + 1
+        if starts <= 0:
+            offsets = np.zeros(self.num_clips, dtype=np.int64)
+            return np.concatenate([offsets, offsets]) if self.twice_sample else offsets
+        seg = starts / self.num_clips
+        base = np.arange(self.num_clips) * seg
+        offsets = (base + seg / 2.0).astype(np.int64)
+        if self.twice_sample:
+            offsets = np.concatenate([offsets, base.astype(np.int64)])
+        return offsets
+
+    def frame_indices(self, total_frames: int) -> np.ndarray:
+        """0-based frame indices np.int64 [num_clips * clip_len] (x2 with ``twice_sample``), clip-major, every one
+        in [0, total_frames - 1]."""
+        offsets = self._test_offsets(total_frames) if self.test_mode else self._train_offsets(total_frames)
+        inds = offsets.astype(np.int64)[:, None] + np.arange(self.clip_len, dtype=np.int64) * self.frame_interval
+        if self.out_of_bound_opt == 'loop':
+            inds = inds % total_frames
+        else:
+            # repeat_last: indices past the end become the clip's last index inside the video. A clip's first
+            # index always is (offsets are in [0, total - 1]), and indices increase along a clip.
+            inside = inds < total_frames
+            last = np.where(inside, inds, -1).max(axis=1, keepdims=True)
+            inds = np.where(inside, inds, last)
+        return inds.reshape(-1)
+
+    def __call__(self, results: dict) -> dict:
+        total = results.get('total_frames')
+        if not isinstance(total, (int, np.integer)) or isinstance(total, bool) or total < 1:
+            where = results.get('filename') or results.get('frame_dir') or 'a sample'
+            raise DataError(f'{where}: SampleFrames needs total_frames >= 1 (set by VideoInit or the raw-frame '
+                            f'annotation), got {total!r}')
+        results['frame_inds'] = self.frame_indices(int(total))
+        results['clip_len'] = self.clip_len
+        results['frame_interval'] = self.frame_interval
+        results['num_clips'] = self.num_clips * (2 if self.twice_sample else 1)
+        return results
+
+    def __repr__(self) -> str:
+        return (f'{type(self).__name__}(clip_len={self.clip_len}, frame_interval={self.frame_interval}, '
+                f'num_clips={self.num_clips}, test_mode={self.test_mode}, '
+                f'out_of_bound_opt={self.out_of_bound_opt!r}, twice_sample={self.twice_sample})')
