@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from video.evaluation.fields import gt_class_ids, has_gt, pred_scores
+from video.evaluation.fields import gt_class_ids, has_gt, pred_scores, sample_name
 from video.visualization import draw_clip_strip, first_view_frames
 
 
@@ -40,7 +40,8 @@ def clip_labels(sample: Any) -> tuple[np.ndarray, list[int] | None]:
 
 def clip_title(sample: Any) -> str:
     """The clip's file name (its folder for raw frames) for captions."""
-    return osp.basename(str(sample.metainfo.get('filename', '')).rstrip('/\\')) or '?'
+    name = sample_name(sample)
+    return osp.basename(name.rstrip('/\\')) or name
 
 
 def clip_strip(sample: Any, frames: np.ndarray | None, class_names: Sequence[str], topk: int = 3,

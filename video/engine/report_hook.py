@@ -15,6 +15,7 @@ from mmengine.hooks import Hook
 from oars.evaluation.confusion import confusion_matrix, per_class_scores
 from oars.visualization import ReportSection, plot_confusion_matrix, plot_per_class_bars, write_html_report
 from video.engine.clip_pictures import batch_inputs, clip_frames, clip_labels, clip_strip, clip_title
+from video.evaluation.fields import sample_name
 from video.registry import HOOKS
 
 _MAX_CM_TABLE = 30  # classes up to which the confusion counts are also written as a table
@@ -124,8 +125,8 @@ class VideoReportHook(Hook):
             strip = clip_strip(sample, clip_frames(sample, inputs), self.classes, self.topk, self.max_frames,
                                self.frame_height)
             inds = sample.metainfo.get('frame_inds')
-            key = (str(sample.metainfo.get('filename', self._seq)), int(inds[0]) if inds is not None and len(inds)
-                   else -1)
+            name = sample_name(sample)
+            key = (name if name != '?' else str(self._seq), int(inds[0]) if inds is not None and len(inds) else -1)
             caption = f'{clip_title(sample)}: p(true) = {p:.3f}, predicted {self._name(int(np.argmax(scores)))} ' \
                       f'({float(scores.max()):.3f})'
             heapq.heappush(self._worst, (-p, -self._seq, key, caption, strip))

@@ -19,9 +19,13 @@ def _get(sample: Any, key: str) -> Any:
 
 
 def sample_name(sample: Any) -> str:
-    """The clip's ``filename`` metainfo, or ``'?'``: for error messages and report captions."""
-    name = _get(sample, 'filename')
-    return str(name) if name is not None else '?'
+    """The clip's ``filename`` (video or feature file) or ``frame_dir`` (raw frames) metainfo, or ``'?'``: for
+    error messages and captions."""
+    for key in ('filename', 'frame_dir'):
+        name = _get(sample, key)
+        if name is not None:
+            return str(name)
+    return '?'
 
 
 def pred_scores(sample: Any, where: str) -> np.ndarray:

@@ -121,3 +121,12 @@ def test_hook_without_frames_or_labels(tmp_path):
     assert img.shape[1] == 320 and colour_pixels(img, GREEN) == 0 and colour_pixels(img, RED) == 0
     with pytest.raises(ValueError, match='max_frames'):
         PredictionPicturesHook(str(out), max_frames=0)
+
+
+def test_batch_inputs_from_either_collate():
+    from video.engine.clip_pictures import batch_inputs
+
+    stacked = torch.stack([frames_nchw(4), frames_nchw(4, offset=1)])  # default_collate
+    assert [x.shape for x in batch_inputs({'inputs': stacked}, 2)] == [(4, 3, 32, 32)] * 2
+    assert batch_inputs({'inputs': [frames_nchw(4)]}, 2) == [None, None]  # not this batch's layout: no frames
+    assert batch_inputs(None, 1) == [None]
