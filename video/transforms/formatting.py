@@ -64,6 +64,7 @@ class FormatShape:
             out = clip.reshape(views, clip_len, h, w, c).transpose(0, 4, 1, 2, 3)
         results['imgs'] = np.ascontiguousarray(out)
         results['input_shape'] = tuple(int(s) for s in out.shape)
+        results['img_shape'] = (int(clip.shape[1]), int(clip.shape[2]))
         results['num_crops'] = num_crops
         return results
 

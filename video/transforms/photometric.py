@@ -15,13 +15,14 @@ from video.transforms.frames import get_clip, set_clip
 _GREY_BGR = np.array([0.114, 0.587, 0.299], dtype=np.float32)
 
 
-def _factor_range(value: float | Sequence[float], name: str, centre: float, low: float, high: float) -> tuple[
-        float, float]:
-    """torchvision's ColorJitter argument rule: a number v -> [centre - v, centre + v] clipped to [low, high];
-    a pair (a, b) as given, inside [low, high]."""
+def _factor_range(value: float | Sequence[float], name: str, centre: float, low: float, high: float,
+                  max_number: float = float('inf')) -> tuple[float, float]:
+    """torchvision's ColorJitter argument rule: a number v in [0, max_number] -> [centre - v, centre + v] clipped
+    to [low, high]; a pair (a, b) as given, inside [low, high]."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        if value < 0:
-            raise DataError(f'ColorJitter.{name} must be >= 0 or a pair (min, max), got {value!r}')
+        if not 0 <= value <= max_number:
+            raise DataError(f'ColorJitter.{name} must be a number in [0, {max_number}] or a pair (min, max), '
+                            f'got {value!r}')
         return max(low, centre - value), min(high, centre + value)
     if (isinstance(value, (list, tuple)) and len(value) == 2
             and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value)
@@ -82,7 +83,7 @@ class ColorJitter:
         self.brightness = _factor_range(brightness, 'brightness', 1.0, 0.0, inf)
         self.contrast = _factor_range(contrast, 'contrast', 1.0, 0.0, inf)
         self.saturation = _factor_range(saturation, 'saturation', 1.0, 0.0, inf)
-        self.hue = _factor_range(hue, 'hue', 0.0, -0.5, 0.5)
+        self.hue = _factor_range(hue, 'hue', 0.0, -0.5, 0.5, max_number=0.5)
 
     def draw(self) -> dict:
         """One draw: {'order': [names...], 'brightness': f, 'contrast': f, 'saturation': f, 'hue': f}, leaving
