@@ -1,0 +1,7 @@
+"""Recognizer heads (registered in ``video.registry.MODELS``)."""
+
+from .base import BaseHead
+from .i3d_head import I3DHead
+from .tsn_head import TSMHead, TSNHead
+
+__all__ = ["BaseHead", "I3DHead", "TSMHead", "TSNHead"]

@@ -1,0 +1,5 @@
+"""Recognizer losses (registered in ``video.registry.MODELS``); each returns one scalar named by ``loss_name``."""
+
+from .cross_entropy_loss import BCELossWithLogits, CrossEntropyLoss
+
+__all__ = ["BCELossWithLogits", "CrossEntropyLoss"]
