@@ -16,7 +16,7 @@ INPUT_FORMATS = ('NCHW', 'NCTHW')
 
 DEFAULT_META_KEYS = ('filename', 'frame_dir', 'frame_inds', 'num_clips', 'clip_len', 'frame_interval', 'num_crops',
                      'img_shape', 'original_shape', 'total_frames', 'multi_label', 'flip')
-FEATURE_META_KEYS = ('filename', 'num_frames', 'multi_label')
+FEATURE_META_KEYS = ('filename', 'num_frames', 'total_frames', 'feature_inds', 'multi_label')
 
 
 def _where(results: dict) -> str:

@@ -37,20 +37,33 @@ def grey(clip: np.ndarray) -> np.ndarray:
     return (clip @ _GREY_BGR)[..., None]
 
 
+def _clip255(x: np.ndarray) -> np.ndarray:
+    # in place: np.clip with python bounds on float32 is several times slower than two in-place passes
+    np.maximum(x, np.float32(0.0), out=x)
+    return np.minimum(x, np.float32(255.0), out=x)
+
+
 def adjust_brightness(clip: np.ndarray, factor: float) -> np.ndarray:
     """float32 BGR [N, H, W, 3] in [0, 255] times ``factor``, clipped (torchvision's adjust_brightness)."""
-    return np.clip(clip * factor, 0.0, 255.0)
+    return _clip255(clip * np.float32(factor))
+
+
+def _blend(clip: np.ndarray, other: np.ndarray, factor: float) -> np.ndarray:
+    """``factor * clip + (1 - factor) * other`` clipped to [0, 255] (torchvision's ``_blend``); ``other``
+    broadcasts ([N, H, W, 1] luma or [N, 1, 1, 1] means)."""
+    out = clip * np.float32(factor)
+    out += other * np.float32(1.0 - factor)
+    return _clip255(out)
 
 
 def adjust_contrast(clip: np.ndarray, factor: float) -> np.ndarray:
     """Blend each frame with its mean luma (torchvision's adjust_contrast on a batch: one mean per frame)."""
-    mean = grey(clip).mean(axis=(1, 2, 3), keepdims=True)
-    return np.clip(factor * clip + (1.0 - factor) * mean, 0.0, 255.0)
+    return _blend(clip, grey(clip).mean(axis=(1, 2, 3), keepdims=True), factor)
 
 
 def adjust_saturation(clip: np.ndarray, factor: float) -> np.ndarray:
     """Blend every pixel with its luma (torchvision's adjust_saturation)."""
-    return np.clip(factor * clip + (1.0 - factor) * grey(clip), 0.0, 255.0)
+    return _blend(clip, grey(clip), factor)
 
 
 def adjust_hue(clip: np.ndarray, factor: float) -> np.ndarray:
@@ -60,9 +73,13 @@ def adjust_hue(clip: np.ndarray, factor: float) -> np.ndarray:
     HSV keeps full precision (hue in degrees), unlike 8-bit HSV's 2-degree steps.
     """
     n, h, w, _ = clip.shape
-    hsv = cv2.cvtColor(np.ascontiguousarray(clip.reshape(n * h, w, 3)) / np.float32(255.0), cv2.COLOR_BGR2HSV)
-    hsv[..., 0] = np.mod(hsv[..., 0] + np.float32(factor * 360.0), np.float32(360.0))
-    return (cv2.cvtColor(hsv, cv2.COLOR_HSV2BGR) * np.float32(255.0)).reshape(n, h, w, 3)
+    hsv = cv2.cvtColor(clip.reshape(n * h, w, 3) * np.float32(1.0 / 255.0), cv2.COLOR_BGR2HSV)
+    hue = hsv[..., 0]
+    hue += np.float32(factor * 360.0)
+    np.mod(hue, np.float32(360.0), out=hue)
+    out = cv2.cvtColor(hsv, cv2.COLOR_HSV2BGR)
+    out *= np.float32(255.0)
+    return _clip255(out.reshape(n, h, w, 3))
 
 
 @TRANSFORMS.register_module()
@@ -111,7 +128,7 @@ class ColorJitter:
         out = clip.astype(np.float32)
         for name in params['order']:
             out = ops[name](out, params[name])
-        return np.rint(np.clip(out, 0.0, 255.0)).astype(np.uint8)
+        return np.rint(out, out=out).astype(np.uint8)  # every change leaves [0, 255]
 
     def __call__(self, results: dict) -> dict:
         clip = get_clip(results, 'ColorJitter')
