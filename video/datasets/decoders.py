@@ -1,0 +1,344 @@
+"""One decoder interface for videos and frame folders: open, ``total_frames`` / ``avg_fps``, frames by index.
+
+Why one interface: the loading transforms, ``tools/check_videos.py`` and the benchmark call the same three methods
+whatever the backend, so that a backend is a config value (``backend: pyav|torchcodec``) and frame folders are
+a third reader with the same contract. Every reader decodes only the frames it is asked for (seek to the keyframe
+at or before a wanted frame, decode forward; a repeated index is decoded once) and never holds the whole video in
+memory. Any failure (missing file, not a video, truncated stream, index past the end) is an
+``oars.errors.DataError`` naming the file and the reason, so that ``on_bad_sample: skip`` and the check tool can
+catch it.
+
+Frames are returned as HxWx3 uint8 arrays in **BGR** order (OpenCV's, as the image tasks read them).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+import cv2
+import numpy as np
+
+from oars.errors import DataError, OarsError
+
+BACKENDS: tuple[str, ...] = ('pyav', 'torchcodec')
+
+
+class BackendUnavailableError(OarsError, ImportError):
+    """A decoding backend that cannot run here (not installed, or its FFmpeg libraries are missing).
+
+    Not a ``DataError`` on purpose: ``on_bad_sample: skip`` must not skip every video because of a setup problem.
+    """
+
+
+def _torchcodec_decoder():
+    """``torchcodec.decoders.VideoDecoder``, or ``BackendUnavailableError`` saying why it cannot be used."""
+    hint = "install it with `pip install torchcodec` (it loads FFmpeg 4-9's shared libraries) or use backend: pyav"
+    try:
+        from torchcodec.decoders import VideoDecoder
+    except Exception as err:  # noqa: BLE001 - ImportError, or OSError/RuntimeError from its native libraries
+        raise BackendUnavailableError(f"backend 'torchcodec' is not installed here ({type(err).__name__}: "
+                                      f"{str(err).splitlines()[0] if str(err) else ''}); {hint}") from None
+    import torchcodec._core.ops as tc_ops  # where torchcodec records whether its FFmpeg libraries loaded
+
+    if not getattr(tc_ops, '_FFMPEG_AVAILABLE', True):
+        raise BackendUnavailableError("backend 'torchcodec' is installed but could not load FFmpeg's shared "
+                                      f"libraries (libavutil, libavcodec, libavformat, libavdevice, ...); {hint}")
+    return VideoDecoder
+
+
+class VideoReader:
+    """The interface: ``path``, ``total_frames`` (int), ``avg_fps`` (float), ``get_frames(inds)``, ``close()``.
+
+    A reader is a context manager; ``close`` is idempotent. Readers are not picklable and are meant to live
+    inside one ``__getitem__`` call (one DataLoader worker).
+    """
+
+    path: str
+    total_frames: int
+    avg_fps: float
+
+    def get_frames(self, inds: Sequence[int] | np.ndarray) -> list[np.ndarray]:
+        """The frames at 0-based ``inds`` (any order, repeats allowed).
+
+        Args:
+            inds: int sequence or np.ndarray [N] of frame indices in ``[0, total_frames - 1]``.
+
+        Returns:
+            list of N HxWx3 uint8 BGR arrays, ``out[k]`` being frame ``inds[k]`` (repeated indices share one
+            array: treat the frames as read-only or copy them).
+        """
+        inds = self._check_inds(inds)
+        unique = np.unique(inds)
+        decoded = self._decode_sorted(unique)
+        return [decoded[int(i)] for i in inds]
+
+    def _decode_sorted(self, unique: np.ndarray) -> dict[int, np.ndarray]:
+        raise NotImplementedError
+
+    def _check_inds(self, inds: Sequence[int] | np.ndarray) -> np.ndarray:
+        arr = np.asarray(inds)
+        if arr.ndim != 1 or not np.issubdtype(arr.dtype, np.integer):
+            raise DataError(f'{self.path}: frame indices must be a 1-D integer sequence, got {arr.dtype} '
+                            f'array of shape {arr.shape}')
+        if arr.size and (arr.min() < 0 or arr.max() >= self.total_frames):
+            bad = arr[(arr < 0) | (arr >= self.total_frames)]
+            raise DataError(f'{self.path}: frame index {int(bad[0])} is outside [0, {self.total_frames - 1}] '
+                            f'(the video has {self.total_frames} frames)')
+        return arr.astype(np.int64)
+
+    def close(self) -> None:
+        """Release the file (idempotent)."""
+
+    def __enter__(self) -> VideoReader:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - never raise from a finaliser
+            pass
+
+
+def _require_file(path: str) -> None:
+    if not os.path.isfile(path):
+        raise DataError(f'video file not found: {path}')
+
+
+class PyAVReader(VideoReader):
+    """PyAV (FFmpeg) reader with a packet index: exact frame positions without decoding at open.
+
+    Opening demuxes the stream once (packets only, no decoding; ``stream.index_entries`` would be cheaper but
+    holds decoding timestamps, not presentation ones) to list every frame's presentation timestamp and
+    which packets are keyframes (a file holding fewer packets than its header lists is refused as truncated):
+    frame ``i`` is the ``i``-th smallest pts (presentation order, B-frames included), so indices are exact for
+    variable frame rates too, unlike pts computed from the frame rate.
+    ``get_frames`` seeks to the keyframe at or before each wanted frame only when the frames before it cannot be
+    reached by decoding forward from where the decoder already is, and counts what it decoded in
+    ``decoded_frames`` (tests use it to show that seeking happens).
+
+    Args:
+        path: the video file.
+        num_threads: FFmpeg decoding threads (0: FFmpeg's choice). 1 suits DataLoader workers, which already
+            run in parallel.
+    """
+
+    def __init__(self, path: str, num_threads: int = 1) -> None:
+        self.path = str(path)
+        self._container = None
+        self.decoded_frames = 0
+        _require_file(self.path)
+        import av
+
+        self._av_error = av.FFmpegError
+        try:
+            self._container = av.open(self.path, metadata_errors='ignore')
+            if not self._container.streams.video:
+                raise DataError(f'{self.path}: the file has no video stream')
+            self._stream = self._container.streams.video[0]
+            self._stream.thread_count = int(num_threads)
+            self._build_index()
+        except DataError:
+            self.close()
+            raise
+        except Exception as err:  # noqa: BLE001 - FFmpeg raises many types; all mean "unreadable"
+            self.close()
+            raise DataError(f'cannot open video {self.path}: {type(err).__name__}: {err}') from None
+
+    def _build_index(self) -> None:
+        pts, key = [], []
+        for packet in self._container.demux(self._stream):
+            if packet.pts is None or packet.size == 0:  # the flushing packet at the end has no data
+                continue
+            pts.append(packet.pts)
+            key.append(packet.is_keyframe)
+        if not pts:
+            raise DataError(f'{self.path}: the video stream holds no frames')
+        listed = int(self._stream.frames or 0)  # the container's own count (0 when it keeps none, e.g. MKV)
+        if listed > len(pts):
+            raise DataError(f'{self.path}: truncated file: the header lists {listed} frames, the file holds '
+                            f'{len(pts)}')
+        order = np.argsort(np.asarray(pts, dtype=np.int64), kind='stable')
+        self._pts = np.asarray(pts, dtype=np.int64)[order]
+        # a keyframe packet starts a decodable run; its position in presentation order is where seeking lands
+        is_key = np.asarray(key, dtype=bool)[order]
+        self._key_pos = np.flatnonzero(is_key)
+        if self._key_pos.size == 0 or self._key_pos[0] != 0:
+            self._key_pos = np.concatenate([[0], self._key_pos])
+        self._pos_of_pts = {int(p): i for i, p in enumerate(self._pts)}
+        self.total_frames = int(self._pts.size)
+        rate = self._stream.average_rate or self._stream.guessed_rate
+        if rate:
+            self.avg_fps = float(rate)
+        else:
+            span = float((self._pts[-1] - self._pts[0]) * self._stream.time_base) if self.total_frames > 1 else 0
+            self.avg_fps = (self.total_frames - 1) / span if span > 0 else 0.0
+
+    def _keyframe_before(self, pos: int) -> int:
+        return int(self._key_pos[np.searchsorted(self._key_pos, pos, side='right') - 1])
+
+    def _decode_sorted(self, unique: np.ndarray) -> dict[int, np.ndarray]:
+        out: dict[int, np.ndarray] = {}
+        wanted = [int(i) for i in unique]
+        k = 0
+        last = -1  # presentation position of the last frame decoded since the last seek
+        frames = None
+        try:
+            while k < len(wanted):
+                key = self._keyframe_before(wanted[k])
+                if frames is None or key > last + 1:
+                    # a keyframe lies between the decoder's position and the target: jump to it
+                    self._container.seek(int(self._pts[key]), stream=self._stream, backward=True, any_frame=False)
+                    frames = self._container.decode(self._stream)
+                    last = -1
+                for frame in frames:
+                    self.decoded_frames += 1
+                    pos = self._pos_of_pts.get(frame.pts, -1) if frame.pts is not None else -1
+                    if pos < wanted[k]:  # before the target (or a frame the index does not know)
+                        last = max(last, pos)
+                        continue
+                    if pos > wanted[k]:
+                        raise DataError(f'{self.path}: frame {wanted[k]} of {self.total_frames} could not be '
+                                        'decoded (damaged stream)')
+                    last = pos
+                    out[pos] = frame.to_ndarray(format='bgr24')
+                    k += 1
+                    if k == len(wanted) or self._keyframe_before(wanted[k]) > pos + 1:
+                        break
+                else:
+                    raise DataError(f'{self.path}: the stream ended before frame {wanted[k]} of '
+                                    f'{self.total_frames} (truncated or damaged file)')
+        except self._av_error as err:
+            raise DataError(f'cannot decode video {self.path}: {type(err).__name__}: {err}') from None
+        return out
+
+    def count_decodable_frames(self) -> int:
+        """Decode the whole stream once (one frame in memory at a time) and return how many frames came out;
+        raises ``DataError`` on a decoding error. Used by ``check_videos`` to find truncated files."""
+        n = 0
+        try:
+            self._container.seek(int(self._pts[0]), stream=self._stream, backward=True, any_frame=False)
+            for _ in self._container.decode(self._stream):
+                n += 1
+        except self._av_error as err:
+            raise DataError(f'cannot decode video {self.path} (after {n} frames): {type(err).__name__}: '
+                            f'{err}') from None
+        self.decoded_frames += n
+        return n
+
+    def close(self) -> None:
+        container, self._container = getattr(self, '_container', None), None
+        if container is not None:
+            container.close()
+
+
+class TorchCodecReader(VideoReader):
+    """torchcodec reader (``torchcodec.decoders.VideoDecoder`` in exact seek mode; an optional dependency).
+
+    torchcodec scans the file at open and seeks by itself; ``get_frames_at`` returns RGB frames, flipped here
+    to BGR.
+
+    Args:
+        path: the video file.
+        num_threads: FFmpeg decoding threads (``num_ffmpeg_threads``).
+    """
+
+    def __init__(self, path: str, num_threads: int = 1) -> None:
+        self.path = str(path)
+        self._decoder = None
+        VideoDecoder = _torchcodec_decoder()  # noqa: N806 - a class
+        _require_file(self.path)
+        try:
+            self._decoder = VideoDecoder(self.path, seek_mode='exact', dimension_order='NHWC',
+                                         num_ffmpeg_threads=int(num_threads))
+            meta = self._decoder.metadata
+            self.total_frames = int(meta.num_frames or len(self._decoder))
+            self.avg_fps = float(meta.average_fps or 0.0)
+        except Exception as err:  # noqa: BLE001 - torchcodec raises RuntimeError/ValueError from FFmpeg
+            self._decoder = None
+            raise DataError(f'cannot open video {self.path}: {type(err).__name__}: {err}') from None
+        if self.total_frames <= 0:
+            raise DataError(f'{self.path}: the video stream holds no frames')
+
+    def _decode_sorted(self, unique: np.ndarray) -> dict[int, np.ndarray]:
+        try:
+            batch = self._decoder.get_frames_at(unique.tolist()).data.numpy()  # [N, H, W, 3] RGB
+        except Exception as err:  # noqa: BLE001
+            raise DataError(f'cannot decode video {self.path}: {type(err).__name__}: {err}') from None
+        return {int(i): np.ascontiguousarray(batch[k, :, :, ::-1]) for k, i in enumerate(unique)}
+
+    def close(self) -> None:
+        self._decoder = None
+
+
+class RawFrameReader(VideoReader):
+    """A folder of frame images ``frame_dir/filename_tmpl.format(index + start_index)``, read with OpenCV.
+
+    ``start_index`` is the number of the first frame FILE (MMAction2's default 1: ``img_00001.jpg`` is frame
+    index 0), so index ``i`` reads file number ``i + start_index``.
+
+    Args:
+        frame_dir: the folder.
+        total_frames: how many frames the folder holds (from the annotation list).
+        filename_tmpl: file name template, e.g. ``'img_{:05d}.jpg'``.
+        start_index: number of the first file.
+        avg_fps: frame rate to report (frame folders carry none; 30 as MMAction2 assumes).
+    """
+
+    def __init__(self, frame_dir: str, total_frames: int, filename_tmpl: str = 'img_{:05d}.jpg',
+                 start_index: int = 1, avg_fps: float = 30.0) -> None:
+        self.path = str(frame_dir)
+        if not os.path.isdir(self.path):
+            raise DataError(f'frame folder not found: {self.path}')
+        if isinstance(total_frames, bool) or int(total_frames) != total_frames or total_frames <= 0:
+            raise DataError(f'{self.path}: total_frames must be a positive integer, got {total_frames!r}')
+        try:
+            filename_tmpl.format(int(start_index))
+        except (IndexError, KeyError, ValueError) as err:
+            raise DataError(f"filename_tmpl {filename_tmpl!r} cannot format a frame number: {err}") from None
+        self.total_frames = int(total_frames)
+        self.filename_tmpl = filename_tmpl
+        self.start_index = int(start_index)
+        self.avg_fps = float(avg_fps)
+
+    def frame_path(self, ind: int) -> str:
+        """The file of 0-based frame ``ind``."""
+        return os.path.join(self.path, self.filename_tmpl.format(int(ind) + self.start_index))
+
+    def _decode_sorted(self, unique: np.ndarray) -> dict[int, np.ndarray]:
+        out = {}
+        for i in unique.tolist():
+            path = self.frame_path(i)
+            img = cv2.imread(path, cv2.IMREAD_COLOR)
+            if img is None:
+                why = 'not found' if not os.path.isfile(path) else 'not a readable image'
+                raise DataError(f'frame {i} of {self.path}: {path} is {why} (filename_tmpl '
+                                f'{self.filename_tmpl!r}, start_index {self.start_index})')
+            out[i] = img
+        return out
+
+
+def open_video(path: str, backend: str = 'pyav', num_threads: int = 1) -> VideoReader:
+    """A reader of the video file ``path`` with ``backend`` (``'pyav'`` or ``'torchcodec'``).
+
+    Raises:
+        DataError: unknown backend, missing or unreadable file.
+        BackendUnavailableError: torchcodec asked for but not usable here.
+    """
+    if backend == 'pyav':
+        return PyAVReader(path, num_threads)
+    if backend == 'torchcodec':
+        return TorchCodecReader(path, num_threads)
+    raise DataError(f'video backend must be one of {list(BACKENDS)}, got {backend!r}')
+
+
+def torchcodec_available() -> bool:
+    """Whether the torchcodec backend can run here (installed, with FFmpeg's libraries loaded)."""
+    try:
+        _torchcodec_decoder()
+    except BackendUnavailableError:
+        return False
+    return True
