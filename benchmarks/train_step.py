@@ -7,8 +7,12 @@ Models (``--model``):
   a torchvision ``FasterRCNN`` R50-FPN built as ``fasterrcnn_resnet50_fpn`` builds it for fine-tuning (frozen BN,
   conv1 + layer1 frozen, 91 outputs): both do the same work (2000 proposals per image, 512 sampled RoIs, the same
   losses); ``--preset mmdet`` builds our default faster_rcnn_r50_fpn_1x_coco.yaml (1000 proposals) instead.
+- ``tsm``: TSM-R50 (video ``Recognizer2D`` + ``ResNetTSM`` depth 50, 8 segments, ``TSMHead``, 400 classes, as
+  MMAction2's tsm_r50_1x1x8 Kinetics-400 model); ``--batch`` clips of 8 frames at ``--size`` x ``--size``
+  (its defaults, ``--size 224 --batch 1``, are the "1x8x224^2" input).
 
-Each side trains the same batch of ``--batch`` images at ``--size`` x ``--size`` (3 boxes each):
+Each side trains the same batch of ``--batch`` images at ``--size`` x ``--size`` (3 boxes each; ``tsm``: clips of 8
+frames with a class label):
 - oars: ``model.train_step(batch, optim_wrapper)``: the data preprocessor (uint8 -> normalised, padded batch on the
   device), the loss dict parsed and logged, the optimizer wrapper's backward / step / zero_grad;
 - bare: ``model(inputs, samples, mode='loss')`` on the pre-processed batch, ``sum().backward()``, ``step()``,
@@ -18,8 +22,8 @@ Each side trains the same batch of ``--batch`` images at ``--size`` x ``--size``
 Runs alternate (bare, oars[, torchvision], bare, ...) so that drift in machine speed hits all. Prints the medians and
 the ratios oars / bare (goal <= 1.05) and oars / torchvision (goal <= 1.0).
 
-    python benchmarks/train_step.py [--model yolov3|faster_rcnn] [--preset torchvision|mmdet] [--repeats 10]
-        [--device cpu|cuda] [--size 320] [--batch 2]
+    python benchmarks/train_step.py [--model yolov3|faster_rcnn|tsm] [--preset torchvision|mmdet] [--repeats 10]
+        [--device cpu|cuda] [--size 320] [--batch 2]   (tsm: --size 224 --batch 1 by default)
 """
 
 from __future__ import annotations
@@ -43,7 +47,17 @@ CONFIGS = {
     "faster_rcnn/mmdet": os.path.join(ROOT, "configs/detection/faster_rcnn/faster_rcnn_r50_fpn_1x_coco.yaml"),
 }
 NAMES = {"yolov3": "YOLOv3-DarkNet53", "faster_rcnn/torchvision": "Faster R-CNN R50-FPN (torchvision preset)",
-         "faster_rcnn/mmdet": "Faster R-CNN R50-FPN (MMDetection preset)"}
+         "faster_rcnn/mmdet": "Faster R-CNN R50-FPN (MMDetection preset)", "tsm": "TSM-R50 (1x1x8 segments)"}
+TSM_SEGMENTS = 8
+# TSM-R50 as MMAction2's tsm_imagenet-pretrained-r50_8xb16-1x1x8-50e_kinetics400-rgb (ImageNet weights aside)
+TSM_MODEL = dict(
+    type="Recognizer2D",
+    num_classes=400,
+    data_preprocessor=dict(type="ActionDataPreprocessor", mean=[123.675, 116.28, 103.53], std=[58.395, 57.12, 57.375],
+                           bgr_to_rgb=True, format_shape="NCHW"),
+    backbone=dict(type="ResNetTSM", depth=50, num_segments=TSM_SEGMENTS, norm_eval=False),
+    cls_head=dict(type="TSMHead", dropout_ratio=0.5, average_clips="prob"),
+)
 
 
 def make_batch(size: int, batch: int, num_classes: int):
@@ -64,6 +78,31 @@ def make_batch(size: int, batch: int, num_classes: int):
         s.ignored_instances = InstanceData(bboxes=torch.zeros(0, 4), labels=torch.zeros(0, dtype=torch.long))
         samples.append(s)
     return {"inputs": inputs, "data_samples": samples}
+
+
+def make_clips(size: int, batch: int, num_classes: int):
+    """``batch`` uint8 clips [8, 3, size, size] (BGR, as ``PackActionInputs`` delivers them) with a class label."""
+    from video.structures import ActionDataSample
+
+    g = torch.Generator().manual_seed(0)
+    inputs = [torch.randint(0, 256, (TSM_SEGMENTS, 3, size, size), dtype=torch.uint8, generator=g)
+              for _ in range(batch)]
+    labels = torch.randint(0, num_classes, (batch,), generator=g).tolist()
+    samples = [ActionDataSample(metainfo=dict(img_shape=(size, size))).set_gt_label(label) for label in labels]
+    return {"inputs": inputs, "data_samples": samples}
+
+
+def build_tsm(device: str):
+    """The TSM-R50 recognizer (train mode) and its model config."""
+    from mmengine.config import Config
+    from mmengine.registry import MODELS, DefaultScope
+
+    import video.models  # noqa: F401  (registers the video models)
+
+    cfg = Config(dict(model=copy.deepcopy(TSM_MODEL)))
+    with DefaultScope.overwrite_default_scope("video"):
+        model = MODELS.build(copy.deepcopy(cfg.model))
+    return model.to(device).train(), cfg
 
 
 def build_oars(key: str, size: int, device: str):
@@ -98,21 +137,25 @@ def build_torchvision(size: int, device: str):
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", choices=["yolov3", "faster_rcnn"], default="yolov3")
+    parser.add_argument("--model", choices=["yolov3", "faster_rcnn", "tsm"], default="yolov3")
     parser.add_argument("--preset", choices=["torchvision", "mmdet"], default="torchvision",
                         help="Faster R-CNN only: which oars preset (see above)")
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--size", type=int, default=320)
-    parser.add_argument("--batch", type=int, default=2)
+    parser.add_argument("--size", type=int, default=None, help="default 320 (tsm: 224)")
+    parser.add_argument("--batch", type=int, default=None, help="images, or tsm clips; default 2 (tsm: 1)")
     args = parser.parse_args()
+    if args.size is None:
+        args.size = 224 if args.model == "tsm" else 320
+    if args.batch is None:
+        args.batch = 1 if args.model == "tsm" else 2
 
     from mmengine.optim import OptimWrapper
 
-    key = args.model if args.model == "yolov3" else f"faster_rcnn/{args.preset}"
+    key = f"faster_rcnn/{args.preset}" if args.model == "faster_rcnn" else args.model
     torch.manual_seed(0)
-    model, cfg = build_oars(key, args.size, args.device)
+    model, cfg = build_tsm(args.device) if key == "tsm" else build_oars(key, args.size, args.device)
     tv = None
     if args.model == "faster_rcnn":
         from detection.models.convert_torchvision import rcnn_from_torchvision
@@ -121,7 +164,7 @@ def main() -> None:
         if args.preset == "torchvision":  # the same weights on both sides: the same proposals, the same work
             model.load_state_dict(rcnn_from_torchvision(tv.state_dict(), "all"), strict=True)
     sync = torch.cuda.synchronize if args.device.startswith("cuda") else (lambda: None)
-    batch = make_batch(args.size, args.batch, cfg.model.num_classes)
+    batch = (make_clips if key == "tsm" else make_batch)(args.size, args.batch, cfg.model.num_classes)
     opt = torch.optim.SGD(model.parameters(), lr=1e-5, momentum=0.9, weight_decay=5e-4)
     wrapper = OptimWrapper(opt)
 
@@ -172,7 +215,9 @@ def main() -> None:
     wall = {name: statistics.median(w for w, _ in t) for name, t in times.items()}
     cpu = {name: statistics.median(c for _, c in t) for name, t in times.items()}
     on_cpu = not args.device.startswith("cuda")
-    print(f"{NAMES[key]}, {args.batch}x{args.size}x{args.size}, {args.device}, {args.repeats} steps each "
+    frames = f"x{TSM_SEGMENTS}" if key == "tsm" else ""
+    shape = f"{args.batch}{frames}x{args.size}x{args.size}"
+    print(f"{NAMES[key]}, {shape}, {args.device}, {args.repeats} steps each "
           f"(torch threads {torch.get_num_threads()})")
     labels = {"bare": "bare PyTorch loop", "oars": "oars train_step", "torchvision": "torchvision model"}
     for name in steps:
