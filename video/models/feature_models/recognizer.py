@@ -13,6 +13,7 @@ from oars.models.task_model import TaskModel
 from video.registry import MODELS
 from video.structures import ActionDataSample
 
+from ..data_preprocessor import ActionDataPreprocessor
 from .base import FeatureHead
 from .masking import MASK_KEY
 
@@ -42,14 +43,19 @@ class FeatureRecognizer(TaskModel):
             or another :class:`FeatureHead`); ``num_classes`` and ``multi_label`` are passed to it.
         num_classes: classes C, written once here (a head stating another count is refused).
         multi_label: sigmoid scores and BCE (YouTube-8M) or softmax scores and cross-entropy.
-        data_preprocessor, init_cfg: as mmengine's ``BaseModel``.
+        data_preprocessor: default ``ActionDataPreprocessor`` (pads the batch's sequences and makes ``mask``).
+        init_cfg: as mmengine's ``BaseModel``.
 
     Modes: ``loss`` -> ``{'loss_cls'}``; ``predict`` -> data samples with ``pred_score`` [C] (sigmoid or
     softmax) and ``pred_label`` [1]; ``tensor`` -> scores [B, C] (what is exported).
     """
 
     def __init__(self, head: dict, num_classes: int, multi_label: bool = True,
-                 data_preprocessor: dict | None = None, init_cfg: dict | None = None) -> None:
+                 data_preprocessor: dict | torch.nn.Module | None = None, init_cfg: dict | None = None) -> None:
+        if data_preprocessor is None:
+            data_preprocessor = ActionDataPreprocessor()
+        elif isinstance(data_preprocessor, dict):
+            data_preprocessor = MODELS.build(data_preprocessor)
         super().__init__(data_preprocessor=data_preprocessor, init_cfg=init_cfg)
         if not isinstance(head, Mapping) or "type" not in head:
             raise ValueError(f"FeatureRecognizer: head={head!r} must be a config dict with a 'type'")
