@@ -63,3 +63,18 @@ def test_resnet_nl_forward_and_bad_mask():
     assert out.shape == (4, 64, 1, 1)
     with pytest.raises(ValueError, match="one 0/1 flag per block"):
         ResNetNL(depth=18, num_segments=2, non_local=[[0, 0, 0], [0, 1, 0, 1], [0, 1], [0, 0]])
+
+
+@pytest.mark.slow  # a dynamo ONNX export: several seconds on 2 shared cores
+def test_block_export_matches_eager(tmp_path):
+    import onnxruntime as ort
+
+    torch.manual_seed(0)
+    block = NonLocalBlock(16, num_segments=4).eval()
+    torch.nn.init.normal_(block.out_norm.weight)
+    x = torch.randn(8, 16, 6, 6)
+    path = tmp_path / "nl.onnx"
+    torch.onnx.export(block, (x,), str(path), dynamo=True, input_names=["x"])
+    got = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"x": x.numpy()})[0]
+    with torch.no_grad():
+        torch.testing.assert_close(torch.from_numpy(got), block(x), atol=1e-5, rtol=1e-5)

@@ -29,7 +29,7 @@ class NonLocalBlock(nn.Module):
 
     The 1x1x1 convolutions of the paper are 1x1 ``Conv2d`` per frame (the same map), and a BN over [N*T, C, H, W]
     has the statistics of a BN3d over [N, C, T, H, W]; only the attention needs the clip view. It runs through
-    ``F.scaled_dot_product_attention`` (fused kernels, exportable).
+    ``F.scaled_dot_product_attention`` (fused kernels; exported as ONNX Attention / MatMul-Softmax).
     """
 
     def __init__(self, in_channels: int, num_segments: int, reduction: int = 2, sub_sample: bool = True,
@@ -70,7 +70,8 @@ class NonLocalBlock(nn.Module):
         query = self._clip_tokens(self.theta(x), n)
         key = self._clip_tokens(self.pool(self.phi(x)), n)
         value = self._clip_tokens(self.pool(self.g(x)), n)
-        y = F.scaled_dot_product_attention(query, key, value, scale=self.scale)  # [N, T*H*W, C']
+        # one attention head as a 4-d [N, 1, L, C'] call: the ONNX exporter translates only 4-d attention
+        y = F.scaled_dot_product_attention(query[:, None], key[:, None], value[:, None], scale=self.scale)
         y = y.reshape(n, self.num_segments, h, w, self.inter_channels).permute(0, 1, 4, 2, 3)
         y = y.reshape(nt, self.inter_channels, h, w)
         return x + self.out_norm(self.out_conv(y))
