@@ -2,10 +2,10 @@
 ``video.registry`` (its ``MODELS`` / ``TASK_UTILS`` locations)."""
 
 from . import backbones, heads, losses, recognizers, task_utils
-from .backbones import NonLocalBlock, R2Plus1D, ResNetNL, ResNetTSM
+from .backbones import NonLocalBlock, R2Plus1D, ResNetNL, ResNetTSM, StNet
 from .converters import convert_torchvision_r2plus1d
 from .data_preprocessor import ActionDataPreprocessor
-from .heads import BaseHead, I3DHead, TSMHead, TSNHead
+from .heads import BaseHead, I3DHead, StNetHead, TSMHead, TSNHead
 from .losses import BCELossWithLogits, CrossEntropyLoss
 from .recognizers import BaseRecognizer, Recognizer2D, Recognizer3D
 from .task_utils import AvgConsensus, MaxConsensus
@@ -31,6 +31,8 @@ __all__ = [
     "Recognizer3D",
     "ResNetNL",
     "ResNetTSM",
+    "StNet",
+    "StNetHead",
     "TSMHead",
     "TSNHead",
     "backbones",

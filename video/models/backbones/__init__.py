@@ -6,4 +6,7 @@ from .resnet_nl import ResNetNL
 from .resnet_tsm import ResNetTSM
 from .temporal_shift import ShiftConv2d, temporal_shift
 
-__all__ = ["NonLocalBlock", "R2Plus1D", "ResNetNL", "ResNetTSM", "ShiftConv2d", "temporal_shift"]
+# isort: split
+from .stnet import StNet
+
+__all__ = ["NonLocalBlock", "R2Plus1D", "ResNetNL", "ResNetTSM", "ShiftConv2d", "StNet", "temporal_shift"]
