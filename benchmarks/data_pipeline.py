@@ -1,4 +1,5 @@
-"""Images per second of the YOLOv3 training pipeline (COCO config's augmentation) with 0 and 2 workers.
+"""Images per second of the YOLOv3 training pipeline (COCO config's augmentation) with 0 and 2 workers;
+with ``--task video``, video decoding time per clip per backend and clips per second of a TSM-like test pipeline.
 
 Runs the train pipeline of ``configs/detection/yolov3/yolov3_darknet53_270e_coco.yaml`` (load, photometric
 distortion, Expand, MinIoURandomCrop, flip, resize to 608, pack) over the generated demo shapes set (COCO format,
@@ -6,6 +7,14 @@ written to data/demo_shapes if missing), through mmengine's data loader exactly 
 The first batch (worker start-up) is timed separately.
 
     python benchmarks/data_pipeline.py [--batches 30] [--batch-size 8] [--workers 0 2]
+
+``--task video`` generates the demo videos (data/demo_videos, 64x64, 16 frames, H.264) if missing, then times
+(1) opening a clip and decoding the 8 frames of TSM's test sampling (SampleFrames 1x1x8, test_mode) with each
+backend: PyAV, torchcodec (when installed) and the same frames as JPEG folders (written once under
+data/demo_videos/rawframes), and (2) clips/s through a DataLoader (VideoInit, SampleFrames, VideoDecode,
+Resize short side 64, CenterCrop 56, FormatShape NCHW, PackActionInputs) with each ``--workers`` value.
+
+    python benchmarks/data_pipeline.py --task video [--clips 80] [--batches 20] [--batch-size 8]
 """
 
 from __future__ import annotations
@@ -61,15 +70,138 @@ def measure(data_root: str, workers: int, batches: int, batch_size: int) -> tupl
     return first, batches * batch_size / (time.perf_counter() - start)
 
 
+VIDEO_ROOT = os.path.join(ROOT, "data", "demo_videos")
+TSM_TEST_SAMPLING = dict(type="SampleFrames", clip_len=1, frame_interval=1, num_clips=8, test_mode=True)
+
+
+def _video_pipeline(backend: str) -> list[dict]:
+    return [dict(type="VideoInit", backend=backend), TSM_TEST_SAMPLING, dict(type="VideoDecode"),
+            dict(type="Resize", short_side=64), dict(type="CenterCrop", crop_size=56),
+            dict(type="FormatShape", input_format="NCHW"), dict(type="PackActionInputs")]
+
+
+def _write_rawframes(video_root: str, names: list[str]) -> list[tuple[str, int]]:
+    """Every frame of the listed clips as JPEG files ``rawframes/<clip>/img_00001.jpg`` (once) and the list."""
+    import cv2
+
+    from video.datasets import open_video
+
+    out = os.path.join(video_root, "rawframes")
+    lines = []
+    for name in names:
+        folder = os.path.join(out, os.path.splitext(name)[0])
+        with open_video(os.path.join(video_root, name)) as reader:
+            total = reader.total_frames
+            if not os.path.isfile(os.path.join(folder, f"img_{total:05d}.jpg")):
+                os.makedirs(folder, exist_ok=True)
+                for i, img in enumerate(reader.get_frames(list(range(total)))):
+                    cv2.imwrite(os.path.join(folder, f"img_{i + 1:05d}.jpg"), img)
+        lines.append((folder, total))
+    return lines
+
+
+def decode_times(video_root: str, num_clips: int) -> dict[str, float]:
+    """Milliseconds per clip (open + the 8 TSM test frames) per backend over the first ``num_clips`` val clips."""
+    from video.datasets import open_video, torchcodec_available
+    from video.datasets.decoders import RawFrameReader
+    from video.transforms import SampleFrames
+
+    with open(os.path.join(video_root, "val_list.txt")) as f:
+        names = [line.split()[0] for line in f if line.strip()][:num_clips]
+    sampler = SampleFrames(**{k: v for k, v in TSM_TEST_SAMPLING.items() if k != "type"})
+    folders = _write_rawframes(video_root, names)
+    backends = ["pyav"] + (["torchcodec"] if torchcodec_available() else [])
+    times = {}
+    for backend in backends:
+        for _rep in range(2):  # the first pass warms the page cache and the libraries
+            start = time.perf_counter()
+            for name in names:
+                with open_video(os.path.join(video_root, name), backend) as reader:
+                    inds = sampler({"total_frames": reader.total_frames, "start_index": 0})["frame_inds"]
+                    reader.get_frames(inds)
+            times[backend] = (time.perf_counter() - start) / len(names) * 1e3
+    for _rep in range(2):
+        start = time.perf_counter()
+        for folder, total in folders:
+            inds = sampler({"total_frames": total, "start_index": 1})["frame_inds"]
+            RawFrameReader(folder, total, "img_{:05d}.jpg", 1).get_frames(inds)
+        times["rawframes (JPEG)"] = (time.perf_counter() - start) / len(folders) * 1e3
+    return times
+
+
+def video_clips_per_s(video_root: str, backend: str, workers: int, batches: int,
+                      batch_size: int) -> tuple[float, float]:
+    """(seconds for the first batch, clips/s over the next ``batches`` batches) of the TSM-like test pipeline."""
+    from mmengine.registry import DefaultScope
+    from mmengine.runner import Runner
+
+    import video.datasets  # noqa: F401 - registers the datasets and loading transforms
+    import video.transforms  # noqa: F401
+
+    cfg = dict(batch_size=batch_size, num_workers=workers, persistent_workers=workers > 0,
+               sampler=dict(type="DefaultSampler", shuffle=False),
+               dataset=dict(type="VideoDataset", ann_file="train_list.txt", data_root=video_root,
+                            classes="classes.txt", test_mode=True, pipeline=_video_pipeline(backend)))
+    with DefaultScope.overwrite_default_scope("video"):
+        loader = Runner.build_dataloader(cfg, seed=0)
+    it = iter(loader)
+    start = time.perf_counter()
+    next(it)
+    first = time.perf_counter() - start
+    seen, start = 0, time.perf_counter()
+    while seen < batches:
+        try:
+            batch = next(it)
+        except StopIteration:
+            it = iter(loader)
+            continue
+        seen += 1
+        _ = len(batch["inputs"])
+    return first, batches * batch_size / (time.perf_counter() - start)
+
+
+def video_main(args: argparse.Namespace) -> None:
+    from oars.data.demo_videos import generate
+    from video.datasets import torchcodec_available
+
+    start = time.perf_counter()
+    res = generate(VIDEO_ROOT)
+    made = "reused" if res["skipped"] else f"generated in {time.perf_counter() - start:.1f} s"
+    print(f"demo videos ({res['codec']}, {sum(res['num_clips'].values())} clips of 64x64x16) {made}: {VIDEO_ROOT}")
+    print(f"decode per clip (open + 8 frames of TSM test sampling), first {args.clips} val clips:")
+    for backend, ms in decode_times(VIDEO_ROOT, args.clips).items():
+        print(f"  {backend:18s} {ms:7.2f} ms/clip")
+    if not torchcodec_available():
+        print("  torchcodec         not installed here (skipped)")
+    print(f"TSM-like test pipeline (8 frames, crop 56) through a DataLoader, batch {args.batch_size}, "
+          f"{args.batches} batches:")
+    for backend in ["pyav"] + (["torchcodec"] if torchcodec_available() else []):
+        rates = {}
+        for workers in args.workers:
+            first, rate = video_clips_per_s(VIDEO_ROOT, backend, workers, args.batches, args.batch_size)
+            rates[workers] = rate
+            print(f"  {backend} workers={workers}: {rate:7.1f} clips/s (first batch {first:.2f} s)")
+        if 0 in rates and len(rates) > 1:
+            for workers, rate in rates.items():
+                if workers:
+                    print(f"  {backend} speed-up with {workers} workers: {rate / rates[0]:.2f}x")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--task", choices=["detection", "video"], default="detection",
+                        help="detection: the YOLOv3 train pipeline (default); video: decoding and the TSM pipeline")
     parser.add_argument("--batches", type=int, default=30)
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--workers", type=int, nargs="+", default=[0, 2])
+    parser.add_argument("--clips", type=int, default=80, help="video: clips timed per decoding backend")
     args = parser.parse_args()
     import cv2
 
     cv2.setNumThreads(0)  # as training sets it (env_cfg.mp_cfg.opencv_num_threads): workers, not threads, scale
+    if args.task == "video":
+        video_main(args)
+        return
     root = ensure_demo_data()
     print(f"YOLOv3 train pipeline (608 px output) on {root}, batch {args.batch_size}, {args.batches} batches")
     results = {}

@@ -140,6 +140,8 @@ class PyAVReader(VideoReader):
                 raise DataError(f'{self.path}: the file has no video stream')
             self._stream = self._container.streams.video[0]
             self._stream.thread_count = int(num_threads)
+            # one colour converter for all frames: a frame's own to_ndarray(format=...) sets up a new one each time
+            self._reformatter = av.video.reformatter.VideoReformatter()
             self._build_index()
         except DataError:
             self.close()
@@ -204,7 +206,7 @@ class PyAVReader(VideoReader):
                         raise DataError(f'{self.path}: frame {wanted[k]} of {self.total_frames} could not be '
                                         'decoded (damaged stream)')
                     last = pos
-                    out[pos] = frame.to_ndarray(format='bgr24')
+                    out[pos] = self._reformatter.reformat(frame, format='bgr24').to_ndarray()
                     k += 1
                     if k == len(wanted) or self._keyframe_before(wanted[k]) > pos + 1:
                         break
