@@ -155,3 +155,20 @@ def test_uniform_indices_train_random_within_segments_test_deterministic():
     assert (draws >= np.floor(edges[:-1])).all() and (draws <= np.ceil(edges[1:]) - 1).all()
     assert len({tuple(d) for d in draws}) > 40  # training draws differ
     assert (np.diff(test) > 0).all() and test[0] >= 0 and test[-1] <= 299
+
+
+def test_registry_built_tsm_pipeline_decodes_what_sample_frames_chose(tmp_path, index_clip):
+    pytest.importorskip('video.transforms.sampling')
+    import video.transforms  # noqa: F401 - registers SampleFrames, FormatShape, PackActionInputs
+
+    shutil.copy(index_clip, tmp_path / 'clip.mp4')
+    (tmp_path / 'list.txt').write_text('clip.mp4 1\n')
+    pipeline = [dict(type='VideoInit'), dict(type='SampleFrames', clip_len=1, num_clips=8, test_mode=True),
+                dict(type='VideoDecode'), dict(type='FormatShape', input_format='NCHW'), dict(type='PackActionInputs')]
+    ds = VideoDataset(ann_file='list.txt', data_root=str(tmp_path), classes=CLASSES, pipeline=pipeline, test_mode=True)
+    out = ds[0]
+    inds = out['data_samples'].metainfo['frame_inds']
+    assert out['inputs'].shape == (8, 3, 48, 64)
+    bgr = out['inputs'].permute(0, 2, 3, 1).numpy()
+    assert [frame_index(f) for f in bgr] == list(inds)
+    assert out['data_samples'].gt_label.tolist() == [1]
