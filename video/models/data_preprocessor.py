@@ -67,9 +67,9 @@ class ActionDataPreprocessor(ImageDataPreprocessor):
         rank = 4 if self.format_shape == "NCHW" else 5
         expected = "[V*T, 3, H, W]" if rank == 4 else "[V, 3, T, H, W]"
         if isinstance(clips, torch.Tensor):
-            if clips.dim() != rank + 1:
+            if clips.dim() != rank + 1 or clips.shape[2] != 3:
                 raise ValueError(f"ActionDataPreprocessor: format_shape={self.format_shape} needs a stacked batch "
-                                 f"[B, ...{expected[1:]}, got {tuple(clips.shape)}")
+                                 f"[B, {expected[1:]}, got {tuple(clips.shape)}")
             batch = clips
         else:
             if not isinstance(clips, Sequence) or len(clips) == 0:

@@ -56,3 +56,12 @@ def test_features_are_padded_with_mask():
     torch.testing.assert_close(out["rgb"][1, :3], rgb[1])
     assert (out["rgb"][1, 3:] == 0).all()
     assert out["mask"].tolist() == [[True] * 4 + [False], [True] * 3 + [False] * 2]
+
+
+def test_stacked_batch_is_accepted_and_checked():
+    pre = ActionDataPreprocessor(mean=MEAN, std=STD, bgr_to_rgb=True)
+    stacked = torch.randint(0, 256, (2, 4, 3, 8, 8), dtype=torch.uint8)
+    out = pre(dict(inputs=stacked))["inputs"]
+    torch.testing.assert_close(out[0], reference(stacked[0], 1))
+    with pytest.raises(ValueError, match="needs a stacked batch \\[B, V\\*T, 3, H, W\\]"):
+        pre(dict(inputs=torch.zeros(2, 4, 8, 8, 3)))
