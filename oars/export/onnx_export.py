@@ -81,13 +81,15 @@ def export_model(config: str | Config, checkpoint: str, out_dir: str, *, fmt: st
     check_output_folder(out_dir)
     check_checkpoint_file(checkpoint)
     cfg = _load_config(config, overrides)
-    options = export_options(cfg, dynamic=dynamic, opset=opset)
+    task = _task_export_module(cfg)
+    # a task whose input is not one image (video clips) reads its export section and test pipeline itself
+    options = getattr(task, "export_options", export_options)(cfg, dynamic=dynamic, opset=opset)
     if precision != "fp32":
         agreement_threshold(precision, options.extra.get("min_agreement"))  # a bad value fails before the export
     if str(device).startswith("cuda") and not _cuda_available():
         raise ExportError(f"--device {device}: CUDA is not available on this machine")
-    task = _task_export_module(cfg)
-    steps = preprocess_steps(cfg)  # before the model: a pipeline that cannot be exported is a cheap, early error
+    # before the model: a pipeline that cannot be exported is a cheap, early error
+    steps = getattr(task, "preprocess_steps", preprocess_steps)(cfg)
 
     from oars.inference import init_model
 
@@ -95,8 +97,7 @@ def export_model(config: str | Config, checkpoint: str, out_dir: str, *, fmt: st
     dataset_labels(cfg, model)  # a label list shorter than the model's classes fails before the slow part
     spec: ExportSpec = task.build_export_spec(model, cfg, options)
     spec.module.eval()
-    hw = options.input_shape[2:]
-    image, deploy_image, pre_diff = sample_inputs(cfg, model, steps, options.input_shape[0], hw)
+    image, deploy_image, pre_diff = _sample_inputs(spec, cfg, model, steps, options, options.input_shape[0])
 
     os.makedirs(out_dir, exist_ok=True)
     clean_stale_temp_files(out_dir)  # what a killed export left
@@ -228,6 +229,15 @@ def export_spec_to_onnx(spec: ExportSpec, image: torch.Tensor, path: str, option
             lg.setLevel(level)
 
 
+def _sample_inputs(spec: ExportSpec, cfg: Config, model: torch.nn.Module, steps: list[dict],
+                   options: ExportOptions, batch: int, seed: int = 0) -> tuple[torch.Tensor, Any, float]:
+    """The self-check's (torch input, deploy input, preprocessing max abs diff): the spec's own ``sample_inputs``
+    when the task gives one, else synthetic images through the test pipeline and deploy.yaml's steps."""
+    if spec.sample_inputs is not None:
+        return spec.sample_inputs(batch, seed)
+    return sample_inputs(cfg, model, steps, batch, options.input_shape[2:], seed=seed)
+
+
 def self_check(spec: ExportSpec, onnx_path: str, image: torch.Tensor, deploy_image: Any, cfg: Config,
                model: torch.nn.Module, steps: list[dict], options: ExportOptions) -> dict:
     """ONNX Runtime on the deploy input vs the PyTorch module on the pipeline input; dynamic: also batch 3."""
@@ -237,7 +247,7 @@ def self_check(spec: ExportSpec, onnx_path: str, image: torch.Tensor, deploy_ima
     result = {"outputs": compare_outputs(spec, expected, ort_outputs(session, spec.input_name, deploy_image),
                                          deploy_image, atol)}
     if options.dynamic:
-        image3, deploy3, _ = sample_inputs(cfg, model, steps, DYNAMIC_CHECK_BATCH, options.input_shape[2:], seed=100)
+        image3, deploy3, _ = _sample_inputs(spec, cfg, model, steps, options, DYNAMIC_CHECK_BATCH, seed=100)
         expected3 = torch_outputs(spec, image3)
         result["dynamic_batch"] = {
             "batch": DYNAMIC_CHECK_BATCH,
@@ -275,6 +285,8 @@ def dataset_labels(cfg: Config, model: torch.nn.Module) -> tuple[list[str], list
 def _config_dataset_meta(cfg: Config) -> dict:
     loader = cfg.get("test_dataloader") or cfg.get("val_dataloader") or {}
     ds = dict(loader.get("dataset") or {})
+    if isinstance(ds.get("classes"), str):  # a text file of names, one per line (the video datasets take these)
+        return {"classes": _class_file(ds["classes"], ds.get("data_root") or "", cfg), "palette": ds.get("palette")}
     if ds.get("classes"):
         return {"classes": ds["classes"], "palette": ds.get("palette")}
     from mmengine.registry import DATASETS, DefaultScope
@@ -286,12 +298,21 @@ def _config_dataset_meta(cfg: Config) -> dict:
     return {"classes": info.get("classes"), "palette": info.get("palette")} if info.get("classes") else {}
 
 
+def _class_file(path: str, data_root: str, cfg: Config) -> list[str]:
+    """The names of a classes file (as given, else under ``data_root``), one per non-empty line."""
+    candidates = [path] if osp.isabs(path) or not data_root else [path, osp.join(data_root, path)]
+    found = next((p for p in candidates if osp.isfile(p)), None)
+    if found is None:
+        raise ExportError(f"{cfg.filename}: the test dataset's classes file is not found: {' or '.join(candidates)}")
+    with open(found) as f:
+        return [line.strip() for line in f if line.strip()]
+
+
 def deploy_dict(cfg: Config, model: torch.nn.Module, spec: ExportSpec, options: ExportOptions,
                 steps: list[dict], checkpoint: str, onnx_path: str) -> dict:
     """The deploy.yaml content (schema: oars.export.deploy_config)."""
     labels, palette = dataset_labels(cfg, model)
-    b, c, h, w = options.input_shape
-    return {
+    deploy = {
         "version": 1,
         "model": {"name": str(cfg.model.get("type")), "task": str(cfg.get("default_scope")),
                   "config": osp.basename(cfg.filename or ""), "checkpoint": osp.basename(checkpoint),
@@ -299,13 +320,21 @@ def deploy_dict(cfg: Config, model: torch.nn.Module, spec: ExportSpec, options: 
                   "precision": "fp32"},
         "labels": labels,
         "palette": palette,
-        "input": {"name": spec.input_name, "shape": [-1 if options.dynamic else b, c, h, w],
-                  "dynamic_axes": {0: "batch"} if options.dynamic else {}, "dtype": "float32", "layout": "NCHW",
-                  "color": "BGR"},
+        "input": spec.deploy_input or _image_input(spec, options),
         "preprocess": steps,
         "outputs": spec.outputs,
         "postprocess": spec.postprocess,
     }
+    deploy.update(spec.deploy_sections or {})
+    return deploy
+
+
+def _image_input(spec: ExportSpec, options: ExportOptions) -> dict:
+    """deploy.yaml's ``input`` of an image model: [B, 3, H, W] float32 NCHW of BGR images (B -1 when dynamic)."""
+    b, c, h, w = options.input_shape
+    return {"name": spec.input_name, "shape": [-1 if options.dynamic else b, c, h, w],
+            "dynamic_axes": {0: "batch"} if options.dynamic else {}, "dtype": "float32", "layout": "NCHW",
+            "color": "BGR"}
 
 
 def _onnx_opset(path: str) -> int | None:

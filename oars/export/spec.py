@@ -16,7 +16,8 @@ import torch
 class ExportOptions:
     """What the user asked for; ``extra`` is the rest of ``cfg.export`` (output_op, postprocess, ...)."""
 
-    input_shape: tuple[int, int, int, int]  # (B, C, H, W) from cfg.export.input_shape
+    # (B, C, H, W) from cfg.export.input_shape; a task with its own ``export_options`` (video: clips) gives its rank
+    input_shape: tuple[int, ...]
     dynamic: bool = False  # dynamic batch axis
     opset: int = 17
     extra: dict = field(default_factory=dict)
@@ -32,6 +33,13 @@ class ExportSpec:
     a difference per output name (e.g. the max abs difference after matching detections as sets) that the core
     compares with ``atol``, and may raise :class:`oars.export.ExportCheckError` itself for a structural
     mismatch (e.g. a different number of detections).
+
+    Tasks whose input is not one image (video clips) also give ``sample_inputs``, called as
+    ``sample_inputs(batch, seed) -> (torch_input, deploy_input, preprocess_max_abs_diff)`` (the self-check's input
+    through the test pipeline + data preprocessor and through deploy.yaml's steps; it raises
+    :class:`oars.export.ExportCheckError` when they differ), ``deploy_input`` (deploy.yaml's ``input`` section,
+    e.g. shape [-1, T, 3, H, W], layout NTCHW) and ``deploy_sections`` (more top-level deploy.yaml sections, e.g.
+    ``sampling``). Left None, the core makes synthetic images and the image ``input`` section.
     """
 
     module: torch.nn.Module  # takes ONE float32 tensor `image` [B,3,H,W], normalised; returns a tuple of tensors
@@ -46,3 +54,6 @@ class ExportSpec:
     # FP16/INT8 vs FP32 graph: agreement(reference, candidate) -> {name: value in [0, 1]}; default: per output
     # (oars.export.precision.output_agreement)
     agreement: Callable | None = None
+    sample_inputs: Callable | None = None  # see the class docstring
+    deploy_input: dict | None = None
+    deploy_sections: dict | None = None

@@ -5,9 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from oars.errors import DataError
+from oars_deploy.video_sampling import OUT_OF_BOUND_OPTS, centred_clip_starts, clip_indices
 from video.registry import TRANSFORMS
-
-OUT_OF_BOUND_OPTS = ('loop', 'repeat_last')
 
 
 def _positive_int(value: object, name: str) -> int:
@@ -70,33 +69,15 @@ class SampleFrames:
         return np.zeros(self.num_clips, dtype=np.int64)  # not even one clip fits: all start at frame 0
 
     def _test_offsets(self, total: int) -> np.ndarray:
-        """Centred clip starts int64 [num_clips] (or [2 * num_clips] with ``twice_sample``); no random draw."""
-        span = self.clip_len * self.frame_interval
-        starts = total - span + 1
-        if starts <= 0:
-            offsets = np.zeros(self.num_clips, dtype=np.int64)
-            return np.concatenate([offsets, offsets]) if self.twice_sample else offsets
-        seg = starts / self.num_clips
-        base = np.arange(self.num_clips) * seg
-        offsets = (base + seg / 2.0).astype(np.int64)
-        if self.twice_sample:
-            offsets = np.concatenate([offsets, base.astype(np.int64)])
-        return offsets
+        """Centred clip starts int64 [num_clips] (or [2 * num_clips] with ``twice_sample``); no random draw. The
+        formula lives in the torch-free ``oars_deploy.video_sampling``, which the deployed predictor runs too."""
+        return centred_clip_starts(total, self.clip_len, self.frame_interval, self.num_clips, self.twice_sample)
 
     def frame_indices(self, total_frames: int) -> np.ndarray:
         """0-based frame indices np.int64 [num_clips * clip_len] (x2 with ``twice_sample``), clip-major, every one
         in [0, total_frames - 1]."""
         offsets = self._test_offsets(total_frames) if self.test_mode else self._train_offsets(total_frames)
-        inds = offsets.astype(np.int64)[:, None] + np.arange(self.clip_len, dtype=np.int64) * self.frame_interval
-        if self.out_of_bound_opt == 'loop':
-            inds = inds % total_frames
-        else:
-            # repeat_last: indices past the end become the clip's last index inside the video. A clip's first
-            # index always is (offsets are in [0, total - 1]), and indices increase along a clip.
-            inside = inds < total_frames
-            last = np.where(inside, inds, -1).max(axis=1, keepdims=True)
-            inds = np.where(inside, inds, last)
-        return inds.reshape(-1)
+        return clip_indices(offsets, self.clip_len, self.frame_interval, total_frames, self.out_of_bound_opt)
 
     def __call__(self, results: dict) -> dict:
         total = results.get('total_frames')

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 
 import numpy as np
 
 from oars.errors import DataError
-from oars_deploy.preprocess import scaled_size
+from oars_deploy.video_preprocess import clip_resize_size
 from video.registry import TRANSFORMS
 from video.transforms.frames import get_clip, interpolation_arg, resize_clip, set_clip
 
@@ -63,15 +62,9 @@ class Resize:
                 raise DataError(f'Resize.scale {list(scale)} has -1, which needs keep_ratio: true')
 
     def target_size(self, w: int, h: int) -> tuple[int, int]:
-        """The (w, h) that frames of size (w, h) are resized to."""
-        if self.short_side is not None:
-            return scaled_size(w, h, self.short_side / min(w, h))
-        if isinstance(self.scale, float):
-            return scaled_size(w, h, self.scale)
-        if not self.keep_ratio:
-            return int(self.scale[0]), int(self.scale[1])
-        bounds = [math.inf if v == -1 else v for v in self.scale]
-        return scaled_size(w, h, min(max(bounds) / max(w, h), min(bounds) / min(w, h)))
+        """The (w, h) that frames of size (w, h) are resized to (the rule lives in the torch-free
+        ``oars_deploy.video_preprocess``, which the deployed predictor runs too)."""
+        return clip_resize_size(w, h, self.scale, self.short_side, self.keep_ratio)
 
     def __call__(self, results: dict) -> dict:
         clip = get_clip(results, 'Resize')

@@ -5,22 +5,26 @@
 Reads EXPORT_DIR/deploy.yaml and the ONNX file it names (model.onnx, or model_fp16.onnx / model_int8.onnx after
 tools/export.py --half / --int8) for ONNX Runtime, or EXPORT_DIR/model.engine (--backend tensorrt);
 writes the same pictures as tools/infer.py (segmentation: <stem>_vis.png and the <stem>.png label map;
-detection: <stem>_vis.png and detections.json). An image that cannot be read is skipped: the others are written,
-then the failures are listed and the exit status is 2. --benchmark prints latency (median, p90) and images/s.
+detection: <stem>_vis.png and detections.json; video classifiers, whose deploy.yaml has a ``sampling`` section:
+the top-k labels printed per video and predictions.json, see oars_deploy.video_cli). An image that cannot be
+read is skipped: the others are written, then the failures are listed and the exit status is 2. --benchmark prints latency (median, p90) and images/s.
 """
 
 from __future__ import annotations
 
 import argparse
+import os.path as osp
 
 import numpy as np
 
 from oars_deploy.backends import BACKENDS
+from oars_deploy.deploy_config import DEPLOY_FILE, SAMPLING_KEY, read_deploy_yaml
 from oars_deploy.errors import DeployError, run_cli
 from oars_deploy.failures import Failures
 from oars_deploy.image_files import list_images
 from oars_deploy.outputs import ResultWriter, read_image
 from oars_deploy.predictor import Predictor
+from oars_deploy.video_cli import run_video
 
 DEFAULT_DRAW_THRESHOLD = 0.3  # as tools/infer.py
 
@@ -29,7 +33,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="oars-infer", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model-dir", required=True, help="folder with deploy.yaml and model.onnx (tools/export.py)")
-    parser.add_argument("-i", "--input", required=True, help="an image or a folder of images")
+    parser.add_argument("-i", "--input", required=True,
+                        help="an image or a folder of images (a video or a folder of videos for video models)")
     parser.add_argument("-o", "--output-dir", required=True, help="folder for the pictures")
     parser.add_argument("--device", default="cpu", help="cpu or cuda (cuda: CUDAExecutionProvider / TensorRT)")
     parser.add_argument("--backend", default="onnxruntime", choices=BACKENDS,
@@ -43,6 +48,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--runs", type=int, default=30, help="--benchmark: timed runs")
     parser.add_argument("--array-module", default=None, choices=("numpy", "cupy"),
                         help="pre/post-processing arrays (default: cupy with --device cuda when it runs, else numpy)")
+    parser.add_argument("--topk", type=int, default=5, help="video models: how many labels to print and write")
     return parser.parse_args(argv)
 
 
@@ -70,6 +76,9 @@ def read_batch(paths: list[str], failures: Failures) -> tuple[list[str], list[np
 def run(argv: list[str] | None = None) -> None:
     """The command with its user errors raised (:class:`~oars_deploy.errors.UserError`); :func:`main` prints them."""
     args = parse_args(argv)
+    if SAMPLING_KEY in read_deploy_yaml(osp.join(args.model_dir, DEPLOY_FILE)):  # a video (clip) classifier
+        run_video(args)
+        return
     predictor = Predictor(args.model_dir, device=args.device, backend=args.backend,
                           array_module_name=args.array_module)
     if args.draw_threshold is not None and predictor.task != "detection":

@@ -35,6 +35,7 @@ STEP_KEYS = {
 TOP_KEYS = ("version", "model", "labels", "input", "preprocess", "outputs", "postprocess")
 MODEL_KEYS = ("name", "task", "onnx")
 INPUT_KEYS = ("name", "shape", "dtype", "layout", "color")
+SAMPLING_KEY = "sampling"  # present in the deploy.yaml of video (clip) models: see oars_deploy.video_config
 
 
 def read_deploy_yaml(path: str) -> dict:
@@ -73,6 +74,22 @@ def validate_deploy(data: Any, path: str = DEPLOY_FILE) -> None:
                 isinstance(c, list) and len(c) == 3 for c in pal):
             raise DeployError(f"{path}: palette must have one [R, G, B] per label ({len(labels)}), got {pal!r}")
     _require(data["input"], INPUT_KEYS, path, "input")
+    if SAMPLING_KEY in data:  # a clip classifier: its own input rank and preprocess steps (video_config)
+        from oars_deploy.video_config import validate_video
+
+        validate_video(data, path)
+    else:
+        _validate_image_input(data, path)
+    outputs = data["outputs"]
+    if not isinstance(outputs, list) or not outputs:
+        raise DeployError(f"{path}: outputs must be a non-empty list, got {outputs!r}")
+    for i, out in enumerate(outputs):
+        _require(out, ("name", "shape", "dtype"), path, f"outputs[{i}]")
+    _require(data["postprocess"], ("type",), path, "postprocess")
+    check_label_count(data, path)
+
+
+def _validate_image_input(data: dict, path: str) -> None:
     shape = data["input"]["shape"]
     if not isinstance(shape, list) or len(shape) != 4 or not all(isinstance(v, int) for v in shape):
         raise DeployError(f"{path}: input.shape must be [B, 3, H, W] (B = -1 when dynamic), got {shape!r}")
@@ -84,13 +101,6 @@ def validate_deploy(data: Any, path: str = DEPLOY_FILE) -> None:
         if kind not in STEP_KEYS:
             raise DeployError(f"{path}: preprocess[{i}].type must be one of {list(STEP_KEYS)}, got {kind!r}")
         _require(step, STEP_KEYS[kind], path, f"preprocess[{i}] ({kind})")
-    outputs = data["outputs"]
-    if not isinstance(outputs, list) or not outputs:
-        raise DeployError(f"{path}: outputs must be a non-empty list, got {outputs!r}")
-    for i, out in enumerate(outputs):
-        _require(out, ("name", "shape", "dtype"), path, f"outputs[{i}]")
-    _require(data["postprocess"], ("type",), path, "postprocess")
-    check_label_count(data, path)
 
 
 def check_label_count(data: dict, path: str = DEPLOY_FILE, num_classes: int | None = None) -> None:

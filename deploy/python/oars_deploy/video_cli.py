@@ -1,0 +1,84 @@
+"""``oars-infer`` for video models: classify a video file or every video of a folder, print and write the top-k.
+
+``cli.run`` hands a model folder whose deploy.yaml has a ``sampling`` section here. Per video it prints
+``path: name (score), ...`` (the top-k, highest first) and writes ``OUT_DIR/predictions.json``: a list of
+``{"video", "label", "label_name", "score", "topk": [{"class_id", "label", "score"}], "total_frames",
+"frame_inds"}`` in the order of the files. A video that cannot be decoded is skipped and listed at the end
+(exit status 2), as images are.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import os.path as osp
+
+from oars_deploy.atomic import atomic_write
+from oars_deploy.errors import DeployError, UserError
+from oars_deploy.failures import Failures
+from oars_deploy.video_predictor import VideoPredictor
+
+VIDEO_SUFFIXES = (".mp4", ".avi", ".mkv", ".mov", ".webm", ".m4v", ".mpg", ".mpeg")
+PREDICTIONS_FILE = "predictions.json"
+
+
+def list_videos(path: str) -> list[str]:
+    """``path`` itself when it is a file, else the videos of the folder (sorted by name)."""
+    if osp.isfile(path):
+        return [path]
+    if not osp.isdir(path):
+        raise UserError(f"input {path!r} is neither a video file nor a folder")
+    files = sorted(osp.join(path, f) for f in os.listdir(path) if f.lower().endswith(VIDEO_SUFFIXES))
+    if not files:
+        raise UserError(f"no videos ({', '.join(VIDEO_SUFFIXES)}) in folder {path}")
+    return files
+
+
+def record(result: dict) -> dict:
+    """The JSON record of one :meth:`VideoPredictor.predict` result."""
+    best = result["topk"][0]
+    return {"video": result["path"], "label": best[0], "label_name": best[1], "score": best[2],
+            "topk": [{"class_id": i, "label": name, "score": score} for i, name, score in result["topk"]],
+            "total_frames": int(result["total_frames"]), "frame_inds": [int(i) for i in result["frame_inds"]]}
+
+
+def format_result(result: dict) -> str:
+    return f"{result['path']}: " + ", ".join(f"{name} ({score:.4f})" for _, name, score in result["topk"])
+
+
+def run_video(args: argparse.Namespace) -> list[dict]:
+    """Classify ``args.input`` with the model of ``args.model_dir``; returns the JSON records."""
+    if args.topk < 1:
+        raise DeployError(f"--topk must be >= 1, got {args.topk}")
+    if args.batch_size is not None and args.batch_size < 1:
+        raise DeployError(f"--batch-size must be >= 1, got {args.batch_size}")
+    if args.draw_threshold is not None:
+        raise DeployError("--draw-threshold applies to detection models, not to video classifiers")
+    predictor = VideoPredictor(args.model_dir, device=args.device, backend=args.backend)
+    paths = list_videos(args.input)
+    batch_size = args.batch_size or predictor.batch_size or 4
+    failures = Failures(what="videos", verb="could not be classified")
+    records = []
+    for start in range(0, len(paths), batch_size):
+        loaded = []
+        for path in paths[start:start + batch_size]:
+            try:
+                loaded.append(predictor.load(path))
+            except DeployError as err:
+                failures.add(path, str(err))
+        if not loaded:
+            continue
+        import numpy as np
+
+        scores = predictor.infer(np.stack([clip for clip, _ in loaded]))
+        for (_, meta), row in zip(loaded, scores):
+            result = predictor.result(meta, row, args.topk)
+            print(format_result(result))
+            records.append(record(result))
+    os.makedirs(args.output_dir, exist_ok=True)
+    out = osp.join(args.output_dir, PREDICTIONS_FILE)
+    atomic_write(out, json.dumps(records, indent=1))
+    print(f"wrote {len(records)} predictions to {out}")
+    failures.raise_if_any(total=len(paths))
+    return records
