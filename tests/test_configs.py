@@ -9,6 +9,7 @@ import os
 
 import config_checks_detection
 import config_checks_segmentation
+import config_checks_video
 import pytest
 import yaml
 from demo_utils import ROOT
@@ -20,7 +21,8 @@ from oars.engine.runner import prepare_config
 
 CONFIGS = sorted(glob.glob(os.path.join(ROOT, "configs", "**", "*.yaml"), recursive=True))
 TOP_CONFIGS = [c for c in CONFIGS if "_base_" not in c]
-TASK_CHECKS = {"segmentation": config_checks_segmentation, "detection": config_checks_detection}
+TASK_CHECKS = {"segmentation": config_checks_segmentation, "detection": config_checks_detection,
+               "video": config_checks_video}
 IDS = [os.path.relpath(c, os.path.join(ROOT, "configs")) for c in TOP_CONFIGS]
 
 
@@ -43,6 +45,8 @@ def test_config_resolves_and_builds(path, tmp_path):
     with DefaultScope.overwrite_default_scope(scope):
         full = MODELS.build(copy.deepcopy(cfg.model))
         assert full.num_classes == cfg.model.num_classes
+        if hasattr(checks, "check_full_size"):
+            checks.check_full_size(full, cfg.model)
         model = MODELS.build(checks.shrink_model(cfg.model))
     checks.run_all_modes(model, cfg.model.num_classes)
     checks.run_pipelines(cfg, tmp_path)
