@@ -78,7 +78,7 @@ def checkpoint(config: str, seed: int = 0) -> str:
                 m.running_mean.uniform_(-0.2, 0.2)
                 m.running_var.uniform_(0.5, 1.5)
             if isinstance(m, torch.nn.Linear):
-                torch.nn.init.normal_(m.weight, 0.0, 0.5)
+                torch.nn.init.normal_(m.weight, 0.0, 0.05)
     path = osp.splitext(config)[0] + ".pth"
     torch.save({"state_dict": model.state_dict(), "meta": {"dataset_meta": {"classes": list(CLASSES)}}}, path)
     return path
