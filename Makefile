@@ -11,8 +11,10 @@ DET_CFG := configs/detection/yolov3/yolov3_darknet53_demo_shapes.yaml
 DET_DIR := work_dirs/demo_det
 MASK_CFG := configs/detection/mask_rcnn/mask_rcnn_r18_fpn_demo_shapes.yaml
 MASK_DIR := work_dirs/demo_mask
+VID_CFG := configs/video/tsm/tsm_r18_demo_videos.yaml
+VID_DIR := work_dirs/demo_video
 
-.PHONY: demo demo-seg demo-det demo-yolo demo-mask demo-data test bench cpp lint setup clean-demo
+.PHONY: demo demo-seg demo-det demo-yolo demo-mask demo-video demo-video-data demo-data test bench cpp lint setup clean-demo
 
 setup: $(STAMP)
 
@@ -23,10 +25,10 @@ $(STAMP): pyproject.toml
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 
-demo: demo-seg demo-det
+demo: demo-seg demo-det demo-video
 	@echo "demo done: segmentation in $(DEMO_DIR), detection in $(DET_DIR) (YOLOv3) and $(MASK_DIR) (Mask R-CNN) \
 	(metrics.json, pictures/, infer/, export/ (model.onnx + deploy.yaml), deploy_infer/, report.html; YOLOv3 also \
-	export_int8/, deploy_infer_int8/)"
+	export_int8/, deploy_infer_int8/), video in $(VID_DIR) (TSM)"
 
 demo-data: $(STAMP)
 	$(PY) -m oars.data.demo_shapes --out data/demo_shapes
@@ -42,6 +44,19 @@ demo-seg: demo-data
 		-o $(DEMO_DIR)/deploy_infer --benchmark
 
 demo-det: demo-yolo demo-mask
+
+demo-video-data: $(STAMP)
+	$(PY) -m oars.data.demo_videos --out data/demo_videos
+
+demo-video: demo-video-data
+	$(PY) tools/train.py -c $(VID_CFG) --work-dir $(VID_DIR) --overwrite
+	$(PY) tools/eval.py -c $(VID_CFG) -w "$$(cat $(VID_DIR)/last_checkpoint)" --work-dir $(VID_DIR) \
+		--show-dir $(VID_DIR)/pictures --report
+	$(PY) tools/infer.py -c $(VID_CFG) -w "$$(cat $(VID_DIR)/last_checkpoint)" \
+		-i data/demo_videos/videos/val -o $(VID_DIR)/infer
+	$(PY) tools/export.py -c $(VID_CFG) -w "$$(cat $(VID_DIR)/last_checkpoint)" -o $(VID_DIR)/export --dynamic
+	$(PY) deploy/python/infer.py --model-dir $(VID_DIR)/export -i data/demo_videos/videos/val \
+		-o $(VID_DIR)/deploy_infer
 
 demo-yolo: demo-data
 	$(PY) tools/train.py -c $(DET_CFG) --work-dir $(DET_DIR) --overwrite
@@ -82,4 +97,4 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 
 clean-demo:
-	rm -rf $(DEMO_DIR) $(DET_DIR) $(MASK_DIR)
+	rm -rf $(DEMO_DIR) $(DET_DIR) $(MASK_DIR) $(VID_DIR)
