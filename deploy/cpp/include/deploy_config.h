@@ -34,6 +34,26 @@ struct PreprocessStep {
   PadStep pad;
 };
 
+// Video (clip) models: deploy.yaml's `sampling` section and video preprocess steps (oars_deploy.video_*).
+struct SamplingSpec {
+  bool enabled = false;        // deploy.yaml has a sampling section
+  int clip_len = 1, frame_interval = 1, num_clips = 1;
+  bool loop = true;            // out_of_bound_opt: loop (else repeat_last)
+  bool twice_sample = false;
+};
+
+struct VideoStep {
+  enum class Kind { Resize, CenterCrop, ThreeCrop, Normalize, FormatShape } kind;
+  int short_side = 0;                  // Resize: short side -> this (0: use scale)
+  double factor = 0;                   // Resize: scale as a factor (0: use bounds)
+  double bound_w = 0, bound_h = 0;     // Resize: scale [w, h] (-1 = unbounded -> infinity)
+  bool keep_ratio = true;
+  int interpolation = 1;
+  int crop_w = 0, crop_h = 0;          // CenterCrop / ThreeCrop size [w, h]
+  NormalizeStep normalize;
+  std::string input_format = "NCHW";   // FormatShape
+};
+
 struct TensorSpec {
   std::string name;
   std::vector<int64_t> shape;  // -1 = dynamic
@@ -64,6 +84,8 @@ struct DeployConfig {
   std::vector<cv::Vec3b> palette;       // RGB, one per label
   TensorSpec input;
   std::vector<PreprocessStep> preprocess;
+  SamplingSpec sampling;                // video models only
+  std::vector<VideoStep> video_steps;   // video models only (instead of preprocess)
   std::vector<TensorSpec> outputs;
   PostprocessSpec postprocess;
 

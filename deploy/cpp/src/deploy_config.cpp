@@ -6,7 +6,9 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <limits>
 #include <stdexcept>
+#include <tuple>
 
 namespace oars {
 namespace {
@@ -116,6 +118,70 @@ PreprocessStep preprocess_step(const YAML::Node& node, const std::string& file, 
   return step;
 }
 
+VideoStep video_step(const YAML::Node& node, const std::string& file, const std::string& path) {
+  VideoStep step{};
+  const std::string type = get<std::string>(node, "type", file, path);
+  if (type == "Resize") {
+    step.kind = VideoStep::Kind::Resize;
+    step.interpolation = interpolation(get_or<std::string>(node, "interpolation", "bilinear"), file,
+                                       path + "interpolation");
+    step.keep_ratio = get_or<bool>(node, "keep_ratio", true);
+    if (node["short_side"]) {
+      step.short_side = get<int>(node, "short_side", file, path);
+    } else if (node["scale"] && node["scale"].IsScalar()) {
+      step.factor = get<double>(node, "scale", file, path);
+    } else {
+      auto b = get<std::vector<double>>(node, "scale", file, path);
+      if (b.size() != 2) fail(file, path + "scale", "expected [w, h] or a factor");
+      const double inf = std::numeric_limits<double>::infinity();
+      step.bound_w = b[0] == -1 ? inf : b[0];
+      step.bound_h = b[1] == -1 ? inf : b[1];
+    }
+  } else if (type == "CenterCrop" || type == "ThreeCrop") {
+    step.kind = type == "CenterCrop" ? VideoStep::Kind::CenterCrop : VideoStep::Kind::ThreeCrop;
+    std::tie(step.crop_w, step.crop_h) = get_size(node, "size", file, path);
+  } else if (type == "Normalize") {
+    step.kind = VideoStep::Kind::Normalize;
+    get3(node, "mean", step.normalize.mean, file, path);
+    get3(node, "std", step.normalize.std, file, path);
+    step.normalize.to_rgb = get_or<bool>(node, "to_rgb", false);
+  } else if (type == "FormatShape") {
+    step.kind = VideoStep::Kind::FormatShape;
+    step.input_format = get<std::string>(node, "input_format", file, path);
+  } else {
+    fail(file, path + "type", "unsupported video pre-processing step '" + type +
+                                  "' (this predictor knows Resize, CenterCrop, ThreeCrop, Normalize, FormatShape)");
+  }
+  return step;
+}
+
+// A video (clip) model: sampling, a [B, V*T, 3, H, W] NTCHW input (2D recognizers: TSN/TSM), video steps.
+void load_video(const YAML::Node& root, const std::string& file, DeployConfig& cfg) {
+  const YAML::Node s = root["sampling"];
+  auto& sp = cfg.sampling;
+  sp.enabled = true;
+  sp.clip_len = get<int>(s, "clip_len", file, "sampling.");
+  sp.frame_interval = get_or<int>(s, "frame_interval", 1);
+  sp.num_clips = get_or<int>(s, "num_clips", 1);
+  const std::string oob = get_or<std::string>(s, "out_of_bound_opt", "loop");
+  if (oob != "loop" && oob != "repeat_last") fail(file, "sampling.out_of_bound_opt", "expected loop or repeat_last");
+  sp.loop = oob == "loop";
+  sp.twice_sample = get_or<bool>(s, "twice_sample", false);
+  if (sp.clip_len < 1 || sp.frame_interval < 1 || sp.num_clips < 1)
+    fail(file, "sampling", "clip_len, frame_interval and num_clips must be positive");
+  const std::string layout = get_or<std::string>(root["input"], "layout", "NTCHW");
+  if (layout != "NTCHW" || cfg.input.shape.size() != 5)
+    fail(file, "input.layout", "this predictor classifies videos with 2D recognizers (TSN/TSM: NTCHW, [B, V*T, 3, H, "
+                               "W]), got " + layout + "; use the Python predictor (oars-infer) for 3D models");
+  if (!root["preprocess"] || !root["preprocess"].IsSequence()) fail(file, "preprocess", "missing (a list of steps)");
+  int i = 0;
+  for (const auto& n : root["preprocess"])
+    cfg.video_steps.push_back(video_step(n, file, "preprocess[" + std::to_string(i++) + "]."));
+  if (cfg.video_steps.empty() || cfg.video_steps.back().kind != VideoStep::Kind::FormatShape ||
+      cfg.video_steps.back().input_format != "NCHW")
+    fail(file, "preprocess", "the last video step must be FormatShape with input_format NCHW");
+}
+
 }  // namespace
 
 bool PostprocessSpec::has(const std::string& step) const {
@@ -163,19 +229,23 @@ DeployConfig load_deploy_config(const std::string& model_dir) {
 
   if (!root["input"]) fail(file, "input", "missing");
   cfg.input = tensor_spec(root["input"], file, "input.");
-  if (cfg.input.shape.size() != 4) fail(file, "input.shape", "expected [B, C, H, W]");
-  const std::string layout = get_or<std::string>(root["input"], "layout", "NCHW");
-  if (layout != "NCHW") fail(file, "input.layout", "this predictor feeds NCHW, got " + layout);
-  const std::string color = get_or<std::string>(root["input"], "color", "BGR");
-  if (color != "BGR") fail(file, "input.color", "this predictor reads images as BGR with OpenCV, got " + color);
+  if (root["sampling"]) {
+    load_video(root, file, cfg);
+  } else {
+    if (cfg.input.shape.size() != 4) fail(file, "input.shape", "expected [B, C, H, W]");
+    const std::string layout = get_or<std::string>(root["input"], "layout", "NCHW");
+    if (layout != "NCHW") fail(file, "input.layout", "this predictor feeds NCHW, got " + layout);
+    const std::string color = get_or<std::string>(root["input"], "color", "BGR");
+    if (color != "BGR") fail(file, "input.color", "this predictor reads images as BGR with OpenCV, got " + color);
 
-  if (!root["preprocess"] || !root["preprocess"].IsSequence()) fail(file, "preprocess", "missing (a list of steps)");
-  int i = 0;
-  for (const auto& s : root["preprocess"])
-    cfg.preprocess.push_back(preprocess_step(s, file, "preprocess[" + std::to_string(i++) + "]."));
+    if (!root["preprocess"] || !root["preprocess"].IsSequence()) fail(file, "preprocess", "missing (a list of steps)");
+    int i = 0;
+    for (const auto& s : root["preprocess"])
+      cfg.preprocess.push_back(preprocess_step(s, file, "preprocess[" + std::to_string(i++) + "]."));
+  }
 
   if (!root["outputs"] || !root["outputs"].IsSequence()) fail(file, "outputs", "missing (a list of tensors)");
-  i = 0;
+  int i = 0;
   for (const auto& o : root["outputs"])
     cfg.outputs.push_back(tensor_spec(o, file, "outputs[" + std::to_string(i++) + "]."));
 
@@ -183,8 +253,8 @@ DeployConfig load_deploy_config(const std::string& model_dir) {
   if (!post) fail(file, "postprocess", "missing");
   auto& pp = cfg.postprocess;
   pp.type = get<std::string>(post, "type", file, "postprocess.");
-  if (pp.type != "segmentation" && pp.type != "detection")
-    fail(file, "postprocess.type", "expected segmentation or detection, got " + pp.type);
+  if (pp.type != "segmentation" && pp.type != "detection" && pp.type != "classification")
+    fail(file, "postprocess.type", "expected segmentation, detection or classification, got " + pp.type);
   pp.output_op = get_or<std::string>(post, "output_op", "argmax");
   pp.resize_to_original = get_or<std::string>(post, "resize_to_original", "nearest");
   if (post["inside_graph"]) pp.inside_graph = post["inside_graph"].as<std::vector<std::string>>();
