@@ -7,7 +7,8 @@ tools/export.py --half / --int8) for ONNX Runtime, or EXPORT_DIR/model.engine (-
 writes the same pictures as tools/infer.py (segmentation: <stem>_vis.png and the <stem>.png label map;
 detection: <stem>_vis.png and detections.json; video classifiers, whose deploy.yaml has a ``sampling`` section:
 the top-k labels printed per video and predictions.json, see oars_deploy.video_cli). An image that cannot be
-read is skipped: the others are written, then the failures are listed and the exit status is 2. --benchmark prints latency (median, p90) and images/s.
+read is skipped: the others are written, then the failures are listed and the exit status is 2. --benchmark
+prints latency (median, p90) and images/s.
 """
 
 from __future__ import annotations
