@@ -1,14 +1,18 @@
 """Inference latency and throughput: PyTorch eager vs ONNX Runtime (vs TensorRT when available).
 
-For DeepLabV3-R50, U-Net and YOLOv3-DarkNet53 (their full-size configs, random weights), the exported graph of each
-model (``{task}.export.build_export_spec``: normalised image in, final outputs out: argmax labels / boxes after NMS)
-is run by every engine on the same input at batch 1 and 8. Printed: median and p90 latency per batch, images/s and
+For DeepLabV3-R50, U-Net, YOLOv3-DarkNet53, Faster R-CNN R50-FPN and Mask R-CNN R50-FPN (their full-size configs,
+random weights), the exported graph of each model (``{task}.export.build_export_spec``: normalised image in, final
+outputs out: argmax labels / boxes after NMS / mask logits of the kept boxes) is run by every engine on the same
+input at batch 1 and 8 (the two-stage detectors at batch 1 only and FP32 only, unless ``--batches``/``--precisions``
+say otherwise: at 800x1344 on a CPU a batch of 8 takes minutes). Printed: median and p90 latency per batch, images/s and
 the speed-up against PyTorch eager (same process, runs of the engines interleaved).
 
     python benchmarks/infer_latency.py [--size 256] [--runs 10] [--batches 1 8] [--device cpu|cuda]
-                                       [--models deeplabv3 unet yolov3] [--precisions fp32 fp16 int8]
+                                       [--models deeplabv3 unet yolov3 faster_rcnn mask_rcnn]
+                                       [--precisions fp32 fp16 int8]
 
-``--size`` overrides the square input size of every model (default: each config's export.input_shape: 512/512/608).
+``--size`` overrides the square input size of every model (default: each config's export.input_shape: 512/512/608,
+800x1344 for the two-stage detectors).
 ``--precisions``: besides the FP32 graph, the FP16 / INT8 (Q/DQ) graphs of oars.export.precision for ONNX Runtime
 and TensorRT (default: fp32 int8 on the CPU, where ONNX Runtime has no fast FP16 kernels; all three on CUDA). The
 INT8 graph is calibrated on two random batches: its speed is real, its accuracy is not measured here.
@@ -36,7 +40,11 @@ MODELS = {
     "deeplabv3": ("DeepLabV3-R50", "configs/segmentation/deeplabv3/deeplabv3_r50_40k_voc12.yaml"),
     "unet": ("U-Net", "configs/segmentation/unet/unet_s5-d16_40k_voc12.yaml"),
     "yolov3": ("YOLOv3-DarkNet53", "configs/detection/yolov3/yolov3_darknet53_270e_coco.yaml"),
+    "faster_rcnn": ("Faster R-CNN R50-FPN", "configs/detection/faster_rcnn/faster_rcnn_r50_fpn_1x_coco.yaml"),
+    "mask_rcnn": ("Mask R-CNN R50-FPN", "configs/detection/mask_rcnn/mask_rcnn_r50_fpn_1x_coco.yaml"),
 }
+# Defaults of models that are slow on a CPU at their export size (batches, precisions), when not given.
+HEAVY_DEFAULTS = {"faster_rcnn": ([1], ["fp32"]), "mask_rcnn": ([1], ["fp32"])}
 
 
 def build_spec(cfg_path: str, size: int | None):
@@ -125,7 +133,7 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=None)
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--warmup", type=int, default=2)
-    parser.add_argument("--batches", type=int, nargs="+", default=[1, 8])
+    parser.add_argument("--batches", type=int, nargs="+", default=None, help="default: 1 8 (two-stage: 1)")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
     parser.add_argument("--precisions", nargs="+", default=None, choices=["fp32", "fp16", "int8"])
@@ -136,11 +144,14 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="oars-bench-") as tmp, torch.inference_mode():
         for key in args.models:
             name, cfg_path = MODELS[key]
+            heavy_batches, heavy_precisions = HEAVY_DEFAULTS.get(key, ([1, 8], precisions))
+            batches = args.batches or heavy_batches
+            model_precisions = args.precisions or (precisions if key not in HEAVY_DEFAULTS else heavy_precisions)
             module, spec, options = build_spec(cfg_path, args.size)
             module = module.to(args.device)
-            graphs = precision_graphs(spec, options, os.path.join(tmp, f"{key}.onnx"), precisions)
+            graphs = precision_graphs(spec, options, os.path.join(tmp, f"{key}.onnx"), model_precisions)
             h, w = options.input_shape[2:]
-            for batch in args.batches:
+            for batch in batches:
                 x = torch.from_numpy(np.random.default_rng(0).standard_normal((batch, 3, h, w), dtype=np.float32))
                 runs = engines(spec, options, module, graphs, args.device, x)
                 base = None

@@ -21,9 +21,9 @@ _LAYER_TABLES = {
     "layer:norm": ("oars.models.layers.norm", "NORM_LAYERS"),
     "layer:activation": ("oars.models.layers.activation", "ACT_LAYERS"),
 }
-# Parts a head builds through TASK_UTILS (assigners, samplers, box coders, anchor generators), and keys whose
-# ``type`` names an op the owning module resolves itself (``roi_layer: {type: RoIAlign}``).
-_TASK_UTIL_KEYS = {"assigner", "sampler", "bbox_coder", "anchor_generator", "prior_generator"}
+# Parts a head builds through TASK_UTILS (assigners, samplers, box coders, anchor generators, video consensus
+# modules), and keys whose ``type`` names an op the owning module resolves itself (``roi_layer: {type: RoIAlign}``).
+_TASK_UTIL_KEYS = {"assigner", "sampler", "bbox_coder", "anchor_generator", "prior_generator", "consensus"}
 _OWNER_CHECKED_KEYS = {"roi_layer"}
 _DATASET_KEYS = {"dataset", "datasets"}
 _TOP_LEVEL = {
