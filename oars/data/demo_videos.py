@@ -46,7 +46,7 @@ from oars.data.demo_shapes import _background, _pick_colour
 
 CLASSES: tuple[str, ...] = ('left', 'right', 'up', 'down', 'rotate_cw', 'rotate_ccw', 'grow', 'shrink')
 SPLITS: tuple[str, ...] = ('train', 'val')
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: twice the motion per frame (version 1's was too slight for TSM to learn in minutes)
 RGB_DIM, AUDIO_DIM = 1024, 128
 _GENERATOR_NAME = 'oars.data.demo_videos'
 _FEATURE_SEED = 20240611  # the fixed projection (the same for every set, so features of two sets are comparable)
@@ -134,13 +134,16 @@ def _trajectory(rng: np.random.Generator, cls: int, size: int, num_frames: int) 
     radius = np.full(num_frames, radius0)
     rotation = np.full(num_frames, rng.uniform(0.0, 2 * np.pi))
     margin = 0.6 * radius0
+    # Motion per frame is large on purpose (2-3 px, 0.2-0.3 rad, 8-10 % growth): between two of TSM's 8 segments
+    # the shape moves by about one feature-map cell of ResNet's stride-4 stage. With half of it, a TSM trained from
+    # scratch stayed at chance for 600 steps; with this it is above 80 % top-1 after 750.
     if name in ('left', 'right', 'up', 'down'):
-        speed = rng.uniform(1.0, 2.0) * size / 64.0
+        speed = rng.uniform(2.0, 3.0) * size / 64.0
         travel = speed * (num_frames - 1)
         axis = 0 if name in ('left', 'right') else 1
         sign = 1.0 if name in ('right', 'down') else -1.0
         lo, hi = margin, size - margin
-        start = rng.uniform(lo + travel, hi) if sign < 0 else rng.uniform(lo, max(lo, hi - travel))
+        start = rng.uniform(lo + travel, max(lo + travel, hi)) if sign < 0 else rng.uniform(lo, max(lo, hi - travel))
         centre[:, axis] = start + sign * speed * t
         centre[:, 1 - axis] = rng.uniform(margin + 0.1 * size, size - margin - 0.1 * size)
     else:
@@ -148,11 +151,11 @@ def _trajectory(rng: np.random.Generator, cls: int, size: int, num_frames: int) 
         centre[:] = rng.uniform(lo, hi, 2)
         if name.startswith('rotate'):
             # y points down in images, so a growing angle turns clockwise on screen
-            step = rng.uniform(0.08, 0.16) * (1.0 if name == 'rotate_cw' else -1.0)
+            step = rng.uniform(0.2, 0.3) * (1.0 if name == 'rotate_cw' else -1.0)
             rotation = rotation + step * t
         else:
-            rate = rng.uniform(0.04, 0.06) * (1.0 if name == 'grow' else -1.0)
-            radius0 = rng.uniform(0.09, 0.13) * size if name == 'grow' else rng.uniform(0.22, 0.28) * size
+            rate = rng.uniform(0.08, 0.1) * (1.0 if name == 'grow' else -1.0)
+            radius0 = rng.uniform(0.08, 0.11) * size if name == 'grow' else rng.uniform(0.24, 0.3) * size
             radius = radius0 * np.exp(rate * t)
     return centre, radius, rotation
 
