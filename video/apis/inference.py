@@ -75,6 +75,7 @@ def run_inference(cfg: Config, checkpoint: str, inputs: str, out_dir: str, devic
     _check_pipeline(cfg)
     own = failures is None
     failures = Failures(what="videos") if own else failures
+    failures.what = "videos"  # the caller's summary counts videos, not images
     model = init_model(cfg, checkpoint, device)
     classes: Sequence[str] = model.dataset_meta.get("classes") or [str(i) for i in range(model.num_classes)]
     pipeline = build_test_pipeline(cfg)
