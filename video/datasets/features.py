@@ -3,64 +3,46 @@
 YouTube-8M stores per-frame features (``rgb`` 1024-d, ``audio`` 128-d) quantised to uint8 over [-2, 2]; its
 readers map them back with ``Dequantize``: ``q * range / 255 + range / 512 + min``. The same formula is used here,
 without TensorFlow: the features arrive as ``.npz`` (one array per modality) or ``.pkl`` (a dict of arrays).
+
+The formulas live in the torch-free :mod:`oars_deploy.video_features_io`, which the deployed feature predictor runs
+too; these wrappers raise :class:`oars.errors.DataError` (so that ``on_bad_sample: skip`` can skip a file).
 """
 
 from __future__ import annotations
 
-import os
-import pickle
-import zipfile
+import contextlib
+from collections.abc import Iterator
 
 import numpy as np
 
 from oars.errors import DataError
+from oars_deploy import video_features_io as _io
+from oars_deploy.video_features_io import FEATURE_SUFFIXES, FeatureFileError
 
-FEATURE_SUFFIXES: tuple[str, ...] = ('.npz', '.pkl', '.pickle')
+__all__ = ["FEATURE_SUFFIXES", "as_data_error", "dequantize", "read_feature_file"]
+
+
+@contextlib.contextmanager
+def as_data_error() -> Iterator[None]:
+    """Re-raise the feature module's :class:`FeatureFileError` as :class:`DataError` (same message)."""
+    try:
+        yield
+    except FeatureFileError as err:
+        raise DataError(str(err)) from None
 
 
 def dequantize(features: np.ndarray, min_quantized_value: float = -2.0,
                max_quantized_value: float = 2.0) -> np.ndarray:
-    """uint8 quantised features -> float32, as YouTube-8M's ``Dequantize``.
-
-    Args:
-        features: uint8 array of any shape.
-        min_quantized_value, max_quantized_value: the range the features were quantised over (YouTube-8M: -2, 2).
-
-    Returns:
-        float32 array of the same shape: ``q * (max - min) / 255 + (max - min) / 512 + min``
-        (q = 0 -> -1.9921875 and q = 255 -> 2.0078125 for the default range: bin centres, not edges).
-    """
-    span = float(max_quantized_value) - float(min_quantized_value)
-    if span <= 0:
-        raise DataError(f'dequantize: max_quantized_value ({max_quantized_value}) must exceed '
-                        f'min_quantized_value ({min_quantized_value})')
-    scalar = span / 255.0
-    bias = span / 512.0 + float(min_quantized_value)
-    return (np.asarray(features, dtype=np.float32) * np.float32(scalar) + np.float32(bias)).astype(np.float32)
+    """uint8 quantised features -> float32 (see :func:`oars_deploy.video_features_io.dequantize`)."""
+    with as_data_error():
+        return _io.dequantize(features, min_quantized_value, max_quantized_value)
 
 
 def read_feature_file(path: str) -> dict[str, np.ndarray]:
-    """The arrays of one feature file: ``.npz`` (every array in it) or ``.pkl`` (a dict of arrays).
+    """The arrays of one feature file (see :func:`oars_deploy.video_features_io.read_feature_arrays`).
 
     Raises:
         DataError: missing file, an unreadable/damaged file, a pickle that is not a dict of arrays.
     """
-    if not os.path.isfile(path):
-        raise DataError(f'feature file not found: {path}')
-    ext = os.path.splitext(path)[1].lower()
-    try:
-        if ext == '.npz':
-            with np.load(path, allow_pickle=False) as data:
-                return {k: data[k] for k in data.files}
-        if ext in ('.pkl', '.pickle'):
-            with open(path, 'rb') as f:
-                data = pickle.load(f)
-            if not isinstance(data, dict):
-                raise DataError(f'{path}: a feature pickle must hold a dict modality -> array, got '
-                                f'{type(data).__name__}')
-            return {str(k): np.asarray(v) for k, v in data.items()}
-    except DataError:
-        raise
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile, pickle.UnpicklingError) as err:
-        raise DataError(f'cannot read feature file {path}: {type(err).__name__}: {err}') from None
-    raise DataError(f'{path}: feature files must end with one of {list(FEATURE_SUFFIXES)}')
+    with as_data_error():
+        return _io.read_feature_arrays(path)

@@ -13,8 +13,9 @@ from __future__ import annotations
 import numpy as np
 
 from oars.errors import DataError
+from oars_deploy.video_features_io import load_features, uniform_indices  # noqa: F401  (uniform_indices: re-export)
 from video.datasets.decoders import BACKENDS, RawFrameReader, VideoReader, open_video
-from video.datasets.features import dequantize, read_feature_file
+from video.datasets.features import as_data_error, read_feature_file
 from video.registry import TRANSFORMS
 
 
@@ -111,23 +112,6 @@ class RawFrameDecode:
         return f'{type(self).__name__}()'
 
 
-def uniform_indices(total: int, num: int, test_mode: bool, rng: np.random.Generator | None = None) -> np.ndarray:
-    """``num`` sorted indices spread uniformly over ``[0, total)`` (``num < total``): ``total`` is cut into ``num``
-    equal segments and one index taken per segment, at its centre (``test_mode``, deterministic) or at a random
-    place in it (training, TSN-style).
-
-    Returns:
-        np.int64 [num].
-    """
-    edges = np.arange(num + 1, dtype=np.float64) * (total / num)
-    if test_mode:
-        pos = (edges[:-1] + edges[1:]) / 2.0
-    else:
-        rng = rng or np.random.default_rng(np.random.randint(0, 2**31 - 1))
-        pos = edges[:-1] + rng.random(num) * (edges[1:] - edges[:-1])
-    return np.minimum(np.floor(pos).astype(np.int64), total - 1)
-
-
 @TRANSFORMS.register_module()
 class LoadFeatures:
     """Read ``results['filename']`` (``.npz`` / ``.pkl`` with one [T, D] array per modality) into
@@ -137,6 +121,8 @@ class LoadFeatures:
     uint8 arrays are dequantised as YouTube-8M does (``min_quantized_value``..``max_quantized_value``, default
     -2..2); float arrays are used as they are. Longer sequences are cut to ``max_frames`` by uniform sampling:
     one frame per equal segment, at its centre with ``test_mode`` (deterministic), at a random place in training.
+    Both formulas are :mod:`oars_deploy.video_features_io` (:func:`load_features`), which the deployed feature
+    predictor runs too.
 
     Args:
         modalities: the arrays to load (every one must be in the file, all with the same T).
@@ -166,33 +152,14 @@ class LoadFeatures:
                            "FeatureDataset?")
         path = str(results['filename'])
         arrays = read_feature_file(path)
-        missing = [m for m in self.modalities if m not in arrays]
-        if missing:
-            raise DataError(f'{path}: no {missing} features (the file has {sorted(arrays)}); set LoadFeatures '
-                            'modalities to the ones present')
-        feats = {m: self._as_float(path, m, arrays[m]) for m in self.modalities}
-        lengths = {m: f.shape[0] for m, f in feats.items()}
-        if len(set(lengths.values())) != 1:
-            raise DataError(f'{path}: the modalities have different numbers of frames {lengths}')
-        total = next(iter(lengths.values()))
-        if total == 0:
-            raise DataError(f'{path}: the feature arrays have no frames')
-        inds = (uniform_indices(total, self.max_frames, self.test_mode) if total > self.max_frames
-                else np.arange(total, dtype=np.int64))
-        results['features'] = {m: (f if inds.size == total else f[inds]) for m, f in feats.items()}
+        with as_data_error():
+            feats, inds, total = load_features(path, arrays, self.modalities, self.max_frames, self.test_mode,
+                                               self.min_quantized_value, self.max_quantized_value)
+        results['features'] = feats
         results['num_frames'] = int(inds.size)
         results['total_frames'] = int(total)
         results['feature_inds'] = inds
         return results
-
-    def _as_float(self, path: str, name: str, arr: np.ndarray) -> np.ndarray:
-        if arr.ndim != 2:
-            raise DataError(f'{path}: {name!r} features must be [T, D] (one row per frame), got shape {arr.shape}')
-        if arr.dtype == np.uint8:
-            return dequantize(arr, self.min_quantized_value, self.max_quantized_value)
-        if np.issubdtype(arr.dtype, np.floating):
-            return np.ascontiguousarray(arr, dtype=np.float32)
-        raise DataError(f'{path}: {name!r} features must be uint8 (quantised) or float, got {arr.dtype}')
 
     def __repr__(self) -> str:
         return (f'{type(self).__name__}(modalities={list(self.modalities)}, max_frames={self.max_frames}, '
