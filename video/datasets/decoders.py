@@ -20,6 +20,7 @@ import cv2
 import numpy as np
 
 from oars.errors import DataError, OarsError
+from oars_deploy.video_decode import VideoFile, check_frame_indices
 
 BACKENDS: tuple[str, ...] = ('pyav', 'torchcodec')
 
@@ -77,15 +78,7 @@ class VideoReader:
         raise NotImplementedError
 
     def _check_inds(self, inds: Sequence[int] | np.ndarray) -> np.ndarray:
-        arr = np.asarray(inds)
-        if arr.ndim != 1 or not np.issubdtype(arr.dtype, np.integer):
-            raise DataError(f'{self.path}: frame indices must be a 1-D integer sequence, got {arr.dtype} '
-                            f'array of shape {arr.shape}')
-        if arr.size and (arr.min() < 0 or arr.max() >= self.total_frames):
-            bad = arr[(arr < 0) | (arr >= self.total_frames)]
-            raise DataError(f'{self.path}: frame index {int(bad[0])} is outside [0, {self.total_frames - 1}] '
-                            f'(the video has {self.total_frames} frames)')
-        return arr.astype(np.int64)
+        return check_frame_indices(inds, self.total_frames, self.path, DataError)
 
     def close(self) -> None:
         """Release the file (idempotent)."""
@@ -108,17 +101,17 @@ def _require_file(path: str) -> None:
         raise DataError(f'video file not found: {path}')
 
 
-class PyAVReader(VideoReader):
+class PyAVReader(VideoFile, VideoReader):
     """PyAV (FFmpeg) reader with a packet index: exact frame positions without decoding at open.
 
-    Opening demuxes the stream once (packets only, no decoding; ``stream.index_entries`` would be cheaper but
-    holds decoding timestamps, not presentation ones) to list every frame's presentation timestamp and
-    which packets are keyframes (a file holding fewer packets than its header lists is refused as truncated):
-    frame ``i`` is the ``i``-th smallest pts (presentation order, B-frames included), so indices are exact for
-    variable frame rates too, unlike pts computed from the frame rate.
-    ``get_frames`` seeks to the keyframe at or before each wanted frame only when the frames before it cannot be
-    reached by decoding forward from where the decoder already is, and counts what it decoded in
-    ``decoded_frames`` (tests use it to show that seeking happens).
+    The implementation is ``oars_deploy.video_decode.VideoFile`` (the deployed predictor's decoder, so that
+    training, evaluation and deployment number and convert frames alike), raising ``DataError`` for bad files and
+    ``BackendUnavailableError`` when PyAV is missing. Opening demuxes the stream once (packets only) to list every
+    frame's presentation timestamp and the keyframes (a file holding fewer packets than its header lists is
+    refused as truncated): frame ``i`` is the ``i``-th smallest pts (presentation order, B-frames included), so
+    indices are exact for variable frame rates too. ``get_frames`` seeks to the keyframe at or before a wanted
+    frame only when it cannot be reached by decoding forward, and counts what it decoded in ``decoded_frames``;
+    ``count_decodable_frames()`` decodes the whole stream (``check_videos``).
 
     Args:
         path: the video file.
@@ -126,115 +119,11 @@ class PyAVReader(VideoReader):
             run in parallel.
     """
 
+    data_error = DataError
+    setup_error = BackendUnavailableError
+
     def __init__(self, path: str, num_threads: int = 1) -> None:
-        self.path = str(path)
-        self._container = None
-        self.decoded_frames = 0
-        _require_file(self.path)
-        import av
-
-        self._av_error = av.FFmpegError
-        try:
-            self._container = av.open(self.path, metadata_errors='ignore')
-            if not self._container.streams.video:
-                raise DataError(f'{self.path}: the file has no video stream')
-            self._stream = self._container.streams.video[0]
-            self._stream.thread_count = int(num_threads)
-            # one colour converter for all frames: a frame's own to_ndarray(format=...) sets up a new one each time
-            self._reformatter = av.video.reformatter.VideoReformatter()
-            self._build_index()
-        except DataError:
-            self.close()
-            raise
-        except Exception as err:  # noqa: BLE001 - FFmpeg raises many types; all mean "unreadable"
-            self.close()
-            raise DataError(f'cannot open video {self.path}: {type(err).__name__}: {err}') from None
-
-    def _build_index(self) -> None:
-        pts, key = [], []
-        for packet in self._container.demux(self._stream):
-            if packet.pts is None or packet.size == 0:  # the flushing packet at the end has no data
-                continue
-            pts.append(packet.pts)
-            key.append(packet.is_keyframe)
-        if not pts:
-            raise DataError(f'{self.path}: the video stream holds no frames')
-        listed = int(self._stream.frames or 0)  # the container's own count (0 when it keeps none, e.g. MKV)
-        if listed > len(pts):
-            raise DataError(f'{self.path}: truncated file: the header lists {listed} frames, the file holds '
-                            f'{len(pts)}')
-        order = np.argsort(np.asarray(pts, dtype=np.int64), kind='stable')
-        self._pts = np.asarray(pts, dtype=np.int64)[order]
-        # a keyframe packet starts a decodable run; its position in presentation order is where seeking lands
-        is_key = np.asarray(key, dtype=bool)[order]
-        self._key_pos = np.flatnonzero(is_key)
-        if self._key_pos.size == 0 or self._key_pos[0] != 0:
-            self._key_pos = np.concatenate([[0], self._key_pos])
-        self._pos_of_pts = {int(p): i for i, p in enumerate(self._pts)}
-        self.total_frames = int(self._pts.size)
-        rate = self._stream.average_rate or self._stream.guessed_rate
-        if rate:
-            self.avg_fps = float(rate)
-        else:
-            span = float((self._pts[-1] - self._pts[0]) * self._stream.time_base) if self.total_frames > 1 else 0
-            self.avg_fps = (self.total_frames - 1) / span if span > 0 else 0.0
-
-    def _keyframe_before(self, pos: int) -> int:
-        return int(self._key_pos[np.searchsorted(self._key_pos, pos, side='right') - 1])
-
-    def _decode_sorted(self, unique: np.ndarray) -> dict[int, np.ndarray]:
-        out: dict[int, np.ndarray] = {}
-        wanted = [int(i) for i in unique]
-        k = 0
-        last = -1  # presentation position of the last frame decoded since the last seek
-        frames = None
-        try:
-            while k < len(wanted):
-                key = self._keyframe_before(wanted[k])
-                if frames is None or key > last + 1:
-                    # a keyframe lies between the decoder's position and the target: jump to it
-                    self._container.seek(int(self._pts[key]), stream=self._stream, backward=True, any_frame=False)
-                    frames = self._container.decode(self._stream)
-                    last = -1
-                for frame in frames:
-                    self.decoded_frames += 1
-                    pos = self._pos_of_pts.get(frame.pts, -1) if frame.pts is not None else -1
-                    if pos < wanted[k]:  # before the target (or a frame the index does not know)
-                        last = max(last, pos)
-                        continue
-                    if pos > wanted[k]:
-                        raise DataError(f'{self.path}: frame {wanted[k]} of {self.total_frames} could not be '
-                                        'decoded (damaged stream)')
-                    last = pos
-                    out[pos] = self._reformatter.reformat(frame, format='bgr24').to_ndarray()
-                    k += 1
-                    if k == len(wanted) or self._keyframe_before(wanted[k]) > pos + 1:
-                        break
-                else:
-                    raise DataError(f'{self.path}: the stream ended before frame {wanted[k]} of '
-                                    f'{self.total_frames} (truncated or damaged file)')
-        except self._av_error as err:
-            raise DataError(f'cannot decode video {self.path}: {type(err).__name__}: {err}') from None
-        return out
-
-    def count_decodable_frames(self) -> int:
-        """Decode the whole stream once (one frame in memory at a time) and return how many frames came out;
-        raises ``DataError`` on a decoding error. Used by ``check_videos`` to find truncated files."""
-        n = 0
-        try:
-            self._container.seek(int(self._pts[0]), stream=self._stream, backward=True, any_frame=False)
-            for _ in self._container.decode(self._stream):
-                n += 1
-        except self._av_error as err:
-            raise DataError(f'cannot decode video {self.path} (after {n} frames): {type(err).__name__}: '
-                            f'{err}') from None
-        self.decoded_frames += n
-        return n
-
-    def close(self) -> None:
-        container, self._container = getattr(self, '_container', None), None
-        if container is not None:
-            container.close()
+        super().__init__(path, num_threads)
 
 
 class TorchCodecReader(VideoReader):
