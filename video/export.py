@@ -16,6 +16,9 @@ VideoInit (pyav) -> SampleFrames (test_mode) -> VideoDecode -> Resize -> CenterC
 PackActionInputs. The input size comes from that pipeline; ``export.input_shape``, when written, must equal it.
 The self-check decodes synthetic videos through the test pipeline + data preprocessor and through the deployed
 predictor's own code (``oars_deploy.video_predictor.video_input``) and requires the same tensor.
+
+Frame-feature models (FeatureRecognizer: AttentionLSTM / AttentionCluster / NeXtVLAD) export through
+:mod:`video.export_features` (one packed ``features`` input [N, T, sum D + 1], deploy.yaml ``features`` section).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from torch import nn
 from oars.export.deploy_config import _build_data_preprocessor, _dp_normalisation, test_pipeline_cfg
 from oars.export.errors import ExportCheckError, ExportError
 from oars.export.spec import ExportOptions, ExportSpec
+from video.export_features import build_feature_export_spec, feature_export_options, is_feature_config
 
 PREPROCESS_ATOL = 1e-6
 SKIPPED = ("VideoDecode", "PackActionInputs")
@@ -147,7 +151,10 @@ def layout(desc: dict) -> str:
 # ----------------------------------------------------------------------------- hooks the export core calls
 def export_options(cfg: Config, dynamic: bool = False, opset: int = 17) -> ExportOptions:
     """``ExportOptions`` with the clip shape of the test pipeline (batch: ``export.input_shape[0]`` or
-    ``export.batch``, default 1); a written ``export.input_shape`` must be that shape."""
+    ``export.batch``, default 1); a written ``export.input_shape`` must be that shape. Feature models: see
+    :mod:`video.export_features`."""
+    if is_feature_config(cfg):
+        return feature_export_options(cfg, dynamic, opset)
     export = dict(cfg.get("export") or {})
     desc = describe_pipeline(cfg)
     given = export.get("input_shape")
@@ -164,7 +171,10 @@ def export_options(cfg: Config, dynamic: bool = False, opset: int = 17) -> Expor
 
 
 def preprocess_steps(cfg: Config) -> list[dict]:
-    """deploy.yaml's video preprocess steps (see :mod:`oars_deploy.video_preprocess`)."""
+    """deploy.yaml's video preprocess steps (see :mod:`oars_deploy.video_preprocess`); none for a feature model
+    (its deploy.yaml ``features`` section says how files are read)."""
+    if is_feature_config(cfg):
+        return []
     return describe_pipeline(cfg)["steps"]
 
 
@@ -197,11 +207,14 @@ class RecognizerExport(nn.Module):
 
 
 def build_export_spec(model: nn.Module, cfg: Config, options: ExportOptions) -> ExportSpec:
-    """The export spec of a video recognizer (see the module docstring)."""
+    """The export spec of a video recognizer (see the module docstring; feature models:
+    :mod:`video.export_features`)."""
+    if is_feature_config(cfg):
+        return build_feature_export_spec(model, cfg, options)
     head = getattr(model, "cls_head", None)
     if head is None or not hasattr(model, "split_views"):
         raise ExportError(f"{cfg.filename}: {type(model).__name__} is not a clip recognizer (Recognizer2D / "
-                          "Recognizer3D); feature models are not exported yet")
+                          "Recognizer3D) nor a FeatureRecognizer with a LoadFeatures test pipeline")
     desc = describe_pipeline(cfg)
     if head.average_clips is None and desc["views"] > 1:
         raise ExportError(f"{cfg.filename}: cls_head.average_clips is null but the test pipeline makes "

@@ -6,7 +6,9 @@ Reads EXPORT_DIR/deploy.yaml and the ONNX file it names (model.onnx, or model_fp
 tools/export.py --half / --int8) for ONNX Runtime, or EXPORT_DIR/model.engine (--backend tensorrt);
 writes the same pictures as tools/infer.py (segmentation: <stem>_vis.png and the <stem>.png label map;
 detection: <stem>_vis.png and detections.json; video classifiers, whose deploy.yaml has a ``sampling`` section:
-the top-k labels printed per video and predictions.json, see oars_deploy.video_cli). An image that cannot be
+the top-k labels printed per video and predictions.json, see oars_deploy.video_cli; frame-feature models, whose
+deploy.yaml has a ``features`` section: the same for .npz / .pkl feature files, see
+oars_deploy.video_features_predictor). An image that cannot be
 read is skipped: the others are written, then the failures are listed and the exit status is 2. --benchmark
 prints latency (median, p90) and images/s.
 """
@@ -19,13 +21,14 @@ import os.path as osp
 import numpy as np
 
 from oars_deploy.backends import BACKENDS
-from oars_deploy.deploy_config import DEPLOY_FILE, SAMPLING_KEY, read_deploy_yaml
+from oars_deploy.deploy_config import DEPLOY_FILE, FEATURES_KEY, SAMPLING_KEY, read_deploy_yaml
 from oars_deploy.errors import DeployError, run_cli
 from oars_deploy.failures import Failures
 from oars_deploy.image_files import list_images
 from oars_deploy.outputs import ResultWriter, read_image
 from oars_deploy.predictor import Predictor
 from oars_deploy.video_cli import run_video
+from oars_deploy.video_features_predictor import run_features
 
 DEFAULT_DRAW_THRESHOLD = 0.3  # as tools/infer.py
 
@@ -35,7 +38,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model-dir", required=True, help="folder with deploy.yaml and model.onnx (tools/export.py)")
     parser.add_argument("-i", "--input", required=True,
-                        help="an image or a folder of images (a video or a folder of videos for video models)")
+                        help="an image or a folder of images (a video or a folder of videos for video models; "
+                             "a .npz/.pkl feature file or a folder of them for feature models)")
     parser.add_argument("-o", "--output-dir", required=True, help="folder for the pictures")
     parser.add_argument("--device", default="cpu", help="cpu or cuda (cuda: CUDAExecutionProvider / TensorRT)")
     parser.add_argument("--backend", default="onnxruntime", choices=BACKENDS,
@@ -77,8 +81,12 @@ def read_batch(paths: list[str], failures: Failures) -> tuple[list[str], list[np
 def run(argv: list[str] | None = None) -> None:
     """The command with its user errors raised (:class:`~oars_deploy.errors.UserError`); :func:`main` prints them."""
     args = parse_args(argv)
-    if SAMPLING_KEY in read_deploy_yaml(osp.join(args.model_dir, DEPLOY_FILE)):  # a video (clip) classifier
+    deploy = read_deploy_yaml(osp.join(args.model_dir, DEPLOY_FILE))
+    if SAMPLING_KEY in deploy:  # a video (clip) classifier
         run_video(args)
+        return
+    if FEATURES_KEY in deploy:  # a frame-feature classifier (.npz / .pkl files)
+        run_features(args)
         return
     predictor = Predictor(args.model_dir, device=args.device, backend=args.backend,
                           array_module_name=args.array_module)

@@ -36,6 +36,7 @@ TOP_KEYS = ("version", "model", "labels", "input", "preprocess", "outputs", "pos
 MODEL_KEYS = ("name", "task", "onnx")
 INPUT_KEYS = ("name", "shape", "dtype", "layout", "color")
 SAMPLING_KEY = "sampling"  # present in the deploy.yaml of video (clip) models: see oars_deploy.video_config
+FEATURES_KEY = "features"  # present in the deploy.yaml of frame-feature models: see oars_deploy.video_features_config
 
 
 def read_deploy_yaml(path: str) -> dict:
@@ -78,6 +79,10 @@ def validate_deploy(data: Any, path: str = DEPLOY_FILE) -> None:
         from oars_deploy.video_config import validate_video
 
         validate_video(data, path)
+    elif FEATURES_KEY in data:  # a frame-feature classifier: one packed [B, T, sum D + 1] input, no preprocess steps
+        from oars_deploy.video_features_config import validate_features
+
+        validate_features(data, path)
     else:
         _validate_image_input(data, path)
     outputs = data["outputs"]

@@ -1,0 +1,166 @@
+"""Classify frame-feature files (``.npz`` / ``.pkl``) with an exported feature model (deploy.yaml with a
+``features`` section, :mod:`oars_deploy.video_features_config`), without torch.
+
+``FeaturePredictor(model_dir).predict([path, ...])`` -> one dict per file: ``scores`` float32 [C] (the graph's
+output: the PyTorch model's ``pred_score``, sigmoid for multi-label, softmax for single-label), ``label`` and
+``topk``. Each file is read, dequantised and cut to ``max_frames`` by :mod:`oars_deploy.video_features_io` (the
+code ``LoadFeatures`` runs in test mode) and packed as the exported graph takes it, so that the model input equals
+the test pipeline + data preprocessor's (tests/deploy/test_vid_feature_predictor.py).
+
+``oars-infer`` hands a model folder with a ``features`` section to :func:`run_features`: it prints
+``path: name (score), ...`` per file and writes ``OUT_DIR/predictions.json`` with the video predictor's records
+(``video`` is the feature file, ``total_frames`` its frames, ``frame_inds`` the frames kept). A file that cannot be
+read is skipped and listed at the end (exit status 2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import os.path as osp
+from collections.abc import Sequence
+
+import numpy as np
+
+from oars_deploy.atomic import atomic_write
+from oars_deploy.backends import make_backend
+from oars_deploy.deploy_config import DEPLOY_FILE, read_deploy_yaml
+from oars_deploy.errors import DeployError, UserError
+from oars_deploy.failures import Failures
+from oars_deploy.video_cli import PREDICTIONS_FILE, format_result, record
+from oars_deploy.video_features_config import FEATURES_KEY, packed_width
+from oars_deploy.video_features_io import FEATURE_SUFFIXES, FeatureFileError, load_features, read_feature_arrays
+from oars_deploy.video_predictor import DEFAULT_TOPK, topk
+
+
+def feature_input(path: str, section: dict) -> tuple[np.ndarray, dict]:
+    """Read one feature file as deploy.yaml's ``features`` section says (the export self-check calls this too).
+
+    Args:
+        path: the ``.npz`` / ``.pkl`` file.
+        section: deploy.yaml's ``features`` section.
+
+    Returns:
+        (float32 [max_frames, D_1 + ... + D_k + 1]: the modalities' kept frames concatenated in the section's order,
+        zero rows after them, last channel 1.0 on the kept frames and 0.0 on the padding;
+        meta ``{'path', 'total_frames', 'frame_inds'}``).
+
+    Raises:
+        FeatureFileError: the file cannot be read, lacks a modality, or a modality has another width.
+    """
+    mods = section["modalities"]
+    t = int(section["max_frames"])
+    feats, inds, total = load_features(path, read_feature_arrays(path), [m["name"] for m in mods], t, True,
+                                       float(section["min_quantized_value"]), float(section["max_quantized_value"]))
+    packed = np.zeros((t, packed_width(section)), dtype=np.float32)
+    start, n = 0, inds.size
+    for m in mods:
+        x = feats[m["name"]]
+        if x.shape[1] != int(m["dim"]):
+            raise FeatureFileError(f"{path}: {m['name']!r} features are {x.shape[1]}-wide; the model takes "
+                                   f"{m['dim']}")
+        packed[:n, start:start + x.shape[1]] = x
+        start += x.shape[1]
+    packed[:n, -1] = 1.0
+    return packed, {"path": path, "total_frames": total, "frame_inds": inds}
+
+
+def list_feature_files(path: str) -> list[str]:
+    """``path`` itself when it is a file, else the feature files of the folder (sorted by name)."""
+    if osp.isfile(path):
+        return [path]
+    if not osp.isdir(path):
+        raise UserError(f"input {path!r} is neither a feature file nor a folder")
+    files = sorted(osp.join(path, f) for f in os.listdir(path) if f.lower().endswith(FEATURE_SUFFIXES))
+    if not files:
+        raise UserError(f"no feature files ({', '.join(FEATURE_SUFFIXES)}) in folder {path}")
+    return files
+
+
+class FeaturePredictor:
+    """An exported feature model: reading, dequantisation, frame selection, packing, a backend.
+
+    Args:
+        model_dir: folder with deploy.yaml and the ONNX file (tools/export.py).
+        device: 'cpu' or 'cuda'. backend: 'onnxruntime' or 'tensorrt'.
+    """
+
+    def __init__(self, model_dir: str, device: str = "cpu", backend: str = "onnxruntime") -> None:
+        self.model_dir = model_dir
+        self.deploy = read_deploy_yaml(osp.join(model_dir, DEPLOY_FILE))
+        if FEATURES_KEY not in self.deploy:
+            raise DeployError(f"{model_dir}/{DEPLOY_FILE} has no {FEATURES_KEY} section: not a feature model")
+        self.labels: list[str] = list(self.deploy["labels"])
+        self.section: dict = dict(self.deploy[FEATURES_KEY])
+        spec = self.deploy["input"]
+        self.input_name: str = spec["name"]
+        self.batch_size: int | None = None if spec["shape"][0] in (-1, None) else int(spec["shape"][0])
+        self.output_name: str = self.deploy["outputs"][0]["name"]
+        self.backend = make_backend(backend, model_dir, self.deploy["model"], device)
+
+    def load(self, path: str) -> tuple[np.ndarray, dict]:
+        """One file -> (packed float32 [max_frames, sum D + 1], meta); see :func:`feature_input`."""
+        return feature_input(path, self.section)
+
+    def infer(self, batch: np.ndarray) -> np.ndarray:
+        """Class scores float32 [N, C] of packed inputs [N, T, sum D + 1]; a static-batch model runs in chunks of
+        its batch (the last filled up with copies of its last file, their outputs dropped)."""
+        size = self.batch_size or batch.shape[0]
+        parts = []
+        for start in range(0, batch.shape[0], size):
+            chunk = batch[start:start + size]
+            real = chunk.shape[0]
+            if real < size:
+                chunk = np.concatenate([chunk] + [chunk[-1:]] * (size - real))
+            parts.append(self.backend({self.input_name: chunk})[self.output_name][:real])
+        return np.concatenate(parts)
+
+    def predict(self, paths: Sequence[str], k: int = DEFAULT_TOPK) -> list[dict]:
+        """Files -> one ``{'path', 'scores' [C], 'label', 'topk': [(id, name, score)], 'total_frames',
+        'frame_inds'}`` per file."""
+        if not paths:
+            raise DeployError("predict: no feature files given")
+        loaded = [self.load(p) for p in paths]
+        scores = self.infer(np.stack([x for x, _ in loaded]))
+        return [self.result(meta, row, k) for (_, meta), row in zip(loaded, scores)]
+
+    def result(self, meta: dict, scores: np.ndarray, k: int = DEFAULT_TOPK) -> dict:
+        """One file's result dict from its meta and score row [C]."""
+        ids = topk(scores, k)
+        return {**meta, "scores": scores, "label": ids[0],
+                "topk": [(i, self.labels[i], float(scores[i])) for i in ids]}
+
+
+def run_features(args: argparse.Namespace) -> list[dict]:
+    """``oars-infer`` on feature files: classify ``args.input`` with ``args.model_dir``; returns the records."""
+    if args.topk < 1:
+        raise DeployError(f"--topk must be >= 1, got {args.topk}")
+    if args.batch_size is not None and args.batch_size < 1:
+        raise DeployError(f"--batch-size must be >= 1, got {args.batch_size}")
+    if args.draw_threshold is not None:
+        raise DeployError("--draw-threshold applies to detection models, not to feature classifiers")
+    predictor = FeaturePredictor(args.model_dir, device=args.device, backend=args.backend)
+    paths = list_feature_files(args.input)
+    batch_size = args.batch_size or predictor.batch_size or 8
+    failures = Failures(what="feature files", verb="could not be classified")
+    records = []
+    for start in range(0, len(paths), batch_size):
+        loaded = []
+        for path in paths[start:start + batch_size]:
+            try:
+                loaded.append(predictor.load(path))
+            except DeployError as err:
+                failures.add(path, str(err))
+        if not loaded:
+            continue
+        for (_, meta), row in zip(loaded, predictor.infer(np.stack([x for x, _ in loaded]))):
+            result = predictor.result(meta, row, args.topk)
+            print(format_result(result))
+            records.append(record(result))
+    os.makedirs(args.output_dir, exist_ok=True)
+    out = osp.join(args.output_dir, PREDICTIONS_FILE)
+    atomic_write(out, json.dumps(records, indent=1))
+    print(f"wrote {len(records)} predictions to {out}")
+    failures.raise_if_any(total=len(paths))
+    return records
