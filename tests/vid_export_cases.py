@@ -32,12 +32,21 @@ MODELS_CFG = {
     "r2plus1d": dict(type="Recognizer3D", num_classes=len(CLASSES), data_preprocessor=_pre("NCTHW"),
                      backbone=dict(type="R2Plus1D", depth=18, base_channels=8),
                      cls_head=dict(type="I3DHead", average_clips="prob")),
+    # StNet: super-images of STNET_CLIP_LEN frames x STNET_SEGMENTS segments (the Kinetics config's 5 x 7)
+    "stnet": dict(type="Recognizer2D", num_classes=len(CLASSES), data_preprocessor=_pre("NCHW"),
+                  backbone=dict(type="StNet", depth=18, base_channels=16, num_clips=7, clip_len=5),
+                  cls_head=dict(type="StNetHead", mid_channels=32, average_clips="prob")),
 }
+STNET_CLIP_LEN, STNET_SEGMENTS = 5, 7
 
 
 def test_pipeline(name: str, crop: str = "CenterCrop", num_clips: int | None = None) -> list[dict]:
     """VideoInit -> SampleFrames (test) -> VideoDecode -> Resize (short side) -> crop -> FormatShape -> Pack."""
-    if name == "r2plus1d":
+    if name == "stnet":
+        sample = dict(type="SampleFrames", clip_len=STNET_CLIP_LEN, frame_interval=1,
+                      num_clips=num_clips or STNET_SEGMENTS, test_mode=True)
+        fmt = "NCHW"
+    elif name == "r2plus1d":
         sample = dict(type="SampleFrames", clip_len=T, frame_interval=2, num_clips=num_clips or 1, test_mode=True)
         fmt = "NCTHW"
     else:

@@ -8,7 +8,7 @@ import copy
 
 import pytest
 from mmengine.config import Config
-from vid_export_cases import CLASSES, CROP, T, checkpoint, video_config
+from vid_export_cases import CLASSES, CROP, STNET_CLIP_LEN, STNET_SEGMENTS, T, checkpoint, video_config
 
 from oars.export import ExportError, export_model, read_deploy_yaml
 from video.export import describe_pipeline, export_options
@@ -54,6 +54,16 @@ def test_r2plus1d_layouts(tmp_path, num_clips, layout, shape):
     assert deploy["sampling"]["clip_len"] == T and deploy["sampling"]["frame_interval"] == 2
     assert deploy["preprocess"][-1] == {"type": "FormatShape", "input_format": "NCTHW"}
     assert result["check"]["outputs"]["scores"]["max_abs_diff"] < 1e-5
+
+
+def test_stnet_three_crop(tmp_path):
+    """StNet (clip_len 5 x num_clips 7 super-images) goes through the 2D path: [N, 3 views * 35 frames, 3, H, W]."""
+    result, deploy = _export(tmp_path, "stnet", crop="ThreeCrop")
+    frames = STNET_CLIP_LEN * STNET_SEGMENTS
+    assert deploy["input"]["shape"] == [1, 3 * frames, 3, CROP, CROP] and deploy["input"]["layout"] == "NTCHW"
+    assert (deploy["sampling"]["clip_len"], deploy["sampling"]["num_clips"]) == (STNET_CLIP_LEN, STNET_SEGMENTS)
+    assert result["check"]["outputs"]["scores"]["max_abs_diff"] < 1e-5
+    assert result["check"]["preprocess_max_abs_diff"] == 0.0
 
 
 # ----------------------------------------------------------------------------- errors (no model built)
