@@ -89,3 +89,19 @@ def test_unsupported_step_and_missing_modality_are_named(tmp_path):
     cfg = _cfg(tmp_path, edit=lambda p: p[0].update(modalities=["rgb"]))
     with pytest.raises(ExportError, match=r"LoadFeatures.modalities=\['rgb'\] lacks \['audio'\]"):
         describe_feature_pipeline(cfg)
+
+
+@pytest.mark.parametrize("path,shape", [
+    ("configs/video/attention_cluster/attention_cluster_demo_features.yaml", (1, 16, 1024 + 128 + 1)),
+    ("configs/video/attention_cluster/attention_cluster_youtube8m.yaml", (1, 300, 1024 + 128 + 1)),
+    ("configs/video/attention_lstm/attention_lstm_youtube8m.yaml", (1, 300, 1024 + 128 + 1)),
+    ("configs/video/nextvlad/nextvlad_youtube8m.yaml", (1, 300, 1024 + 128 + 1))])
+def test_shipped_feature_configs_are_exportable(path, shape):
+    """The repository's feature configs describe a deployable input (rgb 1024 + audio 128 + mask, max_frames)."""
+    from demo_utils import ROOT
+
+    from oars.config import load_config
+
+    cfg = load_config(f"{ROOT}/{path}")
+    assert export_options(cfg).input_shape == shape
+    assert [m["name"] for m in describe_feature_pipeline(cfg)["modalities"]] == ["rgb", "audio"]
