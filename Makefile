@@ -83,7 +83,7 @@ demo-mask: demo-data
 		-o $(MASK_DIR)/deploy_infer --benchmark
 
 test: $(STAMP)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=25
 
 bench: $(STAMP)
 	$(PY) benchmarks/train_step.py
