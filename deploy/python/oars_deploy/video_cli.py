@@ -47,18 +47,25 @@ def format_result(result: dict) -> str:
     return f"{result['path']}: " + ", ".join(f"{name} ({score:.4f})" for _, name, score in result["topk"])
 
 
-def run_video(args: argparse.Namespace) -> list[dict]:
-    """Classify ``args.input`` with the model of ``args.model_dir``; returns the JSON records."""
+def check_classify_args(args: argparse.Namespace, kind: str) -> None:
+    """``--topk``/``--batch-size``/``--draw-threshold`` of a classifier run (``kind``: 'video', 'feature')."""
     if args.topk < 1:
         raise DeployError(f"--topk must be >= 1, got {args.topk}")
     if args.batch_size is not None and args.batch_size < 1:
         raise DeployError(f"--batch-size must be >= 1, got {args.batch_size}")
     if args.draw_threshold is not None:
-        raise DeployError("--draw-threshold applies to detection models, not to video classifiers")
-    predictor = VideoPredictor(args.model_dir, device=args.device, backend=args.backend)
-    paths = list_videos(args.input)
-    batch_size = args.batch_size or predictor.batch_size or 4
-    failures = Failures(what="videos", verb="could not be classified")
+        raise DeployError(f"--draw-threshold applies to detection models, not to {kind} classifiers")
+
+
+def classify_files(predictor, paths: list[str], args: argparse.Namespace, what: str, default_batch: int) -> list[dict]:
+    """Classify ``paths`` in batches with ``predictor`` (a :class:`VideoPredictor` or a ``FeaturePredictor``: both
+    have ``load(path) -> (input, meta)``, ``infer(batch) -> scores [B, C]``, ``result(meta, row, k)`` and
+    ``batch_size``), print each top-k, write ``predictions.json``; unreadable files are skipped and listed at the
+    end (``what``: their plural noun in that list). Returns the JSON records."""
+    import numpy as np
+
+    batch_size = args.batch_size or predictor.batch_size or default_batch
+    failures = Failures(what=what, verb="could not be classified")
     records = []
     for start in range(0, len(paths), batch_size):
         loaded = []
@@ -69,9 +76,7 @@ def run_video(args: argparse.Namespace) -> list[dict]:
                 failures.add(path, str(err))
         if not loaded:
             continue
-        import numpy as np
-
-        scores = predictor.infer(np.stack([clip for clip, _ in loaded]))
+        scores = predictor.infer(np.stack([x for x, _ in loaded]))
         for (_, meta), row in zip(loaded, scores):
             result = predictor.result(meta, row, args.topk)
             print(format_result(result))
@@ -82,3 +87,10 @@ def run_video(args: argparse.Namespace) -> list[dict]:
     print(f"wrote {len(records)} predictions to {out}")
     failures.raise_if_any(total=len(paths))
     return records
+
+
+def run_video(args: argparse.Namespace) -> list[dict]:
+    """Classify ``args.input`` with the model of ``args.model_dir``; returns the JSON records."""
+    check_classify_args(args, "video")
+    predictor = VideoPredictor(args.model_dir, device=args.device, backend=args.backend)
+    return classify_files(predictor, list_videos(args.input), args, "videos", default_batch=4)

@@ -16,19 +16,16 @@ read is skipped and listed at the end (exit status 2).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import os.path as osp
 from collections.abc import Sequence
 
 import numpy as np
 
-from oars_deploy.atomic import atomic_write
 from oars_deploy.backends import make_backend
 from oars_deploy.deploy_config import DEPLOY_FILE, read_deploy_yaml
 from oars_deploy.errors import DeployError, UserError
-from oars_deploy.failures import Failures
-from oars_deploy.video_cli import PREDICTIONS_FILE, format_result, record
+from oars_deploy.video_cli import check_classify_args, classify_files
 from oars_deploy.video_features_config import FEATURES_KEY, packed_width
 from oars_deploy.video_features_io import FEATURE_SUFFIXES, FeatureFileError, load_features, read_feature_arrays
 from oars_deploy.video_predictor import DEFAULT_TOPK, topk
@@ -134,33 +131,6 @@ class FeaturePredictor:
 
 def run_features(args: argparse.Namespace) -> list[dict]:
     """``oars-infer`` on feature files: classify ``args.input`` with ``args.model_dir``; returns the records."""
-    if args.topk < 1:
-        raise DeployError(f"--topk must be >= 1, got {args.topk}")
-    if args.batch_size is not None and args.batch_size < 1:
-        raise DeployError(f"--batch-size must be >= 1, got {args.batch_size}")
-    if args.draw_threshold is not None:
-        raise DeployError("--draw-threshold applies to detection models, not to feature classifiers")
+    check_classify_args(args, "feature")
     predictor = FeaturePredictor(args.model_dir, device=args.device, backend=args.backend)
-    paths = list_feature_files(args.input)
-    batch_size = args.batch_size or predictor.batch_size or 8
-    failures = Failures(what="feature files", verb="could not be classified")
-    records = []
-    for start in range(0, len(paths), batch_size):
-        loaded = []
-        for path in paths[start:start + batch_size]:
-            try:
-                loaded.append(predictor.load(path))
-            except DeployError as err:
-                failures.add(path, str(err))
-        if not loaded:
-            continue
-        for (_, meta), row in zip(loaded, predictor.infer(np.stack([x for x, _ in loaded]))):
-            result = predictor.result(meta, row, args.topk)
-            print(format_result(result))
-            records.append(record(result))
-    os.makedirs(args.output_dir, exist_ok=True)
-    out = osp.join(args.output_dir, PREDICTIONS_FILE)
-    atomic_write(out, json.dumps(records, indent=1))
-    print(f"wrote {len(records)} predictions to {out}")
-    failures.raise_if_any(total=len(paths))
-    return records
+    return classify_files(predictor, list_feature_files(args.input), args, "feature files", default_batch=8)
