@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import os
 import os.path as osp
-from collections.abc import Sequence
 
 import numpy as np
 
@@ -28,7 +27,7 @@ from oars_deploy.errors import DeployError, UserError
 from oars_deploy.video_cli import check_classify_args, classify_files
 from oars_deploy.video_features_config import FEATURES_KEY, packed_width
 from oars_deploy.video_features_io import FEATURE_SUFFIXES, FeatureFileError, load_features, read_feature_arrays
-from oars_deploy.video_predictor import DEFAULT_TOPK, topk
+from oars_deploy.video_predictor import ScorePredictor
 
 
 def feature_input(path: str, section: dict) -> tuple[np.ndarray, dict]:
@@ -75,13 +74,15 @@ def list_feature_files(path: str) -> list[str]:
     return files
 
 
-class FeaturePredictor:
+class FeaturePredictor(ScorePredictor):
     """An exported feature model: reading, dequantisation, frame selection, packing, a backend.
 
     Args:
         model_dir: folder with deploy.yaml and the ONNX file (tools/export.py).
         device: 'cpu' or 'cuda'. backend: 'onnxruntime' or 'tensorrt'.
     """
+
+    what = "feature files"
 
     def __init__(self, model_dir: str, device: str = "cpu", backend: str = "onnxruntime") -> None:
         self.model_dir = model_dir
@@ -100,33 +101,6 @@ class FeaturePredictor:
         """One file -> (packed float32 [max_frames, sum D + 1], meta); see :func:`feature_input`."""
         return feature_input(path, self.section)
 
-    def infer(self, batch: np.ndarray) -> np.ndarray:
-        """Class scores float32 [N, C] of packed inputs [N, T, sum D + 1]; a static-batch model runs in chunks of
-        its batch (the last filled up with copies of its last file, their outputs dropped)."""
-        size = self.batch_size or batch.shape[0]
-        parts = []
-        for start in range(0, batch.shape[0], size):
-            chunk = batch[start:start + size]
-            real = chunk.shape[0]
-            if real < size:
-                chunk = np.concatenate([chunk] + [chunk[-1:]] * (size - real))
-            parts.append(self.backend({self.input_name: chunk})[self.output_name][:real])
-        return np.concatenate(parts)
-
-    def predict(self, paths: Sequence[str], k: int = DEFAULT_TOPK) -> list[dict]:
-        """Files -> one ``{'path', 'scores' [C], 'label', 'topk': [(id, name, score)], 'total_frames',
-        'frame_inds'}`` per file."""
-        if not paths:
-            raise DeployError("predict: no feature files given")
-        loaded = [self.load(p) for p in paths]
-        scores = self.infer(np.stack([x for x, _ in loaded]))
-        return [self.result(meta, row, k) for (_, meta), row in zip(loaded, scores)]
-
-    def result(self, meta: dict, scores: np.ndarray, k: int = DEFAULT_TOPK) -> dict:
-        """One file's result dict from its meta and score row [C]."""
-        ids = topk(scores, k)
-        return {**meta, "scores": scores, "label": ids[0],
-                "topk": [(i, self.labels[i], float(scores[i])) for i in ids]}
 
 
 def run_features(args: argparse.Namespace) -> list[dict]:

@@ -52,13 +52,51 @@ def video_input(path: str, sampling: dict, steps: list[dict]) -> tuple[np.ndarra
     return clip, {"path": path, "total_frames": total, "frame_inds": inds}
 
 
-class VideoPredictor:
+class ScorePredictor:
+    """What the video and the feature-file predictors share once a file is loaded: running the backend in chunks
+    of a static batch, and the top-k result. Subclasses set ``input_name``, ``output_name``, ``batch_size``,
+    ``labels``, ``backend`` and define ``load(path) -> (input, meta)``."""
+
+    what = "files"
+
+    def infer(self, batch: np.ndarray) -> np.ndarray:
+        """Class scores float32 [N, C] of a batch of inputs [N, ...]; a static-batch model runs in chunks of its
+        batch (the last filled up with copies of its last input, their outputs dropped)."""
+        size = self.batch_size or batch.shape[0]
+        parts = []
+        for start in range(0, batch.shape[0], size):
+            chunk = batch[start:start + size]
+            real = chunk.shape[0]
+            if real < size:
+                chunk = np.concatenate([chunk] + [chunk[-1:]] * (size - real))
+            parts.append(self.backend({self.input_name: chunk})[self.output_name][:real])
+        return np.concatenate(parts)
+
+    def predict(self, paths: Sequence[str], k: int = DEFAULT_TOPK) -> list[dict]:
+        """Files -> one ``{'path', 'scores' [C], 'label', 'topk': [(id, name, score)], 'total_frames',
+        'frame_inds'}`` per file."""
+        if not paths:
+            raise DeployError(f"predict: no {self.what} given")
+        loaded = [self.load(p) for p in paths]
+        scores = self.infer(np.stack([x for x, _ in loaded]))
+        return [self.result(meta, row, k) for (_, meta), row in zip(loaded, scores)]
+
+    def result(self, meta: dict, scores: np.ndarray, k: int = DEFAULT_TOPK) -> dict:
+        """One file's result dict from its meta and score row [C]."""
+        ids = topk(scores, k)
+        return {**meta, "scores": scores, "label": ids[0],
+                "topk": [(i, self.labels[i], float(scores[i])) for i in ids]}
+
+
+class VideoPredictor(ScorePredictor):
     """An exported video model: decoding, sampling, preprocessing, a backend.
 
     Args:
         model_dir: folder with deploy.yaml and the ONNX file (tools/export.py).
         device: 'cpu' or 'cuda'. backend: 'onnxruntime' or 'tensorrt'.
     """
+
+    what = "videos"
 
     def __init__(self, model_dir: str, device: str = "cpu", backend: str = "onnxruntime") -> None:
         self.model_dir = model_dir
@@ -71,6 +109,7 @@ class VideoPredictor:
         self.steps: list[dict] = list(self.deploy["preprocess"])
         spec = self.deploy["input"]
         self.input_name: str = spec["name"]
+        self.output_name: str = self.deploy["outputs"][0]["name"]
         self.input_shape: list[int] = list(spec["shape"])
         self.batch_size: int | None = None if self.input_shape[0] in (-1, None) else int(self.input_shape[0])
         self.num_views = views_per_video(self.sampling, self.steps)
@@ -89,31 +128,3 @@ class VideoPredictor:
                               f"{list(clip.shape)}, the model takes {list(want)} per video")
         return clip.reshape(want), meta
 
-    def infer(self, batch: np.ndarray) -> np.ndarray:
-        """Class scores float32 [N, C] of a batch of inputs [N, ...]; a static-batch model runs in chunks of its
-        batch (the last filled up with copies of its last video, their outputs dropped)."""
-        size = self.batch_size or batch.shape[0]
-        parts = []
-        for start in range(0, batch.shape[0], size):
-            chunk = batch[start:start + size]
-            real = chunk.shape[0]
-            if real < size:
-                chunk = np.concatenate([chunk] + [chunk[-1:]] * (size - real))
-            out = self.backend({self.input_name: chunk})
-            parts.append(out[self.deploy["outputs"][0]["name"]][:real])
-        return np.concatenate(parts)
-
-    def predict(self, paths: Sequence[str], k: int = DEFAULT_TOPK) -> list[dict]:
-        """Videos -> one ``{'path', 'scores' [C], 'label', 'topk': [(id, name, score)], 'total_frames',
-        'frame_inds'}`` per video."""
-        if not paths:
-            raise DeployError("predict: no videos given")
-        loaded = [self.load(p) for p in paths]
-        scores = self.infer(np.stack([clip for clip, _ in loaded]))
-        return [self.result(meta, row, k) for (_, meta), row in zip(loaded, scores)]
-
-    def result(self, meta: dict, scores: np.ndarray, k: int = DEFAULT_TOPK) -> dict:
-        """One video's result dict from its meta and score row [C]."""
-        ids = topk(scores, k)
-        return {**meta, "scores": scores, "label": ids[0],
-                "topk": [(i, self.labels[i], float(scores[i])) for i in ids]}
