@@ -12,6 +12,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from oars.errors import DataError
+from oars_deploy.video_preprocess import centre_offset, three_crop_offsets  # the predictor's: one formula for both
 from video.registry import TRANSFORMS
 from video.transforms.frames import check_crop, get_clip, interpolation_arg, range_arg, resize_clip, set_clip, size_arg
 
@@ -22,12 +23,6 @@ FIXED_OFFSETS_13: tuple[tuple[int, int], ...] = (
     (0, 2), (4, 2), (2, 4), (2, 0),
     (1, 1), (3, 1), (1, 3), (3, 3),
 )
-
-
-def centre_offset(free: int) -> int:
-    """Offset of a centred crop given ``free`` = image size - crop size: torchvision's ``center_crop`` rule
-    ``int(round(free / 2))`` (Python rounding), so centre crops match torchvision's pixel for pixel."""
-    return int(round(free / 2.0))
 
 
 def _crop(clip: np.ndarray, x: int, y: int, w: int, h: int) -> np.ndarray:
@@ -80,14 +75,7 @@ class ThreeCrop:
         check_crop(results, clip, self.crop_size, 'ThreeCrop')
         h, w = clip.shape[1:3]
         cw, ch = self.crop_size
-        free_w, free_h = w - cw, h - ch
-        if free_w >= free_h:
-            y = centre_offset(free_h)
-            offsets = [(0, y), (free_w, y), (centre_offset(free_w), y)]
-        else:
-            x = centre_offset(free_w)
-            offsets = [(x, 0), (x, free_h), (x, centre_offset(free_h))]
-        return _views(results, [_crop(clip, x, y, cw, ch) for x, y in offsets])
+        return _views(results, [_crop(clip, x, y, cw, ch) for x, y in three_crop_offsets(w, h, cw, ch)])
 
     def __repr__(self) -> str:
         return f'{type(self).__name__}(crop_size={self.crop_size})'
