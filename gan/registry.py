@@ -1,0 +1,23 @@
+"""Registries of the gan task (children of the oars core's)."""
+
+from oars.registry import task_registries
+
+_R = task_registries(
+    "gan",
+    {
+        "model": ["gan.models"],
+        "dataset": ["gan.datasets"],
+        "transform": ["gan.transforms", "gan.datasets"],
+        "metric": ["gan.evaluation"],
+        "hook": ["gan.engine"],
+        "task util": ["gan.models"],
+    },
+)
+MODELS = _R["MODELS"]
+DATASETS = _R["DATASETS"]
+TRANSFORMS = _R["TRANSFORMS"]
+METRICS = _R["METRICS"]
+HOOKS = _R["HOOKS"]
+VISUALIZERS = _R["VISUALIZERS"]
+OPTIM_WRAPPERS = _R["OPTIM_WRAPPERS"]
+TASK_UTILS = _R["TASK_UTILS"]
