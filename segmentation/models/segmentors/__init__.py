@@ -2,5 +2,6 @@
 
 from .encoder_decoder import EncoderDecoder
 from .slide_inference import slide_inference, window_starts
+from .tta import check_aug_cfg, tta_inference
 
-__all__ = ["EncoderDecoder", "slide_inference", "window_starts"]
+__all__ = ["EncoderDecoder", "check_aug_cfg", "slide_inference", "tta_inference", "window_starts"]

@@ -16,6 +16,7 @@ from segmentation.structures import SegDataSample
 from ..data_preprocessor import SegDataPreprocessor
 from ..utils import resize
 from .slide_inference import slide_inference
+from .tta import check_aug_cfg, tta_inference
 
 ModuleCfg = dict[str, Any] | nn.Module
 
@@ -36,7 +37,10 @@ class EncoderDecoder(TaskModel):
     Heads are built with ``in_channels`` = the backbone's (or neck's) ``out_channels`` list and the
     segmentor's ``num_classes`` (written once, here); each head picks its inputs with ``in_index``.
     ``test_cfg``: ``{mode: whole}`` or ``{mode: slide, crop_size: [h, w], stride: [h, w], batch_size: n}``
-    (``batch_size``: windows per forward in slide mode, default 1, to bound memory).
+    (``batch_size``: windows per forward in slide mode, default 1, to bound memory). Test-time augmentation:
+    ``test_cfg.aug: {scales: [0.75, 1.0, 1.25], flip: true, flip_direction: [horizontal]}`` runs that inference on
+    each scaled (and flipped) view and averages the views' softmax probabilities (``tta.tta_inference``); with it,
+    ``predict``'s ``seg_logits`` hold those averaged probabilities, not logits. ``tensor`` mode (export) ignores it.
 
     Modes: ``loss`` -> ``{'decode.loss_ce': ..., 'aux.loss_ce': ...}`` (``aux0.``, ``aux1.`` for a list);
     ``predict`` -> data samples with ``seg_logits`` / ``pred_sem_seg`` at each ``ori_shape``; ``tensor`` ->
@@ -133,6 +137,8 @@ class EncoderDecoder(TaskModel):
                     f"EncoderDecoder: test_cfg.batch_size (windows per forward in slide mode) must be an int "
                     f">= 1 or null (1), got {bs!r}"
                 )
+        if cfg.get("aug") is not None:
+            cfg["aug"] = check_aug_cfg(cfg["aug"])
         return cfg
 
     @property
@@ -165,6 +171,25 @@ class EncoderDecoder(TaskModel):
                 self.test_cfg.get("batch_size"),
             )
         return self.encode_decode(inputs)
+
+    def aug_inference(self, inputs: torch.Tensor) -> torch.Tensor:
+        """Softmax probabilities [B, K, H, W] averaged over the ``test_cfg.aug`` views of the padded batch
+        [B, 3, H, W]; each view runs :meth:`inference` (whole or slide). Scaled views are padded to the data
+        preprocessor's ``size_divisor`` (or ``aug.size_divisor``) with its ``pad_val``."""
+        aug = self.test_cfg.get("aug")
+        if aug is None:
+            raise ValueError("EncoderDecoder.aug_inference needs test_cfg.aug, e.g. {scales: [0.75, 1.0, 1.25], "
+                             "flip: true}")
+        divisor = aug["size_divisor"] or getattr(self.data_preprocessor, "size_divisor", None) or 1
+        return tta_inference(
+            inputs,
+            self.inference,
+            aug["scales"],
+            aug["flip_direction"] if aug["flip"] else (),
+            size_divisor=int(divisor),
+            pad_val=float(getattr(self.data_preprocessor, "pad_val", 0.0)),
+            align_corners=self.align_corners,
+        )
 
     def _forward(self, inputs: torch.Tensor) -> Any:
         return self.encode_decode(inputs)
@@ -205,7 +230,8 @@ class EncoderDecoder(TaskModel):
                 SegDataSample(metainfo=dict(ori_shape=shape, img_shape=shape, batch_input_shape=shape))
                 for _ in range(inputs.shape[0])
             ]
-        return self.postprocess_result(self.inference(inputs), data_samples)
+        with_aug = self.test_cfg.get("aug") is not None
+        return self.postprocess_result(self.aug_inference(inputs) if with_aug else self.inference(inputs), data_samples)
 
     def postprocess_result(self, logits: torch.Tensor, data_samples: list[SegDataSample]) -> list[SegDataSample]:
         """Per sample: drop the padding (crop to ``img_shape``), undo a test-time flip, resize bilinearly to
