@@ -22,6 +22,8 @@ def shrink_model(model_cfg: dict) -> dict:
         backbone.update(depth=18, base_channels=8)
     elif backbone["type"] == "UNet":
         backbone.update(base_channels=4)
+    elif backbone["type"] == "MobileNetV2":
+        backbone.update(widen_factor=0.25)  # 8..80 channels, same groups, strides and dilations
     heads = [cfg["decode_head"]] + ([] if not cfg.get("auxiliary_head") else
                                     cfg["auxiliary_head"] if isinstance(cfg["auxiliary_head"], list)
                                     else [cfg["auxiliary_head"]])

@@ -2,9 +2,9 @@
 
 from . import backbones, heads, losses, segmentors
 from .backbones import UNet
-from .converters import convert_torchvision_deeplabv3
+from .converters import convert_torchvision_deeplabv3, convert_torchvision_fcn
 from .data_preprocessor import SegDataPreprocessor
-from .heads import ASPPHead, BaseDecodeHead, DeepLabV3PlusHead, FCNHead
+from .heads import ASPPHead, BaseDecodeHead, DeepLabV3PlusHead, FCNHead, PSPHead
 from .losses import CrossEntropyLoss, DiceLoss
 from .segmentors import EncoderDecoder
 
@@ -16,10 +16,12 @@ __all__ = [
     "DiceLoss",
     "EncoderDecoder",
     "FCNHead",
+    "PSPHead",
     "SegDataPreprocessor",
     "UNet",
     "backbones",
     "convert_torchvision_deeplabv3",
+    "convert_torchvision_fcn",
     "heads",
     "losses",
     "segmentors",

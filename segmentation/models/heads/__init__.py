@@ -4,6 +4,7 @@ from .aspp_head import ASPP, ASPPHead, ASPPPooling, DepthwiseSeparableConv
 from .decode_head import BaseDecodeHead
 from .deeplabv3plus_head import DeepLabV3PlusHead
 from .fcn_head import FCNHead
+from .psp_head import PSPHead, PyramidPoolingModule
 
 __all__ = [
     "ASPP",
@@ -13,4 +14,6 @@ __all__ = [
     "DeepLabV3PlusHead",
     "DepthwiseSeparableConv",
     "FCNHead",
+    "PSPHead",
+    "PyramidPoolingModule",
 ]
