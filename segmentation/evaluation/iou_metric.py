@@ -1,4 +1,4 @@
-"""Mean IoU (and Dice / F-score) over a dataset, from one running confusion matrix per rank.
+"""Mean IoU (and Dice / F-score / Cohen's kappa) over a dataset, from one running confusion matrix per rank.
 
 Why a running sum: a C×C int64 matrix per image is 180 kB for ADE-150, ≈360 MB per rank over ADE's 2000
 validation images; the sum is all the metric needs. What the per-image list gave for free in distributed runs,
@@ -22,10 +22,12 @@ from mmengine.logging import print_log
 
 from oars.evaluation.confusion import confusion_matrix, overall_accuracy, per_class_scores
 from oars.evaluation.report import format_table
+from segmentation.evaluation.agreement import cohen_kappa
 from segmentation.registry import METRICS
 
-# summary metric -> per-class scores it reports (each averaged into 'm<Score>')
-_METRIC_SCORES = {'mIoU': ('IoU', 'Acc'), 'mDice': ('Dice', 'Acc'), 'mFscore': ('Fscore', 'Precision', 'Recall')}
+# summary metric -> per-class scores it reports (each averaged into 'm<Score>'); Kappa is one number, no column
+_METRIC_SCORES = {'mIoU': ('IoU', 'Acc'), 'mDice': ('Dice', 'Acc'), 'mFscore': ('Fscore', 'Precision', 'Recall'),
+                  'Kappa': ()}
 
 
 def _pixel_data(sample: Any, field: str) -> torch.Tensor:
@@ -42,7 +44,9 @@ def _pixel_data(sample: Any, field: str) -> torch.Tensor:
 @METRICS.register_module()
 class IoUMetric(BaseMetric):
     """Semantic segmentation metrics: ``aAcc``, and per ``iou_metrics`` entry ``mIoU`` (+ ``mAcc``),
-    ``mDice`` (+ ``mAcc``), ``mFscore`` (+ ``mPrecision``, ``mRecall``), in percent with two decimals.
+    ``mDice`` (+ ``mAcc``), ``mFscore`` (+ ``mPrecision``, ``mRecall``), ``Kappa`` (Cohen's kappa of the summed
+    matrix), all in percent with two decimals (kappa too, so one table has one unit; it can be negative).
+    ``iou_metrics: [mIoU, mDice, mFscore, Kappa]`` reports them all; the per-class table gets one column per score.
 
     ``process`` adds each image's C×C confusion matrix to one running sum (pixels whose GT is ``ignore_index``
     are skipped), so memory does not grow with the number of images. Class names come from
@@ -153,6 +157,8 @@ class IoUMetric(BaseMetric):
         metrics = {'aAcc': _percent(overall_accuracy(total))}
         for k in keys:
             metrics[f'm{k}'] = _percent(_nanmean(scores[k]))
+        if 'Kappa' in self.iou_metrics:
+            metrics['Kappa'] = _percent(cohen_kappa(total))
         header = ['class', *keys]
         rows = [[name, *(_percent(float(scores[k][i])) for k in keys)] for i, name in enumerate(names)]
         self._table = {'header': header, 'rows': rows}
