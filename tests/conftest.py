@@ -12,7 +12,8 @@ import oars  # noqa: F401
 # isort: split
 import torch
 
-torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
+# `make test` runs two pytest-xdist workers with OMP_NUM_THREADS=1 each (2 cores); a plain `pytest` uses 2 threads.
+torch.set_num_threads(max(1, int(os.environ.get("OMP_NUM_THREADS") or min(2, os.cpu_count() or 1))))
 
 
 def pytest_collection_modifyitems(config, items):

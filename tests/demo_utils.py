@@ -63,8 +63,9 @@ def det_demo_overrides(data_root: str, epochs: int = 1, fit_train: bool = False,
 
 def run_tool(name: str, *args: str, check: bool = True) -> subprocess.CompletedProcess:
     """Run tools/<name> in a subprocess from the repository root; assert success unless ``check`` is False."""
+    threads = os.environ.get("OMP_NUM_THREADS", "2")  # 1 under `make test`'s two xdist workers
     proc = subprocess.run([sys.executable, os.path.join(ROOT, "tools", name), *args], cwd=ROOT,
-                          capture_output=True, text=True, timeout=600, env=dict(os.environ, OMP_NUM_THREADS="2"))
+                          capture_output=True, text=True, timeout=600, env=dict(os.environ, OMP_NUM_THREADS=threads))
     if check:
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return proc
