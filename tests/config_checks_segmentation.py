@@ -24,6 +24,12 @@ def shrink_model(model_cfg: dict) -> dict:
         backbone.update(base_channels=4)
     elif backbone["type"] == "MobileNetV2":
         backbone.update(widen_factor=0.25)  # 8..80 channels, same groups, strides and dilations
+    elif backbone["type"] == "ICNet":
+        backbone["backbone_cfg"].update(depth=18, base_channels=8)
+        backbone.update(light_branch_middle_channels=8, psp_out_channels=16, out_channels=[8, 16, 16])
+        cfg["neck"]["out_channels"] = 8
+    elif backbone["type"] == "BiSeNetV2":
+        backbone.update(detail_channels=[8, 8, 16], semantic_channels=[4, 8, 8, 16], bga_channels=16)
     heads = [cfg["decode_head"]] + ([] if not cfg.get("auxiliary_head") else
                                     cfg["auxiliary_head"] if isinstance(cfg["auxiliary_head"], list)
                                     else [cfg["auxiliary_head"]])
