@@ -1,21 +1,25 @@
 """Segmentation models: importing this package registers every class in ``segmentation.registry.MODELS``."""
 
-from . import backbones, heads, losses, segmentors
-from .backbones import UNet
+from . import backbones, heads, losses, necks, segmentors
+from .backbones import BiSeNetV2, ICNet, UNet
 from .converters import convert_torchvision_deeplabv3, convert_torchvision_fcn
 from .data_preprocessor import SegDataPreprocessor
 from .heads import ASPPHead, BaseDecodeHead, DeepLabV3PlusHead, FCNHead, PSPHead
 from .losses import CrossEntropyLoss, DiceLoss
+from .necks import ICNeck
 from .segmentors import EncoderDecoder
 
 __all__ = [
     "ASPPHead",
     "BaseDecodeHead",
+    "BiSeNetV2",
     "CrossEntropyLoss",
     "DeepLabV3PlusHead",
     "DiceLoss",
     "EncoderDecoder",
     "FCNHead",
+    "ICNeck",
+    "ICNet",
     "PSPHead",
     "SegDataPreprocessor",
     "UNet",
@@ -24,5 +28,6 @@ __all__ = [
     "convert_torchvision_fcn",
     "heads",
     "losses",
+    "necks",
     "segmentors",
 ]
