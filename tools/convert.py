@@ -1,9 +1,14 @@
-"""Convert annotations to COCO instances json, or torchvision detection checkpoints to oars ones.
+"""Convert annotations to COCO instances json or to segmentation label maps, or torchvision detection checkpoints
+to oars ones.
 
   python tools/convert.py voc2coco --voc-root data/VOCdevkit/VOC2007 --split ImageSets/Main/trainval.txt \\
       --out data/VOCdevkit/VOC2007/annotations/trainval.json [--classes a b ...]
   python tools/convert.py labelme2coco --input DIR_OF_LABELME_JSON --out ann.json [--classes a b ...] \\
       [--image-root DIR]
+  python tools/convert.py labelme2seg --input DIR_OF_LABELME_JSON --out LABEL_DIR [--classes a b ...] \\
+      [--overwrite]
+      (one class-id palette PNG per json, 0 = background, and LABEL_DIR/class_names.txt; see
+      segmentation/datasets/labelme.py)
   python tools/convert.py torchvision2oars --input fasterrcnn_resnet50_fpn_coco-258fb6c6.pth \\
       --out work_dirs/faster_rcnn_tv.pth [--classes coco80|all|ID ...] \\
       [-c configs/detection/faster_rcnn/faster_rcnn_r50_fpn_torchvision_coco.yaml [-o KEY=VALUE ...]]
@@ -34,6 +39,14 @@ def main() -> None:
         p.add_argument('--out', required=True, help='output COCO json (written atomically)')
         p.add_argument('--classes', nargs='+', default=None,
                        help='class names in category-id order (default: the sorted names found)')
+    seg = sub.add_parser('labelme2seg', help='a folder of labelme *.json files -> label-map PNGs (class ids)')
+    seg.add_argument('--input', required=True, help='folder holding the labelme json files')
+    seg.add_argument('--out', required=True, help='folder for <json stem>.png label maps and class_names.txt')
+    seg.add_argument('--classes', nargs='+', default=None,
+                     help='class names for ids 1..K (0 is background; a first name "_background_" names it, '
+                          '"__ignore__" paints 255, so labelme\'s labels.txt can be passed as it is; '
+                          'default: the sorted names found)')
+    seg.add_argument('--overwrite', action='store_true', help='replace existing output files (default: stop)')
     tv = sub.add_parser('torchvision2oars',
                         help='torchvision Faster/Mask R-CNN R50-FPN checkpoint -> oars FasterRCNN/MaskRCNN weights')
     tv.add_argument('--input', required=True, help="torchvision .pth (a state dict, or {'model': ...})")
@@ -49,6 +62,12 @@ def main() -> None:
         from detection.models.convert_torchvision import convert_checkpoint_file
 
         print(convert_checkpoint_file(args.input, args.out, args.classes, args.config, args.overrides))
+        return
+    if args.command == 'labelme2seg':
+        from segmentation.datasets.labelme import labelme_to_seg
+        from segmentation.datasets.labelme import summary as seg_summary
+
+        print(seg_summary(labelme_to_seg(args.input, args.out, classes=args.classes, overwrite=args.overwrite)))
         return
     if args.command == 'voc2coco':
         coco = voc_to_coco(args.voc_root, args.split, classes=args.classes, img_suffix=args.img_suffix,

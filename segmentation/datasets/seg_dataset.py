@@ -23,6 +23,18 @@ def _scan(folder: str, suffix: str) -> list[str]:
     return sorted(stems)
 
 
+def read_name_list(path: str) -> list[str]:
+    """The non-empty, stripped lines of a split file (image names without suffix, e.g. VOC's
+    ``ImageSets/Segmentation/train.txt``); errors name the file when it is missing or lists nothing."""
+    if not os.path.isfile(path):
+        raise DataFileNotFoundError(f'split file not found: {path}')
+    with open(path, encoding='utf-8') as f:
+        names = [line.strip() for line in f if line.strip()]
+    if not names:
+        raise DataError(f'split file {path} lists no images')
+    return names
+
+
 @DATASETS.register_module()
 class SegDataset(OarsDataset):
     """Images in ``data_root/img_dir`` and label maps in ``data_root/ann_dir`` with the same relative
@@ -76,13 +88,7 @@ class SegDataset(OarsDataset):
 
     def _names(self, img_dir: str) -> list[str]:
         if self.ann_file:
-            if not os.path.isfile(self.ann_file):
-                raise DataFileNotFoundError(f'split file not found: {self.ann_file}')
-            with open(self.ann_file, encoding='utf-8') as f:
-                names = [line.strip() for line in f if line.strip()]
-            if not names:
-                raise DataError(f'split file {self.ann_file} lists no images')
-            return names
+            return read_name_list(self.ann_file)
         if not os.path.isdir(img_dir):
             raise DataFileNotFoundError(f'image folder not found: {img_dir}')
         names = _scan(img_dir, self.img_suffix)
@@ -90,20 +96,32 @@ class SegDataset(OarsDataset):
             raise DataFileNotFoundError(f"no images ending with '{self.img_suffix}' under {img_dir}")
         return names
 
-    def load_data_list(self) -> list[dict]:
-        """List every image (and its label map) once, in sorted order; fail on a missing label."""
-        img_dir = self.data_prefix['img_path']
-        ann_dir = self.data_prefix.get('seg_map_path')
-        data_list = []
-        for name in self._names(img_dir):
+    def data_info(self, img_path: str, seg_map_path: str | None) -> dict:
+        """The data info of one sample: its files plus what the pipeline reads from the dataset
+        (``num_classes``, ``ignore_index``, ``reduce_zero_label``)."""
+        return dict(img_path=img_path, seg_map_path=seg_map_path, num_classes=self.num_classes,
+                    ignore_index=self.ignore_index, reduce_zero_label=self.reduce_zero_label)
+
+    def pair_infos(self, names: Sequence[str], img_dir: str, ann_dir: str | None,
+                   listed_in: str | None = None) -> list[dict]:
+        """Data infos of ``names`` (relative, without suffix): ``img_dir/<name><img_suffix>`` and, with
+        ``ann_dir``, ``ann_dir/<name><seg_map_suffix>``. A missing label map is an error naming both files; a
+        missing image too when the names come from a list file (``listed_in``, named in the message)."""
+        infos = []
+        for name in names:
             img_path = os.path.join(img_dir, name + self.img_suffix)
-            if self.ann_file and not os.path.isfile(img_path):
-                raise DataFileNotFoundError(f'image {img_path} listed in {self.ann_file} not found')
+            if listed_in and not os.path.isfile(img_path):
+                raise DataFileNotFoundError(f'image {img_path} listed in {listed_in} not found')
             seg_map_path = None
             if ann_dir is not None:
                 seg_map_path = os.path.join(ann_dir, name + self.seg_map_suffix)
                 if not os.path.isfile(seg_map_path):
                     raise DataFileNotFoundError(f'label map {seg_map_path} not found for image {img_path}')
-            data_list.append(dict(img_path=img_path, seg_map_path=seg_map_path, num_classes=self.num_classes,
-                                  ignore_index=self.ignore_index, reduce_zero_label=self.reduce_zero_label))
-        return data_list
+            infos.append(self.data_info(img_path, seg_map_path))
+        return infos
+
+    def load_data_list(self) -> list[dict]:
+        """List every image (and its label map) once, in sorted order; fail on a missing label."""
+        img_dir = self.data_prefix['img_path']
+        return self.pair_infos(self._names(img_dir), img_dir, self.data_prefix.get('seg_map_path'),
+                               self.ann_file or None)
