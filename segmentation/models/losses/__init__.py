@@ -1,6 +1,17 @@
 """Segmentation losses; each returns one scalar and names its log key with ``loss_name``."""
 
+from .binary_cross_entropy_loss import BinaryCrossEntropyLoss
 from .cross_entropy_loss import CrossEntropyLoss
 from .dice_loss import DiceLoss
+from .focal_loss import FocalLoss
+from .lovasz_loss import LovaszLoss
+from .ohem_cross_entropy_loss import OhemCrossEntropyLoss
 
-__all__ = ["CrossEntropyLoss", "DiceLoss"]
+__all__ = [
+    "BinaryCrossEntropyLoss",
+    "CrossEntropyLoss",
+    "DiceLoss",
+    "FocalLoss",
+    "LovaszLoss",
+    "OhemCrossEntropyLoss",
+]

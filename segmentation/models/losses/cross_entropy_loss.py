@@ -10,6 +10,24 @@ from torch import nn
 
 from segmentation.registry import MODELS
 
+from .utils import check_loss_name, check_loss_weight, class_weight_tensor, match_class_weight
+
+
+def pixel_cross_entropy(
+    logits: torch.Tensor, target: torch.Tensor, weight: torch.Tensor | None, ignore_index: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-pixel cross-entropy and the weight each pixel carries in a weighted mean.
+
+    ``logits`` [B, C, H, W] float, ``target`` [B, H, W] int64, ``weight`` [C] or None. Returns
+    (loss [B, H, W], already multiplied by ``weight[target]``; pixel weight [B, H, W]: ``weight[target]``, or
+    1, and 0 on ignored pixels). ``loss.sum() / pixel_weight.sum()`` is ``F.cross_entropy(..., reduction='mean')``.
+    """
+    pixel_loss = F.cross_entropy(logits, target, weight=weight, ignore_index=ignore_index, reduction="none")
+    valid = target != ignore_index
+    if weight is None:
+        return pixel_loss, valid.to(pixel_loss.dtype)
+    return pixel_loss, weight[target.masked_fill(~valid, 0)] * valid
+
 
 @MODELS.register_module()
 class CrossEntropyLoss(nn.Module):
@@ -19,6 +37,7 @@ class CrossEntropyLoss(nn.Module):
     when given: exactly ``F.cross_entropy(..., reduction='mean')``); ``False`` averages over every
     pixel, so ignored ones count as zero loss (mmseg's old default, which shrinks the loss on images
     with large ignored areas). A batch with every pixel ignored gives a zero loss, not NaN.
+    ``tools/class_weights.py`` computes median-frequency ``class_weight`` values from the training labels.
     """
 
     def __init__(
@@ -29,35 +48,17 @@ class CrossEntropyLoss(nn.Module):
         loss_name: str = "loss_ce",
     ) -> None:
         super().__init__()
-        if "loss" not in loss_name:
-            raise ValueError(
-                f"CrossEntropyLoss loss_name={loss_name!r} must contain 'loss' so mmengine sums it into the total"
-            )
-        self.loss_weight = float(loss_weight)
+        self.loss_name = check_loss_name("CrossEntropyLoss", loss_name)
+        self.loss_weight = check_loss_weight("CrossEntropyLoss", loss_weight)
         self.avg_non_ignore = avg_non_ignore
-        self.loss_name = loss_name
-        weight = None if class_weight is None else torch.as_tensor(class_weight, dtype=torch.float32)
-        self.register_buffer("class_weight", weight, persistent=False)
+        self.register_buffer("class_weight", class_weight_tensor("CrossEntropyLoss", class_weight), persistent=False)
 
     def forward(self, logits: torch.Tensor, target: torch.Tensor, ignore_index: int = 255) -> torch.Tensor:
         """``logits`` [B, C, H, W], ``target`` [B, H, W] class ids -> weighted scalar loss."""
-        num_classes = logits.shape[1]
-        weight = self.class_weight
-        if weight is not None:
-            if weight.numel() != num_classes:
-                raise ValueError(
-                    f"CrossEntropyLoss class_weight has {weight.numel()} values but the logits have "
-                    f"{num_classes} classes"
-                )
-            weight = weight.to(logits.dtype)
-        target = target.long()
-        pixel_loss = F.cross_entropy(logits, target, weight=weight, ignore_index=ignore_index, reduction="none")
-        valid = target != ignore_index
+        weight = match_class_weight("CrossEntropyLoss", self.class_weight, logits)
+        pixel_loss, pixel_weight = pixel_cross_entropy(logits, target.long(), weight, ignore_index)
         if self.avg_non_ignore:
-            if weight is None:
-                denom = valid.sum()
-            else:
-                denom = weight[target.clamp(0, num_classes - 1)].mul(valid).sum()
+            denom = pixel_weight.sum()
         else:
             denom = torch.tensor(float(target.numel()), device=logits.device)
         loss = pixel_loss.sum() / denom.clamp(min=1e-12).to(pixel_loss.dtype)

@@ -8,6 +8,8 @@ from torch import nn
 
 from segmentation.registry import MODELS
 
+from .utils import check_loss_name, check_loss_weight
+
 
 @MODELS.register_module()
 class DiceLoss(nn.Module):
@@ -21,12 +23,10 @@ class DiceLoss(nn.Module):
         self, loss_weight: float = 1.0, smooth: float = 1.0, exponent: float = 2, loss_name: str = "loss_dice"
     ) -> None:
         super().__init__()
-        if "loss" not in loss_name:
-            raise ValueError(f"DiceLoss loss_name={loss_name!r} must contain 'loss' so mmengine sums it into the total")
-        self.loss_weight = float(loss_weight)
+        self.loss_name = check_loss_name("DiceLoss", loss_name)
+        self.loss_weight = check_loss_weight("DiceLoss", loss_weight)
         self.smooth = float(smooth)
         self.exponent = exponent
-        self.loss_name = loss_name
 
     def forward(self, logits: torch.Tensor, target: torch.Tensor, ignore_index: int = 255) -> torch.Tensor:
         """``logits`` [B, C, H, W], ``target`` [B, H, W] class ids -> weighted scalar loss."""
