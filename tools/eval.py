@@ -11,8 +11,10 @@ def main() -> None:
     parser.add_argument("--show-dir", default=None, help="write pictures of predictions next to the ground truth")
     parser.add_argument("--max-show", type=int, default=24, help="how many pictures --show-dir writes")
     parser.add_argument("--report", action="store_true",
-                        help="detection: write <work_dir>/report.html (metrics, PR curves, confusion matrix, "
-                             "images with the most errors)")
+                        help="write <work_dir>/report.html: metrics, per-class tables and the confusion matrix, "
+                             "plus per task: detection PR curves and the images with the most missed/false boxes; "
+                             "segmentation per-class IoU bars and the images with the lowest mIoU; video per-class "
+                             "accuracy and the clips with the lowest true-class probability")
     args = parser.parse_args()
     result = evaluate(args.config, args.weights, args.overrides, work_dir=args.work_dir,
                       show_dir=args.show_dir, max_show=args.max_show, report=args.report)

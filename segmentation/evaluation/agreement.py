@@ -39,3 +39,35 @@ def per_image_miou(confusions: torch.Tensor) -> torch.Tensor:
     iou = torch.where(present, tp / union.clamp(min=1), torch.zeros_like(tp))
     count = present.sum(1)
     return torch.where(count > 0, iou.sum(1) / count.clamp(min=1), torch.full_like(iou[:, 0], float('nan')))
+
+
+def batch_confusions(preds: list[torch.Tensor], gts: list[torch.Tensor], num_classes: int,
+                     ignore_index: int | None = 255) -> torch.Tensor:
+    """Each image's [C, C] matrix (rows GT, columns prediction) in one bincount: [N, C, C] int64.
+
+    ``preds[i]`` / ``gts[i]``: class ids of image i (any shape, equal sizes; images may differ in size). Pixels whose
+    GT is ``ignore_index`` are skipped; ids outside 0..C-1 raise ValueError (as ``oars.evaluation.confusion_matrix``,
+    which this equals image by image). The image index is folded into the bincount key, so a batch costs one pass.
+    """
+    if len(preds) != len(gts) or not preds:
+        raise ValueError(f'batch_confusions: {len(preds)} predictions and {len(gts)} label maps (need equal, > 0)')
+    for i, (p, g) in enumerate(zip(preds, gts)):
+        if p.numel() != g.numel():
+            raise ValueError(f'batch_confusions: image {i}: prediction {tuple(p.shape)} and GT {tuple(g.shape)} '
+                             'differ in size')
+    device = preds[0].device
+    pred = torch.cat([p.reshape(-1).long().to(device) for p in preds])
+    gt = torch.cat([g.reshape(-1).long().to(device) for g in gts])
+    sizes = torch.tensor([p.numel() for p in preds], device=device)
+    image = torch.repeat_interleave(torch.arange(len(preds), device=device), sizes)
+    if ignore_index is not None:
+        keep = gt != ignore_index
+        pred, gt, image = pred[keep], gt[keep], image[keep]
+    for what, ids in (('GT', gt), ('prediction', pred)):
+        bad = (ids < 0) | (ids >= num_classes)
+        if bad.any():
+            raise ValueError(f'batch_confusions: {what} contains values {torch.unique(ids[bad])[:20].tolist()} '
+                             f'outside 0..{num_classes - 1} (num_classes={num_classes})')
+    c2 = num_classes * num_classes
+    counts = torch.bincount(image * c2 + gt * num_classes + pred, minlength=len(preds) * c2)
+    return counts.reshape(len(preds), num_classes, num_classes)
