@@ -11,6 +11,7 @@ _R = task_registries(
         "metric": ["gan.evaluation"],
         "hook": ["gan.engine"],
         "task util": ["gan.models"],
+        "optimizer wrapper constructor": ["gan.models"],  # MultiOptimWrapperConstructor (beyond the contract)
     },
 )
 MODELS = _R["MODELS"]
@@ -21,3 +22,4 @@ HOOKS = _R["HOOKS"]
 VISUALIZERS = _R["VISUALIZERS"]
 OPTIM_WRAPPERS = _R["OPTIM_WRAPPERS"]
 TASK_UTILS = _R["TASK_UTILS"]
+OPTIM_WRAPPER_CONSTRUCTORS = _R["OPTIM_WRAPPER_CONSTRUCTORS"]
