@@ -36,7 +36,7 @@ demo-data: $(STAMP)
 demo-seg: demo-data
 	$(PY) tools/train.py -c $(DEMO_CFG) --work-dir $(DEMO_DIR) --overwrite
 	$(PY) tools/eval.py -c $(DEMO_CFG) -w "$$(cat $(DEMO_DIR)/last_checkpoint)" --work-dir $(DEMO_DIR) \
-		--show-dir $(DEMO_DIR)/pictures
+		--show-dir $(DEMO_DIR)/pictures --report
 	$(PY) tools/infer.py -c $(DEMO_CFG) -w "$$(cat $(DEMO_DIR)/last_checkpoint)" \
 		-i data/demo_shapes/images/val -o $(DEMO_DIR)/infer
 	$(PY) tools/export.py -c $(DEMO_CFG) -w "$$(cat $(DEMO_DIR)/last_checkpoint)" -o $(DEMO_DIR)/export --dynamic

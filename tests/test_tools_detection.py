@@ -70,9 +70,12 @@ def test_class_count_mismatch_is_reported(demo_data, tmp_path):
     assert "3 classes" in proc.stderr and "model.num_classes is 5" in proc.stderr
 
 
-def test_report_is_refused_for_segmentation(tmp_path):
-    from demo_utils import DEMO_CFG
+def test_report_is_refused_for_a_scope_without_a_report_hook():
+    """Every task registers an EvaluationReportHook; a scope without one gets a clear message, not a lookup error."""
+    from mmengine.config import Config
 
-    proc = _tool("eval.py", "-c", DEMO_CFG, "-w", str(tmp_path / "missing.pth"), "--report", check=False)
-    assert proc.returncode == 2 and "Traceback" not in proc.stderr
-    assert "--report is not available for default_scope 'segmentation'" in proc.stderr
+    from oars.engine.entry import _require_hook
+    from oars.errors import OarsError
+
+    with pytest.raises(OarsError, match="--report is not available for default_scope 'oars'"):
+        _require_hook(Config({"default_scope": "oars"}), "EvaluationReportHook", "--report")
