@@ -14,8 +14,9 @@ import pytest
 import yaml
 from PIL import Image
 
+from oars.config import load_config
 from oars.errors import DataError
-from segmentation.datasets.class_frequency import UnseenClassWarning
+from segmentation.datasets.class_frequency import UnseenClassWarning, class_frequency, label_sources
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOOL = os.path.join(ROOT, "tools", "class_weights.py")
@@ -62,17 +63,20 @@ def make_set(root) -> str:
 
 
 def printed_weights(stdout: str) -> list[float]:
+    """class_weight of the printed YAML snippet (one loss dict, or the entry of a loss list that has it)."""
     snippet = stdout[stdout.index("model:"):].split("\n# or on the command line")[0]
-    weights = yaml.safe_load(snippet)["model"]["decode_head"]["loss_decode"]["class_weight"]
-    return weights
+    losses = yaml.safe_load(snippet)["model"]["decode_head"]["loss_decode"]
+    if isinstance(losses, list):
+        (losses,) = [loss for loss in losses if "class_weight" in loss]
+    return losses["class_weight"]
 
 
 def test_median_frequency_weights_errors_and_reduce_zero_label(tmp_path, capsys):
     cfg = make_set(tmp_path)
     tool = load_tool()
-    with pytest.warns(UnseenClassWarning, match="class 'c' has no labelled pixel in the 3 label maps"):
-        tool.main(["-c", cfg, "-o", f"train_dataloader.dataset.data_root={tmp_path / 'data'}"])
-    out = capsys.readouterr().out
+    tool.main(["-c", cfg, "-o", f"train_dataloader.dataset.data_root={tmp_path / 'data'}"])
+    out, err = capsys.readouterr()
+    assert "warning: class 'c' has no labelled pixel in the 3 label maps counted; its weight is 0" in err
     # pixels bg 18, a 24, b 2; labelled pixels of the images holding them: bg 16 + 12, a 16 + 12 + 16, b 12
     freq = np.array([18 / 28, 24 / 44, 2 / 12])
     expected = list(np.median(freq) / freq) + [0.0]
@@ -81,12 +85,24 @@ def test_median_frequency_weights_errors_and_reduce_zero_label(tmp_path, capsys)
     assert re.search(r"^b\s+2\s+0\.1667\s+" + f"{np.median(freq) / freq[2]:.4f}$", out, re.M)
     assert 'class_weight="[' in out  # the -o form too
     # reduce_zero_label: 0 -> ignored, a -> 0, b -> 1; a: 24 px of 6 + 4 + 16 labelled, b: 2 of 4
-    with pytest.warns(UnseenClassWarning, match="'z'"):
-        tool.main(["-c", cfg, "-o", f"train_dataloader.dataset.data_root={tmp_path / 'data'}",
-                   "train_dataloader.dataset.reduce_zero_label=true", "train_dataloader.dataset.classes=[x, y, z]"])
+    # and a model whose loss_decode is a list: the weights go on its CrossEntropyLoss entry (index 1), and the
+    # printed -o form is a key the config loader accepts
+    losses = "model.decode_head.loss_decode=[{type: DiceLoss}, {type: CrossEntropyLoss, loss_weight: 0.5}]"
+    tool.main(["-c", cfg, "-o", f"train_dataloader.dataset.data_root={tmp_path / 'data'}", losses,
+               "train_dataloader.dataset.reduce_zero_label=true", "train_dataloader.dataset.classes=[x, y, z]"])
+    out, err = capsys.readouterr()
+    assert "warning: class 'z' has no labelled pixel" in err
     freq = np.array([24 / 26, 2 / 4])
-    np.testing.assert_allclose(printed_weights(capsys.readouterr().out), list(np.median(freq) / freq) + [0.0],
-                               atol=5e-5)
+    np.testing.assert_allclose(printed_weights(out), list(np.median(freq) / freq) + [0.0], atol=5e-5)
+    assert "- {type: CrossEntropyLoss, loss_weight: 0.5, class_weight: [" in out
+    override = out.split("# or on the command line: -o ")[1].strip().replace('"', "")
+    loaded = load_config(cfg, [losses, override]).model.decode_head.loss_decode
+    assert loaded[0] == {"type": "DiceLoss"} and loaded[1]["class_weight"] == printed_weights(out)
+    # the library warns with a category of its own
+    sources = label_sources(load_config(cfg, [f"train_dataloader.dataset.data_root={tmp_path / 'data'}"]))
+    with pytest.warns(UnseenClassWarning, match="class 'c'"):
+        result = class_frequency(sources, progress=False)
+    assert result.pixels.tolist() == [18, 24, 2, 0] and result.image_pixels.tolist() == [28, 44, 12, 0]
     # --ignore-index replaces the dataset's: with 0 ignored, the 255 pixels are out of range
     with pytest.raises(DataError, match=r"0001.png: label values \[255\] are out of range; .* or ignore_index 0"):
         tool.main(["-c", cfg, "-o", f"train_dataloader.dataset.data_root={tmp_path / 'data'}",
@@ -117,4 +133,4 @@ def test_class_weights_as_a_user_runs_it(tmp_path):
     freq = np.array([18 / 28, 24 / 44, 2 / 12])
     np.testing.assert_allclose(printed_weights(proc.stdout), list(np.median(freq) / freq) + [0.0], atol=5e-5)
     assert "3/3" in proc.stderr and "image" in proc.stderr  # the progress bar over images
-    assert "class 'c' has no labelled pixel" in proc.stderr
+    assert "warning: class 'c' has no labelled pixel" in proc.stderr and "Traceback" not in proc.stderr

@@ -4,6 +4,8 @@ model.decode_head.loss_decode.class_weight."""
 
 from __future__ import annotations
 
+import sys
+import warnings
 from collections.abc import Sequence
 
 from oars.cli import base_parser, run_cli
@@ -23,11 +25,24 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.num_workers < 0:
         parser.error(f"--num-workers must be >= 0, got {args.num_workers}")
     from oars.config import load_config
-    from segmentation.datasets.class_frequency import class_frequency, format_weights, label_sources
+    from segmentation.datasets.class_frequency import (
+        UnseenClassWarning,
+        class_frequency,
+        format_weights,
+        label_sources,
+    )
 
-    sources = label_sources(load_config(args.config, args.overrides), args.split, args.ignore_index)
-    result = class_frequency(sources, num_workers=args.num_workers)
-    print(format_weights(result, args.split))
+    cfg = load_config(args.config, args.overrides)
+    sources = label_sources(cfg, args.split, args.ignore_index)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", UnseenClassWarning)
+        result = class_frequency(sources, num_workers=args.num_workers)
+    for warning in caught:  # one plain line each, not Python's "file:line: Warning" form
+        if issubclass(warning.category, UnseenClassWarning):
+            print(f"warning: {warning.message}", file=sys.stderr)
+        else:
+            warnings.showwarning(warning.message, warning.category, warning.filename, warning.lineno)
+    print(format_weights(result, args.split, cfg.get("model")))
 
 
 if __name__ == "__main__":

@@ -166,22 +166,55 @@ def label_sources(cfg, split: str = 'train', ignore_index: int | None = None) ->
     return sources
 
 
-def format_weights(result: ClassFrequency, split: str = 'train', digits: int = 4) -> str:
-    """A table of the counts and weights, then the YAML to paste into the config (and the ``-o`` form)."""
-    width = max(len(c) for c in result.classes)
+WEIGHTED_LOSSES = ('CrossEntropyLoss', 'OhemCrossEntropyLoss')
+
+
+def weight_key(model_cfg) -> tuple[str, list | None]:
+    """Where ``class_weight`` goes in ``model.decode_head.loss_decode``: (the dotted ``-o`` key; None for one loss
+    dict, else the loss list with ``class_weight`` placeholders on the first CrossEntropyLoss / OhemCrossEntropyLoss,
+    since a pasted list replaces the inherited one instead of merging into it)."""
+    head = (model_cfg or {}).get('decode_head') or {}
+    losses = head.get('loss_decode')
+    if not isinstance(losses, list | tuple):
+        return 'model.decode_head.loss_decode.class_weight', None
+    losses = [dict(loss) for loss in losses]
+    index = next((i for i, loss in enumerate(losses) if loss.get('type') in WEIGHTED_LOSSES), None)
+    if index is None:
+        return 'model.decode_head.loss_decode.class_weight', None
+    return f'model.decode_head.loss_decode.{index}.class_weight', losses
+
+
+def format_weights(result: ClassFrequency, split: str = 'train', model_cfg=None, digits: int = 4) -> str:
+    """A table of the counts and weights, then the YAML to paste into the config and the ``-o`` form, shaped after
+    ``model_cfg``'s ``decode_head.loss_decode`` (one loss or a list)."""
+    width = max(len(c) for c in ['class', *result.classes])
     lines = [f'{"class":<{width}}  {"pixels":>12}  {"freq":>8}  weight']
     for name, n, total, w in zip(result.classes, result.pixels, result.image_pixels, result.weights):
         freq = f'{n / total:.4f}' if total else '-'
         lines.append(f'{name:<{width}}  {int(n):>12}  {freq:>8}  {w:.{digits}f}')
-    values = '[' + ', '.join(f'{round(float(w), digits)}' for w in result.weights) + ']'
-    lines += [
-        '',
-        f'# median-frequency class weights from {result.num_images} {split} label maps; paste into the config',
-        '# (when loss_decode is a list, put class_weight on its CrossEntropyLoss / OhemCrossEntropyLoss entry):',
-        'model:',
-        '  decode_head:',
-        '    loss_decode:',
-        f'      class_weight: {values}',
-        f'# or on the command line: -o model.decode_head.loss_decode.class_weight="{values}"',
-    ]
+    weights = [round(float(w), digits) for w in result.weights]
+    values = '[' + ', '.join(str(w) for w in weights) + ']'
+    key, losses = weight_key(model_cfg)
+    lines += ['', f'# median-frequency class weights from {result.num_images} {split} label maps; paste into the '
+              'config:', 'model:', '  decode_head:']
+    if losses is None:
+        lines += ['    loss_decode:', f'      class_weight: {values}']
+    else:
+        index = int(key.split('.')[3])
+        lines.append('    loss_decode:')
+        for i, loss in enumerate(losses):
+            entry = dict(loss, class_weight=weights) if i == index else loss
+            lines.append('      - {' + ', '.join(f'{k}: {_flow(v)}' for k, v in entry.items()) + '}')
+    lines.append(f'# or on the command line: -o {key}="{values}"')
     return '\n'.join(lines)
+
+
+def _flow(value) -> str:
+    """A YAML flow value of a plain config value (lists of numbers, names, numbers, booleans)."""
+    if isinstance(value, list | tuple):
+        return '[' + ', '.join(_flow(v) for v in value) + ']'
+    if isinstance(value, bool):
+        return 'true' if value else 'false'
+    if value is None:
+        return 'null'
+    return str(value)
