@@ -41,18 +41,20 @@ def read_idx(path: str, magic: int) -> np.ndarray:
     opener = gzip.open if path.endswith('.gz') else open
     try:
         with opener(path, 'rb') as f:
-            header = f.read(4 + 4 * ndim)
-            body = f.read() if path.endswith('.gz') else None
+            head = f.read(4)
+            found = int.from_bytes(head, 'big') if len(head) == 4 else None
+            dims = f.read(4 * ndim) if found == magic else b''
+            body = f.read() if found == magic and path.endswith('.gz') else None
     except (OSError, EOFError) as err:
         raise DataError(f'MNISTDataset: could not read {path}: {err}') from None
-    if len(header) < 4 + 4 * ndim:
-        raise DataError(f'MNISTDataset: {path} is too short for an IDX header ({len(header)} bytes)')
-    found = int.from_bytes(header[:4], 'big')
     if found != magic:
         kind = 'images' if magic == IMAGES_MAGIC else 'labels'
         raise DataError(f'MNISTDataset: {path} has magic number {found}, expected {magic} (an IDX {kind} file); '
                         f'is it the right file, and decompressed if it does not end with .gz?')
-    shape = tuple(int.from_bytes(header[4 + 4 * i: 8 + 4 * i], 'big') for i in range(ndim))
+    if len(dims) < 4 * ndim:
+        raise DataError(f'MNISTDataset: {path} is too short for an IDX header ({4 + len(dims)} bytes)')
+    header = head + dims
+    shape = tuple(int.from_bytes(dims[4 * i: 4 + 4 * i], 'big') for i in range(ndim))
     count = int(np.prod(shape))
     if body is None:
         size = os.path.getsize(path) - len(header)
