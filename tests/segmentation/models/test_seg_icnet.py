@@ -108,3 +108,23 @@ def test_bad_arguments_are_named():
     neck = MODELS.build(dict(type="ICNeck", in_channels=[4, 4, 4], out_channels=4))
     with pytest.raises(ValueError, match="expected 3 feature maps"):
         neck([torch.zeros(1, 4, 4, 4)] * 2)
+
+
+def test_pretrained_resnet_v1c_loads_when_training_starts(tmp_path):
+    """``backbone_cfg.init`` is read by ``ICNet.init_weights`` (not at build time) and fits a ResNetV1c state dict
+    (``stem.*``, ``layerN.0.downsample.{0,1}``: mmseg's ``resnet*_v1c`` names)."""
+    small = dict(type="ICNet", backbone_cfg=dict(depth=18, base_channels=8, variant="c", output_stride=8),
+                 light_branch_middle_channels=8, psp_out_channels=8, out_channels=[8, 8, 8])
+    torch.manual_seed(0)
+    source = MODELS.build(copy.deepcopy(small)).backbone.state_dict()
+    assert "layer2.0.downsample.0.weight" in source and "stem.6.weight" in source
+    path = tmp_path / "resnet18_v1c.pth"
+    torch.save({"state_dict": source}, path)
+    cfg = copy.deepcopy(small)
+    cfg["backbone_cfg"]["init"] = {"checkpoint": str(path), "strict": True}
+    torch.manual_seed(1)
+    model = MODELS.build(cfg)
+    assert not torch.equal(model.backbone.stem[0].weight, source["stem.0.weight"])
+    model.init_weights()
+    for key, value in model.backbone.state_dict().items():
+        torch.testing.assert_close(value, source[key])
