@@ -8,7 +8,7 @@ from torch import nn
 
 from segmentation.registry import MODELS
 
-from .utils import check_logits_target, check_loss_name, check_loss_weight
+from .utils import check_logits_target, check_loss_name, check_loss_weight, sum_ratio
 
 
 def foreground_logit(logits: torch.Tensor, owner: str) -> torch.Tensor:
@@ -71,7 +71,7 @@ class BinaryCrossEntropyLoss(nn.Module):
         pixel_loss = F.binary_cross_entropy_with_logits(
             z, target.clamp(0, 1).to(z.dtype), pos_weight=pos_weight, reduction="none")
         valid = valid.to(pixel_loss.dtype)
-        return self.loss_weight * (pixel_loss * valid).sum() / valid.sum().clamp(min=1.0)
+        return self.loss_weight * sum_ratio(pixel_loss * valid, valid)
 
     def extra_repr(self) -> str:
         pos = None if self.pos_weight is None else float(self.pos_weight)

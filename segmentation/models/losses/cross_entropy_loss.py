@@ -10,7 +10,7 @@ from torch import nn
 
 from segmentation.registry import MODELS
 
-from .utils import check_loss_name, check_loss_weight, class_weight_tensor, match_class_weight
+from .utils import check_loss_name, check_loss_weight, class_weight_tensor, match_class_weight, sum_ratio
 
 
 def pixel_cross_entropy(
@@ -57,12 +57,8 @@ class CrossEntropyLoss(nn.Module):
         """``logits`` [B, C, H, W], ``target`` [B, H, W] class ids -> weighted scalar loss."""
         weight = match_class_weight("CrossEntropyLoss", self.class_weight, logits)
         pixel_loss, pixel_weight = pixel_cross_entropy(logits, target.long(), weight, ignore_index)
-        if self.avg_non_ignore:
-            denom = pixel_weight.sum()
-        else:
-            denom = torch.tensor(float(target.numel()), device=logits.device)
-        loss = pixel_loss.sum() / denom.clamp(min=1e-12).to(pixel_loss.dtype)
-        return self.loss_weight * loss
+        denom = pixel_weight if self.avg_non_ignore else float(target.numel())
+        return self.loss_weight * sum_ratio(pixel_loss, denom)
 
     def extra_repr(self) -> str:
         return f"loss_weight={self.loss_weight}, avg_non_ignore={self.avg_non_ignore}, loss_name={self.loss_name!r}"

@@ -9,7 +9,14 @@ from torch import nn
 
 from segmentation.registry import MODELS
 
-from .utils import check_logits_target, check_loss_name, check_loss_weight, class_weight_tensor, safe_target
+from .utils import (
+    check_logits_target,
+    check_loss_name,
+    check_loss_weight,
+    class_weight_tensor,
+    safe_target,
+    sum_ratio,
+)
 
 
 @MODELS.register_module()
@@ -60,7 +67,8 @@ class FocalLoss(nn.Module):
         check_logits_target("FocalLoss", logits, target)
         num_classes = logits.shape[1]
         safe, valid = safe_target(target, ignore_index, num_classes)
-        log_pt = logits.log_softmax(dim=1).gather(1, safe.unsqueeze(1)).squeeze(1)  # [B, H, W]
+        log_prob = logits.log_softmax(dim=1, dtype=torch.promote_types(logits.dtype, torch.float32))
+        log_pt = log_prob.gather(1, safe.unsqueeze(1)).squeeze(1)  # [B, H, W]
         # 1 - p_t as -expm1(log p_t): exact for confident pixels; the floor keeps the gradient of (1 - p_t)^gamma
         # finite for gamma < 1 where p_t rounds to 1.
         modulator = (-torch.expm1(log_pt)).clamp(min=1e-12).pow(self.gamma)
@@ -73,7 +81,7 @@ class FocalLoss(nn.Module):
         elif self.scalar_alpha is not None:
             loss = loss * self.scalar_alpha
         valid = valid.to(loss.dtype)
-        return self.loss_weight * (loss * valid).sum() / valid.sum().clamp(min=1.0)
+        return self.loss_weight * sum_ratio(loss * valid, valid)
 
     def extra_repr(self) -> str:
         alpha = self.scalar_alpha if self.alpha is None else self.alpha.tolist()

@@ -99,7 +99,7 @@ class LovaszLoss(nn.Module):
             counted = torch.zeros_like(per_class)
             counted[:, self.classes] = 1.0
         per_group = (per_class * counted).sum(-1) / counted.sum(-1).clamp(min=1.0)
-        return self.loss_weight * per_group.mean().to(logits.dtype)
+        return self.loss_weight * per_group.mean()  # float32 for half logits, as the other losses
 
     def extra_repr(self) -> str:
         return (f"per_image={self.per_image}, classes={self.classes!r}, loss_weight={self.loss_weight}, "

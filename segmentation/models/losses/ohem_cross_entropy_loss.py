@@ -17,6 +17,7 @@ from .utils import (
     class_weight_tensor,
     match_class_weight,
     safe_target,
+    sum_ratio,
 )
 
 
@@ -34,7 +35,9 @@ def ohem_keep_mask(
     """
     with torch.no_grad():
         safe, valid = safe_target(target, ignore_index, logits.shape[1])
-        prob = logits.softmax(dim=1).gather(1, safe.unsqueeze(1)).squeeze(1)  # [B, H, W]
+        # at least float32 (AMP's half logits), and the threshold compared in the same dtype as the probabilities
+        prob = logits.softmax(dim=1, dtype=torch.promote_types(logits.dtype, torch.float32))
+        prob = prob.gather(1, safe.unsqueeze(1)).squeeze(1)  # [B, H, W]
         valid_prob = prob[valid]
         kept = min_kept * target.shape[0]
         if kept >= valid_prob.numel():
@@ -92,8 +95,7 @@ class OhemCrossEntropyLoss(nn.Module):
         keep = ohem_keep_mask(logits, target, self.thresh, self.min_kept, ignore_index)
         pixel_loss, pixel_weight = pixel_cross_entropy(logits, target, weight, ignore_index)
         keep = keep.to(pixel_loss.dtype)
-        loss = (pixel_loss * keep).sum() / (pixel_weight * keep).sum().clamp(min=1e-12)
-        return self.loss_weight * loss
+        return self.loss_weight * sum_ratio(pixel_loss * keep, pixel_weight * keep)
 
     def extra_repr(self) -> str:
         return (f"thresh={self.thresh}, min_kept={self.min_kept}, loss_weight={self.loss_weight}, "

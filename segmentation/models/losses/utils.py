@@ -66,3 +66,18 @@ def safe_target(target: torch.Tensor, ignore_index: int, num_classes: int) -> tu
     target = target.long()
     valid = target != ignore_index
     return target.masked_fill(~valid, 0), valid
+
+
+
+def sum_ratio(numerator: torch.Tensor, denominator: torch.Tensor | float) -> torch.Tensor:
+    """``numerator.sum() / denominator.sum()`` summed in at least float32; 0 (still in the graph) when the
+    denominator is 0 (every pixel ignored).
+
+    Why float32: a half-precision sum of a per-pixel loss over a 512x1024 batch passes 65504 and turns into
+    inf / NaN; the per-pixel values themselves are fine in half.
+    """
+    dtype = torch.promote_types(numerator.dtype, torch.float32)
+    total = numerator.to(dtype).sum()
+    denom = denominator.to(dtype).sum() if isinstance(denominator, torch.Tensor) else torch.tensor(
+        float(denominator), dtype=dtype, device=numerator.device)
+    return total / denom.clamp(min=1e-12)

@@ -297,3 +297,21 @@ def test_head_sums_ce_dice_lovasz_with_their_weights():
     total, log_vars = BaseModel.parse_losses(head, out)  # what the segmentor's train_step sums
     torch.testing.assert_close(total, sum(parts.values()))
     assert set(log_vars) == {"loss", "loss_ce", "loss_dice", "loss_lovasz", "acc_seg"}
+
+
+def test_half_precision_logits_give_the_float32_loss():
+    # 32768 pixels with a per-pixel loss ~3: a float16 sum would pass 65504 (inf, then NaN)
+    gen = torch.Generator().manual_seed(6)
+    logits = 3 * torch.randn(1, 3, 128, 256, generator=gen)
+    target = torch.randint(0, 3, (1, 128, 256), generator=gen)
+    target[0, :8] = 255
+    half = logits.half().requires_grad_(True)
+    for loss in (CrossEntropyLoss(), OhemCrossEntropyLoss(min_kept=1000), FocalLoss(), LovaszLoss(),
+                 BinaryCrossEntropyLoss()):
+        inputs, labels = half, target
+        if isinstance(loss, BinaryCrossEntropyLoss):
+            inputs, labels = half[:, :2], torch.where(target == 255, target, target.clamp(max=1))
+        value = loss(inputs, labels)
+        value.backward()
+        assert value.dtype == torch.float32 and torch.isfinite(half.grad).all(), type(loss).__name__
+        torch.testing.assert_close(value, loss(inputs.detach().float(), labels), rtol=2e-3, atol=0)
