@@ -10,20 +10,27 @@ Models (``--model``):
 - ``tsm``: TSM-R50 (video ``Recognizer2D`` + ``ResNetTSM`` depth 50, 8 segments, ``TSMHead``, 400 classes, as
   MMAction2's tsm_r50_1x1x8 Kinetics-400 model); ``--batch`` clips of 8 frames at ``--size`` x ``--size``
   (its defaults, ``--size 224 --batch 1``, are the "1x8x224^2" input).
+- segmentation (``EncoderDecoder``, decode + auxiliary heads, their full-size configs): ``deeplabv3``
+  (DeepLabV3-R50-D8, configs/segmentation/deeplabv3/deeplabv3_r50_40k_voc12.yaml) and ``unet`` (U-Net S5-D16,
+  unet_s5-d16_40k_voc12.yaml), default 2x512x512; ``icnet`` (ICNet R50-D8, icnet_r50-d8_80k_cityscapes.yaml),
+  default 2x1024x512 (batch x H x W; ``--size HxW`` sets another, e.g. ``--size 512x1024``). Not batch 1: ICNet's
+  pyramid pooling (like DeepLabV3's ASPP image pooling) normalises a 1x1 map with BatchNorm, which in training
+  needs more than one value per channel (mmseg trains it with 2 images per GPU, too).
 
 Each side trains the same batch of ``--batch`` images at ``--size`` x ``--size`` (3 boxes each; ``tsm``: clips of 8
-frames with a class label):
+frames with a class label; segmentation: a random label map per image, 5% of it ignore (255)):
 - oars: ``model.train_step(batch, optim_wrapper)``: the data preprocessor (uint8 -> normalised, padded batch on the
   device), the loss dict parsed and logged, the optimizer wrapper's backward / step / zero_grad;
-- bare: ``model(inputs, samples, mode='loss')`` on the pre-processed batch, ``sum().backward()``, ``step()``,
-  ``zero_grad()``: the same module without the framework;
+- bare: ``model(inputs, samples, mode='loss')`` on the pre-processed batch, the sum of the ``loss`` entries (all
+  heads), ``backward()``, ``step()``, ``zero_grad()``: the same module without the framework;
 - torchvision (Faster R-CNN only): ``tv_model(images, targets)`` (its own transform included) on the same images as
   [0, 1] floats, ``sum().backward()``, ``step()``, ``zero_grad()``.
 Runs alternate (bare, oars[, torchvision], bare, ...) so that drift in machine speed hits all. Prints the medians and
 the ratios oars / bare (goal <= 1.05) and oars / torchvision (goal <= 1.0).
 
-    python benchmarks/train_step.py [--model yolov3|faster_rcnn|tsm] [--preset torchvision|mmdet] [--repeats 10]
-        [--device cpu|cuda] [--size 320] [--batch 2]   (tsm: --size 224 --batch 1 by default)
+    python benchmarks/train_step.py [--model yolov3|faster_rcnn|tsm|deeplabv3|unet|icnet] [--preset torchvision|mmdet]
+        [--repeats 10] [--device cpu|cuda] [--size 320 | HxW] [--batch 2]
+        (tsm: --size 224 --batch 1; deeplabv3/unet: 512 and 2; icnet: 1024x512 and 2, by default)
 """
 
 from __future__ import annotations
@@ -45,9 +52,15 @@ CONFIGS = {
     "yolov3": os.path.join(ROOT, "configs/detection/yolov3/yolov3_darknet53_270e_coco.yaml"),
     "faster_rcnn/torchvision": os.path.join(ROOT, "configs/_base_/models/faster_rcnn_r50_fpn_torchvision.yaml"),
     "faster_rcnn/mmdet": os.path.join(ROOT, "configs/detection/faster_rcnn/faster_rcnn_r50_fpn_1x_coco.yaml"),
+    "deeplabv3": os.path.join(ROOT, "configs/segmentation/deeplabv3/deeplabv3_r50_40k_voc12.yaml"),
+    "unet": os.path.join(ROOT, "configs/segmentation/unet/unet_s5-d16_40k_voc12.yaml"),
+    "icnet": os.path.join(ROOT, "configs/segmentation/icnet/icnet_r50-d8_80k_cityscapes.yaml"),
 }
+# segmentation models: default (batch, H, W)
+SEG_DEFAULTS = {"deeplabv3": (2, 512, 512), "unet": (2, 512, 512), "icnet": (2, 1024, 512)}
 NAMES = {"yolov3": "YOLOv3-DarkNet53", "faster_rcnn/torchvision": "Faster R-CNN R50-FPN (torchvision preset)",
-         "faster_rcnn/mmdet": "Faster R-CNN R50-FPN (MMDetection preset)", "tsm": "TSM-R50 (1x1x8 segments)"}
+         "faster_rcnn/mmdet": "Faster R-CNN R50-FPN (MMDetection preset)", "tsm": "TSM-R50 (1x1x8 segments)",
+         "deeplabv3": "DeepLabV3-R50-D8", "unet": "U-Net S5-D16", "icnet": "ICNet R50-D8"}
 TSM_SEGMENTS = 8
 # TSM-R50 as MMAction2's tsm_imagenet-pretrained-r50_8xb16-1x1x8-50e_kinetics400-rgb (ImageNet weights aside)
 TSM_MODEL = dict(
@@ -92,6 +105,38 @@ def make_clips(size: int, batch: int, num_classes: int):
     return {"inputs": inputs, "data_samples": samples}
 
 
+def make_seg_batch(height: int, width: int, batch: int, num_classes: int):
+    """``batch`` uint8 images [3, height, width] with a random label map each (uint8 [1, H, W] class ids, about 5%
+    ignore = 255), as ``PackSegInputs`` delivers them. Random labels: the step's work does not depend on them."""
+    from mmengine.structures import PixelData
+
+    from segmentation.structures import SegDataSample
+
+    g = torch.Generator().manual_seed(0)
+    inputs, samples = [], []
+    for _ in range(batch):
+        inputs.append(torch.randint(0, 256, (3, height, width), dtype=torch.uint8, generator=g))
+        label = torch.randint(0, num_classes, (1, height, width), dtype=torch.uint8, generator=g)
+        label[torch.rand(1, height, width, generator=g) < 0.05] = 255
+        shape = (height, width)
+        s = SegDataSample(metainfo=dict(img_shape=shape, ori_shape=shape))
+        s.gt_sem_seg = PixelData(data=label)
+        samples.append(s)
+    return {"inputs": inputs, "data_samples": samples}
+
+
+def parse_size(text: str) -> tuple[int, int]:
+    """``"320"`` -> (320, 320); ``"1024x512"`` -> (H, W) = (1024, 512)."""
+    parts = text.lower().split("x")
+    try:
+        values = [int(p) for p in parts]
+    except ValueError:
+        values = []
+    if len(values) not in (1, 2) or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"--size must be N or HxW with positive ints, got {text!r}")
+    return (values[0], values[-1])
+
+
 def build_tsm(device: str):
     """The TSM-R50 recognizer (train mode) and its model config."""
     from mmengine.config import Config
@@ -106,7 +151,7 @@ def build_tsm(device: str):
 
 
 def build_oars(key: str, size: int, device: str):
-    """The oars model (train mode) and its config."""
+    """The oars model (train mode) and its config (detection or segmentation, the config's default scope)."""
     from mmengine.registry import MODELS, DefaultScope
 
     from oars.config import load_config
@@ -114,10 +159,9 @@ def build_oars(key: str, size: int, device: str):
     overrides = {
         "yolov3": ["model.data_preprocessor.batch_augments=null"],
         "faster_rcnn/torchvision": ["model.num_classes=90", f"model.data_preprocessor.min_size={size}"],
-        "faster_rcnn/mmdet": [],
-    }[key]
+    }.get(key, [])
     cfg = load_config(CONFIGS[key], overrides)
-    with DefaultScope.overwrite_default_scope("detection"):
+    with DefaultScope.overwrite_default_scope(cfg.default_scope):
         model = MODELS.build(copy.deepcopy(cfg.model))
     return model.to(device).train(), cfg
 
@@ -137,34 +181,43 @@ def build_torchvision(size: int, device: str):
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", choices=["yolov3", "faster_rcnn", "tsm"], default="yolov3")
+    parser.add_argument("--model", choices=["yolov3", "faster_rcnn", "tsm", *SEG_DEFAULTS], default="yolov3")
     parser.add_argument("--preset", choices=["torchvision", "mmdet"], default="torchvision",
                         help="Faster R-CNN only: which oars preset (see above)")
     parser.add_argument("--repeats", type=int, default=10)
-    parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--warmup", type=int, default=2, help="untimed steps of each side first (at least 1)")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--size", type=int, default=None, help="default 320 (tsm: 224)")
+    parser.add_argument("--size", type=parse_size, default=None,
+                        help="N (square) or HxW (segmentation); default 320 (tsm: 224; deeplabv3/unet: 512; "
+                             "icnet: 1024x512)")
     parser.add_argument("--batch", type=int, default=None, help="images, or tsm clips; default 2 (tsm: 1)")
     args = parser.parse_args()
+    seg = args.model in SEG_DEFAULTS
     if args.size is None:
-        args.size = 224 if args.model == "tsm" else 320
+        args.size = SEG_DEFAULTS[args.model][1:] if seg else (224, 224) if args.model == "tsm" else (320, 320)
+    elif not seg and args.size[0] != args.size[1]:
+        parser.error(f"--size {args.size[0]}x{args.size[1]}: only the segmentation models take HxW")
     if args.batch is None:
-        args.batch = 1 if args.model == "tsm" else 2
+        args.batch = SEG_DEFAULTS[args.model][0] if seg else 1 if args.model == "tsm" else 2
+    height, width = args.size
 
     from mmengine.optim import OptimWrapper
 
     key = f"faster_rcnn/{args.preset}" if args.model == "faster_rcnn" else args.model
     torch.manual_seed(0)
-    model, cfg = build_tsm(args.device) if key == "tsm" else build_oars(key, args.size, args.device)
+    model, cfg = build_tsm(args.device) if key == "tsm" else build_oars(key, height, args.device)
     tv = None
     if args.model == "faster_rcnn":
         from detection.models.convert_torchvision import rcnn_from_torchvision
 
-        tv = build_torchvision(args.size, args.device)
+        tv = build_torchvision(height, args.device)
         if args.preset == "torchvision":  # the same weights on both sides: the same proposals, the same work
             model.load_state_dict(rcnn_from_torchvision(tv.state_dict(), "all"), strict=True)
     sync = torch.cuda.synchronize if args.device.startswith("cuda") else (lambda: None)
-    batch = (make_clips if key == "tsm" else make_batch)(args.size, args.batch, cfg.model.num_classes)
+    if seg:
+        batch = make_seg_batch(height, width, args.batch, cfg.model.num_classes)
+    else:
+        batch = (make_clips if key == "tsm" else make_batch)(height, args.batch, cfg.model.num_classes)
     opt = torch.optim.SGD(model.parameters(), lr=1e-5, momentum=0.9, weight_decay=5e-4)
     wrapper = OptimWrapper(opt)
 
@@ -173,7 +226,8 @@ def main() -> None:
 
     def bare() -> None:
         losses = model(inputs, samples, mode="loss")
-        total = sum(v for k, v in losses.items() if k.startswith("loss"))
+        # every entry named *loss* (all heads), as mmengine's parse_losses sums them on the oars side
+        total = sum(v for k, v in losses.items() if "loss" in k)
         total.backward()
         opt.step()
         opt.zero_grad()
@@ -205,9 +259,15 @@ def main() -> None:
         sync()
         return time.perf_counter() - start, time.process_time() - cpu
 
-    for _ in range(args.warmup):
-        for fn in steps.values():
-            fn()
+    try:
+        for _ in range(max(args.warmup, 1)):
+            for fn in steps.values():
+                fn()
+    except ValueError as err:
+        if "Expected more than 1 value per channel" not in str(err):
+            raise
+        raise SystemExit(f"{NAMES[key]} at batch {args.batch}: a BatchNorm layer sees one value per channel in "
+                         f"training (a global-pooling branch at batch 1); use --batch 2 or more ({err})") from None
     times: dict[str, list[tuple[float, float]]] = {name: [] for name in steps}
     for _ in range(args.repeats):
         for name, fn in steps.items():
@@ -216,7 +276,9 @@ def main() -> None:
     cpu = {name: statistics.median(c for _, c in t) for name, t in times.items()}
     on_cpu = not args.device.startswith("cuda")
     frames = f"x{TSM_SEGMENTS}" if key == "tsm" else ""
-    shape = f"{args.batch}{frames}x{args.size}x{args.size}"
+    shape = f"{args.batch}{frames}x{height}x{width}"
+    if tuple(inputs.shape[-2:]) != (height, width):
+        shape += f" (padded to {inputs.shape[-2]}x{inputs.shape[-1]})"
     print(f"{NAMES[key]}, {shape}, {args.device}, {args.repeats} steps each "
           f"(torch threads {torch.get_num_threads()})")
     labels = {"bare": "bare PyTorch loop", "oars": "oars train_step", "torchvision": "torchvision model"}
