@@ -154,14 +154,18 @@ def class_table(classes: Sequence[str] | None, found: Sequence[str], source: str
 def rasterize(doc: _Doc, class_ids: dict[str, int]) -> np.ndarray:
     """``[imageHeight, imageWidth]`` uint8 class ids of one file's shapes, later shapes over earlier.
 
-    A polygon fills the pixels whose centres it covers, edges included (so a rectangle from (x1, y1) to
-    (x2, y2) on whole pixels covers columns x1..x2 and rows y1..y2, as labelme's PIL drawing does).
+    labelme's coordinates put pixel i on [i, i + 1) (its centre at i + 0.5), so the points are moved by half
+    a pixel into OpenCV's pixel-centre coordinates; OpenCV then fills the inside and the pixels the outline
+    passes through, rounded to the nearest pixel at 1/16 pixel: the pixels labelme's own PIL drawing fills (a
+    rectangle from (1.0, 2.0) to (4.0, 5.0) covers columns 1..4 and rows 2..5; from (0.6, 0.6) to (3.4, 3.4)
+    columns and rows 0..3), up to a pixel where a slanted edge passes near a pixel's corner. A circle likewise
+    covers its disk and the pixels its rim passes through (labelme's PIL ellipse is half a pixel lower right).
     """
     label = np.zeros((doc.height, doc.width), np.uint8)
     scale = 1 << _SHIFT
     for shape in doc.shapes:
         value = class_ids[shape.label]
-        pts = shape.points
+        pts = shape.points - 0.5
         if shape.kind == 'rectangle':
             (x1, y1), (x2, y2) = pts.min(axis=0), pts.max(axis=0)
             pts = np.array([[x1, y1], [x2, y1], [x2, y2], [x1, y2]])
@@ -173,8 +177,8 @@ def rasterize(doc: _Doc, class_ids: dict[str, int]) -> np.ndarray:
             radius = float(np.hypot(*(rim - centre)))
             cv2.circle(label, tuple(int(v) for v in np.round(centre * scale)), int(round(radius * scale)),
                        color=int(value), thickness=-1, lineType=cv2.LINE_8, shift=_SHIFT)
-        else:  # mask: a bool patch whose top-left corner is the first point, clipped to the image
-            x0, y0 = (int(v) for v in pts[0])
+        else:  # mask: a bool patch whose top-left pixel holds the first point, clipped to the image
+            x0, y0 = (int(np.floor(v)) for v in shape.points[0])
             h, w = shape.mask.shape
             top, left = max(y0, 0), max(x0, 0)
             bottom, right = min(y0 + h, doc.height), min(x0 + w, doc.width)
