@@ -1,18 +1,23 @@
 """Inference latency and throughput: PyTorch eager vs ONNX Runtime (vs TensorRT when available).
 
-For DeepLabV3-R50, U-Net, YOLOv3-DarkNet53, Faster R-CNN R50-FPN and Mask R-CNN R50-FPN (their full-size configs,
-random weights), the exported graph of each model (``{task}.export.build_export_spec``: normalised image in, final
-outputs out: argmax labels / boxes after NMS / mask logits of the kept boxes) is run by every engine on the same
-input at batch 1 and 8 (the two-stage detectors at batch 1 only and FP32 only, unless ``--batches``/``--precisions``
-say otherwise: at 800x1344 on a CPU a batch of 8 takes minutes). Printed: median and p90 latency per batch, images/s and
-the speed-up against PyTorch eager (same process, runs of the engines interleaved).
+For DeepLabV3-R50, U-Net, YOLOv3-DarkNet53, Faster R-CNN R50-FPN and Mask R-CNN R50-FPN, and the Cityscapes
+segmentation models ICNet R50-D8, PSPNet R50-D8, BiSeNetV2 and DeepLabV3-R50 (``deeplabv3_city``) at 512x1024
+(their full-size configs, random weights), the exported graph of each model (``{task}.export.build_export_spec``:
+normalised image in, final outputs out: argmax labels / boxes after NMS / mask logits of the kept boxes) is run by
+every engine on the same input at batch 1 and 8 (the two-stage detectors at batch 1 only and FP32 only, unless
+``--batches``/``--precisions`` say otherwise: at 800x1344 on a CPU a batch of 8 takes minutes; the 512x1024
+Cityscapes models at batch 1 only).
+Printed: median and p90 latency per batch, images/s and the speed-up against PyTorch eager (same process, runs of the
+engines interleaved); with ``icnet`` and ``deeplabv3_city`` both run, the latency ratio ICNet / DeepLabV3-R50 per
+engine and batch (same input).
 
     python benchmarks/infer_latency.py [--size 256] [--runs 10] [--batches 1 8] [--device cpu|cuda]
-                                       [--models deeplabv3 unet yolov3 faster_rcnn mask_rcnn]
+                                       [--models deeplabv3 unet yolov3 faster_rcnn mask_rcnn
+                                                 icnet pspnet bisenetv2 deeplabv3_city]
                                        [--precisions fp32 fp16 int8]
 
 ``--size`` overrides the square input size of every model (default: each config's export.input_shape: 512/512/608,
-800x1344 for the two-stage detectors).
+800x1344 for the two-stage detectors; 512x1024 for the Cityscapes models, whose configs export 1024x2048).
 ``--precisions``: besides the FP32 graph, the FP16 / INT8 (Q/DQ) graphs of oars.export.precision for ONNX Runtime
 and TensorRT (default: fp32 int8 on the CPU, where ONNX Runtime has no fast FP16 kernels; all three on CUDA). The
 INT8 graph is calibrated on two random batches: its speed is real, its accuracy is not measured here.
@@ -42,13 +47,22 @@ MODELS = {
     "yolov3": ("YOLOv3-DarkNet53", "configs/detection/yolov3/yolov3_darknet53_270e_coco.yaml"),
     "faster_rcnn": ("Faster R-CNN R50-FPN", "configs/detection/faster_rcnn/faster_rcnn_r50_fpn_1x_coco.yaml"),
     "mask_rcnn": ("Mask R-CNN R50-FPN", "configs/detection/mask_rcnn/mask_rcnn_r50_fpn_1x_coco.yaml"),
+    "icnet": ("ICNet R50-D8", "configs/segmentation/icnet/icnet_r50-d8_80k_cityscapes.yaml"),
+    "pspnet": ("PSPNet R50-D8", "configs/segmentation/pspnet/pspnet_r50-d8_80k_cityscapes.yaml"),
+    "bisenetv2": ("BiSeNetV2", "configs/segmentation/bisenetv2/bisenetv2_fcn_160k_cityscapes.yaml"),
+    "deeplabv3_city": ("DeepLabV3-R50", "configs/segmentation/deeplabv3/deeplabv3_r50_80k_cityscapes.yaml"),
 }
+# Input (H, W) instead of the config's export.input_shape (Cityscapes' 1024x2048 at half resolution).
+INPUT_HW = {key: (512, 1024) for key in ("icnet", "pspnet", "bisenetv2", "deeplabv3_city")}
 # Defaults of models that are slow on a CPU at their export size (batches, precisions), when not given.
 HEAVY_DEFAULTS = {"faster_rcnn": ([1], ["fp32"]), "mask_rcnn": ([1], ["fp32"])}
+BATCH1_DEFAULTS = set(INPUT_HW)  # the 1x3x512x1024 comparison; --batches adds others
+RATIO = ("icnet", "deeplabv3_city")  # latency ratio printed when both run
 
 
-def build_spec(cfg_path: str, size: int | None):
-    """The model's export spec (module + output names) at a square input of ``size`` (or the config's)."""
+def build_spec(cfg_path: str, size: int | None, hw: tuple[int, int] | None = None):
+    """The model's export spec (module + output names) at a square input of ``size`` (else ``hw``, else the
+    config's export.input_shape)."""
     from mmengine.registry import MODELS as ROOT_MODELS
     from mmengine.registry import DefaultScope
 
@@ -58,7 +72,7 @@ def build_spec(cfg_path: str, size: int | None):
     cfg = load_config(os.path.join(ROOT, cfg_path))
     with DefaultScope.overwrite_default_scope(cfg.default_scope):
         model = ROOT_MODELS.build(copy.deepcopy(cfg.model)).eval()
-    h, w = cfg.export.input_shape[2:]
+    h, w = hw or cfg.export.input_shape[2:]
     if size:
         h = w = size
     extra = {k: v for k, v in cfg.export.items() if k != "input_shape"}
@@ -144,10 +158,11 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="oars-bench-") as tmp, torch.inference_mode():
         for key in args.models:
             name, cfg_path = MODELS[key]
-            heavy_batches, heavy_precisions = HEAVY_DEFAULTS.get(key, ([1, 8], precisions))
+            heavy_batches, heavy_precisions = HEAVY_DEFAULTS.get(key, ([1] if key in BATCH1_DEFAULTS else [1, 8],
+                                                                        precisions))
             batches = args.batches or heavy_batches
             model_precisions = args.precisions or (precisions if key not in HEAVY_DEFAULTS else heavy_precisions)
-            module, spec, options = build_spec(cfg_path, args.size)
+            module, spec, options = build_spec(cfg_path, args.size, INPUT_HW.get(key))
             module = module.to(args.device)
             graphs = precision_graphs(spec, options, os.path.join(tmp, f"{key}.onnx"), model_precisions)
             h, w = options.input_shape[2:]
@@ -160,7 +175,7 @@ def main() -> None:
                     median, p90 = float(np.median(t)), float(np.percentile(t, 90))
                     base = base or median
                     rows.append((name, f"{h}x{w}", batch, engine, median * 1e3, p90 * 1e3, batch / median,
-                                 base / median))
+                                 base / median, key))
                     print(f"  {name} b{batch} {engine}: {median * 1e3:.1f} ms", file=sys.stderr)
     print(f"\nlatency on {args.device} (torch threads {torch.get_num_threads()}), {args.runs} runs after "
           f"{args.warmup} warm-up, random weights\n")
@@ -169,6 +184,20 @@ def main() -> None:
     print("|" + "---|" * len(header))
     for r in rows:
         print(f"| {r[0]} | {r[1]} | {r[2]} | {r[3]} | {r[4]:.1f} | {r[5]:.1f} | {r[6]:.1f} | {r[7]:.2f} |")
+    print_ratio(rows)
+
+
+def print_ratio(rows: list[tuple]) -> None:
+    """ICNet / DeepLabV3-R50 median latency per (input, batch, engine) both were run at (nothing when one is
+    missing): how much of DeepLabV3's time ICNet needs on the same input and engine."""
+    num, den = RATIO
+    times = {(r[8], r[1], r[2], r[3]): r[4] for r in rows}
+    lines = [f"  {inp} b{batch} {engine}: {ms / times[(den, inp, batch, engine)]:.3f}"
+             f" ({ms:.1f} / {times[(den, inp, batch, engine)]:.1f} ms)"
+             for (key, inp, batch, engine), ms in times.items() if key == num and (den, inp, batch, engine) in times]
+    if lines:
+        print(f"\nlatency ratio {MODELS[num][0]} / {MODELS[den][0]} (lower: ICNet is faster)")
+        print("\n".join(lines))
 
 
 if __name__ == "__main__":
