@@ -20,6 +20,11 @@ from oars.registry import TRANSFORMS
 BLUR_TYPES = ('gaussian', 'median', 'blur', 'random')
 
 
+def opencv_sigma(ksize: int) -> float:
+    """The sigma OpenCV's ``GaussianBlur`` uses for a kernel of ``ksize`` when given sigma 0."""
+    return 0.3 * ((ksize - 1) * 0.5 - 1) + 0.8
+
+
 def require_uint8(cls: str, results: dict) -> None:
     """``DataError`` unless ``results['img']`` is uint8 (colour and noise ranges are in 0..255 units)."""
     img = results.get('img')
@@ -30,8 +35,10 @@ def require_uint8(cls: str, results: dict) -> None:
 @TRANSFORMS.register_module()
 class RandomBlur(AlbuAdapter):
     """PaddleSeg's ``RandomBlur``: with probability ``prob`` blur with an odd kernel size drawn from
-    ``kernel_range`` (PaddleSeg: 3..9). ``blur_type``: ``gaussian`` (sigma from the kernel size, as OpenCV's
-    ``GaussianBlur(k, 0)``), ``median``, ``blur`` (box filter), or ``random`` (one of the three per sample).
+    ``kernel_range`` (PaddleSeg: 3..9). ``blur_type``: ``gaussian`` (PaddleSeg's ``cv2.GaussianBlur(k, 0)``: sigma
+    from the kernel size by OpenCV's rule, ``0.3 * ((k - 1) / 2 - 1) + 0.8``; albumentations' kernel, within a few
+    grey levels of OpenCV's tabulated small kernels), ``median``, ``blur`` (box filter), or ``random`` (one of the
+    three per sample).
     """
 
     def __init__(self, prob: float = 0.1, blur_type: str = 'gaussian', kernel_range: Sequence[int] = (3, 9)) -> None:
@@ -49,7 +56,11 @@ class RandomBlur(AlbuAdapter):
 
     def _albu_transforms(self) -> list[A.BasicTransform | A.BaseCompose]:
         k = self.kernel_range
-        blurs = {'gaussian': A.GaussianBlur(blur_limit=k, sigma_limit=(0.0, 0.0), p=1.0),
+        # albumentations draws kernel and sigma independently (and sigma 0 is not OpenCV's "from the kernel"):
+        # one GaussianBlur per odd kernel size with OpenCV's sigma for it, picked uniformly
+        gaussians = [A.GaussianBlur(blur_limit=(n, n), sigma_limit=(opencv_sigma(n), opencv_sigma(n)), p=1.0)
+                     for n in range(k[0], k[1] + 1, 2)]
+        blurs = {'gaussian': gaussians[0] if len(gaussians) == 1 else A.OneOf(gaussians, p=1.0),
                  'median': A.MedianBlur(blur_limit=k, p=1.0), 'blur': A.Blur(blur_limit=k, p=1.0)}
         if self.blur_type == 'random':
             return [A.OneOf(list(blurs.values()), p=self.prob)]

@@ -65,6 +65,8 @@ STEPS = [
     ({'type': 'RandomAffine', 'max_rotation': 20, 'min_scale_factor': 0.6, 'max_scale_factor': 0.9,
       'max_translate_ratio': 0.1, 'max_shear': 5}, 'geo', True),
     ({'type': 'RandomBlur', 'prob': 1.0, 'blur_type': 'random'}, 'blur', False),
+    ({'type': 'RandomBlur', 'prob': 1.0, 'blur_type': 'gaussian'}, 'blur', False),
+    ({'type': 'RandomBlur', 'prob': 1.0, 'blur_type': 'median', 'kernel_range': [5, 5]}, 'blur', False),
     ({'type': 'RandomDistort', 'brightness_prob': 1.0, 'contrast_prob': 1.0, 'saturation_prob': 1.0,
       'hue_prob': 1.0, 'sharpness_prob': 1.0}, 'colour', False),
     ({'type': 'RandomNoise', 'prob': 1.0, 'max_sigma': 4.0}, 'noise', False),
