@@ -2,18 +2,26 @@
 (``MODELS``) and the optimizer constructor (``OPTIM_WRAPPER_CONSTRUCTORS``)."""
 
 from . import algorithms, discriminators, generators, losses
-from .algorithms import CGAN, DCGAN, CycleGAN, Pix2Pix
+from .algorithms import CGAN, DCGAN, STGAN, AttGAN, CycleGAN, Pix2Pix, StarGAN
 from .base_gan import BaseGAN
 from .data_preprocessor import GANDataPreprocessor
-from .discriminators import DCGANDiscriminator, PatchDiscriminator
-from .generators import DCGANGenerator, ResnetGenerator, UNetGenerator
+from .discriminators import AttGANDiscriminator, DCGANDiscriminator, PatchDiscriminator, StarGANDiscriminator
+from .generators import (
+    AttGANGenerator,
+    DCGANGenerator,
+    ResnetGenerator,
+    StarGANGenerator,
+    STGANGenerator,
+    UNetGenerator,
+)
 from .losses import ClassificationLoss, GANLoss, GradientPenaltyLoss, L1Loss, gradient_penalty
 from .optim_constructor import MultiOptimWrapperConstructor
 from .utils import GeneratorEMA, ImagePool
 
 __all__ = [
-    "CGAN", "DCGAN", "BaseGAN", "ClassificationLoss", "CycleGAN", "DCGANDiscriminator", "DCGANGenerator",
-    "GANDataPreprocessor", "GANLoss", "GeneratorEMA", "GradientPenaltyLoss", "ImagePool", "L1Loss",
-    "MultiOptimWrapperConstructor", "PatchDiscriminator", "Pix2Pix", "ResnetGenerator", "UNetGenerator",
-    "algorithms", "discriminators", "generators", "gradient_penalty", "losses",
+    "AttGAN", "AttGANDiscriminator", "AttGANGenerator", "BaseGAN", "CGAN", "ClassificationLoss", "CycleGAN", "DCGAN",
+    "DCGANDiscriminator", "DCGANGenerator", "GANDataPreprocessor", "GANLoss", "GeneratorEMA", "GradientPenaltyLoss",
+    "ImagePool", "L1Loss", "MultiOptimWrapperConstructor", "PatchDiscriminator", "Pix2Pix", "ResnetGenerator",
+    "STGAN", "STGANGenerator", "StarGAN", "StarGANDiscriminator", "StarGANGenerator", "UNetGenerator", "algorithms",
+    "discriminators", "generators", "gradient_penalty", "losses"
 ]
