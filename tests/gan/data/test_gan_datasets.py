@@ -64,7 +64,8 @@ def test_mnist_idx_plain_and_gz_and_wrong_magic(tmp_path):
     labels = np.array([3, 1, 4, 1, 5], dtype=np.uint8)
     _idx(tmp_path / 'train-images-idx3-ubyte', 2051, imgs, gz=False)
     _idx(tmp_path / 'train-labels-idx1-ubyte.gz', 2049, labels, gz=True)
-    pipe = [dict(type='GANResize', scale=32, interpolation='nearest'), dict(type='PackGANInputs', keys=['img', 'label'])]
+    pipe = [dict(type='GANResize', scale=32, interpolation='nearest'),
+            dict(type='PackGANInputs', keys=['img', 'label'])]
     ds = MNISTDataset(data_root=str(tmp_path), pipeline=pipe)
     assert len(ds) == 5 and ds.metainfo['classes'][3] == '3'
     out = ds[2]
