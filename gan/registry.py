@@ -9,8 +9,7 @@ _R = task_registries(
         "dataset": ["gan.datasets"],
         "transform": ["gan.transforms", "gan.datasets"],
         "metric": ["gan.evaluation"],
-        # "hook": ["gan.engine"] per the contract, once a gan/engine package exists: a location that does not import
-        # makes every hook lookup of a gan config fail (oars.config.check reports ModuleNotFoundError).
+        "hook": ["gan.engine"],
         "task util": ["gan.models"],
         "optimizer wrapper constructor": ["gan.models"],  # MultiOptimWrapperConstructor (beyond the contract)
     },
