@@ -23,13 +23,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import time
 from pathlib import Path
 
 import cv2
 import numpy as np
 
+from oars.data.generated_set import GeneratedSet, check_int_arg, count_files
 from oars_deploy.draw import save_label_png
 
 CLASSES: tuple[str, ...] = ('background', 'circle', 'square', 'triangle')
@@ -184,19 +184,11 @@ def _write_split(root: Path, split: str, num: int, size: int, seed: int) -> int:
 
 
 def _owned_paths(root: Path) -> list[Path]:
-    """Everything generate() writes; the only paths it ever deletes."""
-    paths = [root / 'meta.json']
+    """Everything generate() writes besides meta.json; the only paths it ever deletes."""
+    paths = []
     for split in SPLITS:
         paths += [root / 'images' / split, root / 'labels' / split, root / 'annotations' / f'instances_{split}.json']
     return paths
-
-
-def _read_meta(root: Path) -> dict | None:
-    try:
-        meta = json.loads((root / 'meta.json').read_text())
-    except (OSError, ValueError):
-        return None
-    return meta if isinstance(meta, dict) and meta.get('generator') == _GENERATOR_NAME else None
 
 
 def _result(root: Path, params: dict, num_annotations: dict, skipped: bool) -> dict:
@@ -213,19 +205,13 @@ def _result(root: Path, params: dict, num_annotations: dict, skipped: bool) -> d
     }
 
 
-def _is_complete(root: Path, meta: dict | None, params: dict) -> bool:
-    if meta is None or not meta.get('complete') or meta.get('params') != params:
-        return False
-    if meta.get('format_version') != FORMAT_VERSION:
-        return False
+def _is_complete(root: Path, params: dict) -> bool:
     for split in SPLITS:
         n = params[f'num_{split}']
         if not (root / 'annotations' / f'instances_{split}.json').is_file():
             return False
-        for kind in ('images', 'labels'):
-            d = root / kind / split
-            if (len(list(d.glob('*.png'))) if d.is_dir() else 0) != n:
-                return False
+        if any(count_files(root / kind / split, '*.png') != n for kind in ('images', 'labels')):
+            return False
     return True
 
 
@@ -245,38 +231,22 @@ def generate(
     ``out_dir`` that this generator did not write is refused unless ``overwrite=True`` (and even then
     only the paths listed above are removed).
     """
+    owner = 'demo_shapes.generate'
     for key, value, low in (('num_train', num_train, 0), ('num_val', num_val, 0), ('size', size, 32)):
-        if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < low:
-            raise ValueError(f'demo_shapes.generate: {key} must be an integer >= {low}, got {value!r}')
+        check_int_arg(owner, key, value, low)
     if num_train + num_val == 0:
-        raise ValueError('demo_shapes.generate: num_train and num_val are both 0; nothing to generate')
-    if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
-        raise ValueError(f'demo_shapes.generate: seed must be a non-negative integer, got {seed!r}')
+        raise ValueError(f'{owner}: num_train and num_val are both 0; nothing to generate')
+    check_int_arg(owner, 'seed', seed, 0)
     root = Path(out_dir)
     params = {'num_train': int(num_train), 'num_val': int(num_val), 'size': int(size), 'seed': int(seed)}
-    meta = _read_meta(root)
-
-    if not overwrite and _is_complete(root, meta, params):
+    gset = GeneratedSet(root, _GENERATOR_NAME, FORMAT_VERSION, params, _owned_paths(root),
+                        'images/, labels/, annotations/instances_*.json and meta.json')
+    meta = gset.reusable_meta()
+    if not overwrite and meta is not None and _is_complete(root, params):
         return _result(root, params, meta.get('num_annotations', {}), skipped=True)
-    if meta is None and root.is_dir() and any(root.iterdir()) and not overwrite:
-        raise FileExistsError(
-            f'demo_shapes.generate: {root} is not empty and has no meta.json written by {_GENERATOR_NAME}; '
-            'choose another output directory or pass overwrite=True (--overwrite) to replace '
-            'images/, labels/, annotations/instances_*.json and meta.json there'
-        )
-    for path in _owned_paths(root):
-        if path.is_dir():
-            shutil.rmtree(path)
-        elif path.exists():
-            path.unlink()
-
-    root.mkdir(parents=True, exist_ok=True)
-    meta = {'generator': _GENERATOR_NAME, 'format_version': FORMAT_VERSION, 'params': params,
-            'classes': list(CLASSES), 'palette': [list(c) for c in PALETTE], 'complete': False}
-    (root / 'meta.json').write_text(json.dumps(meta, indent=2))  # marks a half-written set as ours
+    gset.begin(overwrite, classes=list(CLASSES), palette=[list(c) for c in PALETTE])
     counts = {split: _write_split(root, split, params[f'num_{split}'], size, seed) for split in SPLITS}
-    meta.update(complete=True, num_annotations=counts)
-    (root / 'meta.json').write_text(json.dumps(meta, indent=2))
+    gset.finish(num_annotations=counts)
     return _result(root, params, counts, skipped=False)
 
 

@@ -33,8 +33,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import json
-import shutil
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -43,6 +41,7 @@ import cv2
 import numpy as np
 
 from oars.data.demo_shapes import _background, _pick_colour
+from oars.data.generated_set import GeneratedSet, check_int_arg, count_files
 
 CLASSES: tuple[str, ...] = ('left', 'right', 'up', 'down', 'rotate_cw', 'rotate_ccw', 'grow', 'shrink')
 SPLITS: tuple[str, ...] = ('train', 'val')
@@ -240,34 +239,17 @@ def _write_split(root: Path, split: str, num: int, size: int, num_frames: int, s
 
 
 def _owned_paths(root: Path) -> list[Path]:
-    """Everything generate() writes; the only paths it ever deletes."""
-    paths = [root / 'meta.json', root / 'classes.txt']
+    """Everything generate() writes besides meta.json; the only paths it ever deletes."""
+    paths = [root / 'classes.txt']
     for split in SPLITS:
         paths += [root / 'videos' / split, root / 'features' / split, root / f'{split}_list.txt',
                   root / f'features_{split}_list.txt']
     return paths
 
 
-def _read_meta(root: Path) -> dict | None:
-    try:
-        meta = json.loads((root / 'meta.json').read_text())
-    except (OSError, ValueError):
-        return None
-    return meta if isinstance(meta, dict) and meta.get('generator') == _GENERATOR_NAME else None
-
-
-def _is_complete(root: Path, meta: dict | None, params: dict) -> bool:
-    if meta is None or not meta.get('complete') or meta.get('params') != params:
-        return False
-    if meta.get('format_version') != FORMAT_VERSION:
-        return False
-    for split in SPLITS:
-        n = params[f'num_{split}']
-        for folder, pattern in (('videos', '*.mp4'), ('features', '*.npz')):
-            d = root / folder / split
-            if (len(list(d.glob(pattern))) if d.is_dir() else 0) != n:
-                return False
-    return True
+def _is_complete(root: Path, params: dict) -> bool:
+    return all(count_files(root / folder / split, pattern) == params[f'num_{split}']
+               for split in SPLITS for folder, pattern in (('videos', '*.mp4'), ('features', '*.npz')))
 
 
 def _result(root: Path, params: dict, codec: str, skipped: bool) -> dict:
@@ -300,42 +282,28 @@ def generate(
     this generator with other parameters is replaced; a non-empty ``out_dir`` that this generator did not write is
     refused unless ``overwrite=True`` (and even then only the paths it writes are removed).
     """
+    owner = 'demo_videos.generate'
     for key, value, low in (('num_train', num_train, 0), ('num_val', num_val, 0), ('size', size, 32),
                             ('num_frames', num_frames, 2)):
-        if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < low:
-            raise ValueError(f'demo_videos.generate: {key} must be an integer >= {low}, got {value!r}')
+        check_int_arg(owner, key, value, low)
     if size % 2:
-        raise ValueError(f'demo_videos.generate: size must be even (yuv420p), got {size}')
+        raise ValueError(f'{owner}: size must be even (yuv420p), got {size}')
     if num_train + num_val == 0:
-        raise ValueError('demo_videos.generate: num_train and num_val are both 0; nothing to generate')
-    if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
-        raise ValueError(f'demo_videos.generate: seed must be a non-negative integer, got {seed!r}')
+        raise ValueError(f'{owner}: num_train and num_val are both 0; nothing to generate')
+    check_int_arg(owner, 'seed', seed, 0)
     root = Path(out_dir)
     params = {'num_train': int(num_train), 'num_val': int(num_val), 'size': int(size),
               'num_frames': int(num_frames), 'seed': int(seed)}
     codec = available_codec()
-    meta = _read_meta(root)
-    if not overwrite and _is_complete(root, meta, params) and meta.get('codec') == codec:
+    gset = GeneratedSet(root, _GENERATOR_NAME, FORMAT_VERSION, params, _owned_paths(root),
+                        'videos/, features/, the list files, classes.txt and meta.json')
+    if not overwrite and gset.reusable_meta(codec=codec) is not None and _is_complete(root, params):
         return _result(root, params, codec, skipped=True)
-    if meta is None and root.is_dir() and any(root.iterdir()) and not overwrite:
-        raise FileExistsError(
-            f'demo_videos.generate: {root} is not empty and has no meta.json written by {_GENERATOR_NAME}; choose '
-            'another output directory or pass overwrite=True (--overwrite) to replace videos/, features/, the '
-            'list files, classes.txt and meta.json there')
-    for path in _owned_paths(root):
-        if path.is_dir():
-            shutil.rmtree(path)
-        elif path.exists():
-            path.unlink()
-    root.mkdir(parents=True, exist_ok=True)
-    meta = {'generator': _GENERATOR_NAME, 'format_version': FORMAT_VERSION, 'params': params, 'codec': codec,
-            'classes': list(CLASSES), 'complete': False}
-    (root / 'meta.json').write_text(json.dumps(meta, indent=2))  # marks a half-written set as ours
+    gset.begin(overwrite, codec=codec, classes=list(CLASSES))
     (root / 'classes.txt').write_text(''.join(f'{c}\n' for c in CLASSES))
     for split in SPLITS:
         _write_split(root, split, params[f'num_{split}'], size, num_frames, seed, codec)
-    meta['complete'] = True
-    (root / 'meta.json').write_text(json.dumps(meta, indent=2))
+    gset.finish()
     return _result(root, params, codec, skipped=False)
 
 
