@@ -16,8 +16,9 @@ from gan.registry import OPTIM_WRAPPER_CONSTRUCTORS
 from gan.structures import GANDataSample
 
 # Full-size parameter counts (millions) of each network type as the configs build it, against the papers' code:
-# PyTorch's DCGAN tutorial (64 px RGB: G 3.577, D 2.766; 1 channel: 2048 and 1024 fewer: G 3.575, D 2.764), pix2pix's unet_256 54.414
-# and basic D 2.769 (6 channels), CycleGAN's resnet_9blocks 11.378 and D (3 channels, IN) 2.765.
+# PyTorch's DCGAN tutorial (64 px RGB: G 3.577, D 2.766; 1 channel: 2048 and 1024 fewer: G 3.575, D 2.764),
+# pix2pix's unet_256 54.414 and basic D 2.769 (6 channels), CycleGAN's resnet_9blocks 11.378 and D (3 channels,
+# IN) 2.765. Narrower or shallower configs (demos) are not compared.
 FULL_SIZE_PARAMS = {
     ("UNetGenerator", 3): 54.414, ("PatchDiscriminator", 6): 2.769, ("PatchDiscriminator", 3): 2.765,
     ("ResnetGenerator", 3): 11.378, ("DCGANGenerator", 1): 3.575, ("DCGANDiscriminator", 1): 2.764,
@@ -35,7 +36,9 @@ def check_full_size(model: torch.nn.Module, model_cfg: dict) -> None:
     for name in ("generator", "discriminator"):
         cfg = model_cfg.get(name) or {}
         key = (cfg.get("type"), _channels(cfg))
-        if key not in FULL_SIZE_PARAMS or cfg.get("output_size", cfg.get("input_size", 64)) != 64:
+        full = (cfg.get("ngf", 64) == 64 and cfg.get("ndf", 64) == 64 and cfg.get("num_downs", 8) == 8
+                and cfg.get("num_blocks", 9) == 9 and cfg.get("output_size", cfg.get("input_size", 64)) == 64)
+        if key not in FULL_SIZE_PARAMS or not full:
             continue
         net = getattr(model, name)
         if isinstance(net, torch.nn.ModuleDict):  # CycleGAN: two of each
@@ -113,17 +116,24 @@ def run_pipelines(cfg, tmp_path) -> None:
         if ds["type"] == "MNISTDataset":
             results = {"img": np.random.default_rng(0).integers(0, 256, (28, 28), dtype=np.uint8), "label": 3,
                        "img_path": "train-images-idx3-ubyte[0]", "sample_idx": 0}
-        elif ds["type"] == "PairedImageDataset":
+        elif ds["type"] == "ImageFolderGANDataset":
+            side = int(gen.get("output_size", 64))  # class folders of ready-sized images (the demo digits)
+            results = {"img_path": _write(tmp_path / "img.png", side, side, 3), "label": 3, "sample_idx": 0}
+        elif ds["type"] == "PairedImageDataset" and ds.get("img_dir"):
             results = {"img_path": _write(tmp_path / "pair.png", 96, 192, 0), "pair_order": "AB", "sample_idx": 0}
-        elif ds["type"] == "UnpairedImageDataset":
+        elif ds["type"] in ("PairedImageDataset", "UnpairedImageDataset"):  # two files, one per domain
+            paired = ds["type"] == "PairedImageDataset"  # aligned folders: one size; unpaired: sizes may differ
             results = {"img_A_path": _write(tmp_path / "a.png", 80, 96, 1),
-                       "img_B_path": _write(tmp_path / "b.png", 72, 64, 2), "sample_idx": 0}
+                       "img_B_path": _write(tmp_path / "b.png", *((80, 96) if paired else (72, 64)), 2),
+                       "sample_idx": 0}
         else:
             raise AssertionError(f"no synthetic sample for dataset type {ds['type']}")
         with DefaultScope.overwrite_default_scope(cfg.default_scope):
             pipeline = Compose(copy.deepcopy(ds["pipeline"]))
         packed = pseudo_collate([pipeline(results)])
-        size = gen.get("output_size", 256)
+        sizes = [t.get("crop_size", t.get("scale")) for t in ds["pipeline"]
+                 if t["type"] in ("GANResize", "GANRandomCrop")]
+        size = gen.get("output_size", sizes[-1] if sizes else 256)
         for key, images in packed["inputs"].items():
             if key == "label":
                 assert int(images[0]) == 3
