@@ -187,18 +187,17 @@ def main() -> None:
     print_ratio(rows)
 
 
-def print_ratio(rows: list[tuple]) -> None:
+def print_ratio(rows: list[tuple], out: Callable[[str], object] = print) -> None:
     """ICNet / DeepLabV3-R50 median latency per (input, batch, engine) both were run at (nothing when one is
-    missing): how much of DeepLabV3's time ICNet needs on the same input and engine."""
+    missing): how much of DeepLabV3's time ICNet needs on the same input and engine. ``out`` writes the text."""
     num, den = RATIO
     times = {(r[8], r[1], r[2], r[3]): r[4] for r in rows}
     lines = [f"  {inp} b{batch} {engine}: {ms / times[(den, inp, batch, engine)]:.3f}"
              f" ({ms:.1f} / {times[(den, inp, batch, engine)]:.1f} ms)"
              for (key, inp, batch, engine), ms in times.items() if key == num and (den, inp, batch, engine) in times]
     if lines:
-        print(f"\nlatency ratio {MODELS[num][0]} / {MODELS[den][0]} (lower: ICNet is faster)")
-        print("\n".join(lines))
-
+        out(f"\nlatency ratio {MODELS[num][0]} / {MODELS[den][0]} (lower: ICNet is faster)")
+        out("\n".join(lines))
 
 if __name__ == "__main__":
     main()
