@@ -3,6 +3,7 @@ Want"), and the pieces the attribute-editing networks share (attribute tiling, K
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -24,16 +25,24 @@ def concat_attrs(x: torch.Tensor, attrs: torch.Tensor) -> torch.Tensor:
     return torch.cat([x, attrs.to(x.dtype)[:, :, None, None].expand(-1, -1, h, w)], dim=1)
 
 
-def kaiming_init(module: nn.Module) -> None:
-    """He-normal (fan_in, ReLU gain) conv / deconv / linear weights with zero biases, norm scales 1 and shifts 0: the
-    ``initial='kaiming'`` of PaddleGAN's StarGAN/AttGAN/STGAN networks (not the DCGAN N(0, 0.02) rule)."""
+def kaiming_init(module: nn.Module, bn_std: float = 0.02) -> None:
+    """PaddleGAN's ``initial='kaiming'`` of its StarGAN/AttGAN/STGAN networks: conv / transposed conv / linear
+    weights AND biases ~ U(-1/sqrt(fan_in), 1/sqrt(fan_in)) (fan_in = in_channels * k * k for a conv, out_channels
+    * k * k for a transposed conv: PyTorch's own default, which StarGAN's authors use too); BatchNorm scales
+    ~ N(1, ``bn_std``), InstanceNorm / GroupNorm scales 1, shifts 0. Not the DCGAN N(0, 0.02) rule: with it the
+    unnormalised critics start with tiny gradients."""
     for m in module.modules():
         if isinstance(m, (nn.Conv2d, nn.ConvTranspose2d, nn.Linear)):
-            nn.init.kaiming_normal_(m.weight, nonlinearity="relu")
+            fan_in = m.weight[0].numel()  # a transposed conv's weight is [in, out, k, k]: out * k * k
+            bound = 1.0 / math.sqrt(fan_in)
+            nn.init.uniform_(m.weight, -bound, bound)
             if m.bias is not None:
-                nn.init.zeros_(m.bias)
-        elif isinstance(m, (nn.BatchNorm2d, nn.InstanceNorm2d, nn.GroupNorm)) and m.weight is not None:
-            nn.init.ones_(m.weight)
+                nn.init.uniform_(m.bias, -bound, bound)
+        elif isinstance(m, (nn.InstanceNorm2d, nn.GroupNorm, nn.BatchNorm2d)) and m.weight is not None:
+            if isinstance(m, nn.BatchNorm2d):
+                nn.init.normal_(m.weight, 1.0, bn_std)
+            else:
+                nn.init.ones_(m.weight)
             nn.init.zeros_(m.bias)
 
 

@@ -150,8 +150,14 @@ def test_shapes_and_full_size_counts():
         stu(torch.zeros(1, 8, 6, 6), torch.zeros(1, 12, 4, 4))
     src, cls = small("StarGAN").discriminator(torch.zeros(2, 3, S, S))
     assert src.shape == (2, 1, 4, 4) and cls.shape == (2, 5)  # PatchGAN map at S / 8, K logits
-    adv, cls = small("AttGAN").discriminator(torch.zeros(2, 3, S, S))
+    attgan = small("AttGAN")
+    adv, cls = attgan.discriminator(torch.zeros(2, 3, S, S))
     assert adv.shape == (2, 1) and cls.shape == (2, 5)
+    # PaddleGAN's 'kaiming' init: U(+-1/sqrt(fan_in)); a transposed conv's fan_in is out_channels * k * k
+    for layer, fan_in in ((attgan.discriminator.features[0], 3 * 16), (attgan.generator.to_image[0], 3 * 16),
+                          (attgan.generator.decoder[0][0], 32 * 16)):
+        bound = fan_in ** -0.5
+        assert 0.9 * bound < layer.weight.abs().max() <= bound
 
     def count(m):
         return sum(p.numel() for p in m.parameters())
