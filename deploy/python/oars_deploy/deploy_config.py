@@ -37,6 +37,7 @@ MODEL_KEYS = ("name", "task", "onnx")
 INPUT_KEYS = ("name", "shape", "dtype", "layout", "color")
 SAMPLING_KEY = "sampling"  # present in the deploy.yaml of video (clip) models: see oars_deploy.video_config
 FEATURES_KEY = "features"  # present in the deploy.yaml of frame-feature models: see oars_deploy.video_features_config
+GAN_KEY = "gan"  # present in the deploy.yaml of GAN generators: see oars_deploy.gan_config
 
 
 def read_deploy_yaml(path: str) -> dict:
@@ -83,6 +84,14 @@ def validate_deploy(data: Any, path: str = DEPLOY_FILE) -> None:
         from oars_deploy.video_features_config import validate_features
 
         validate_features(data, path)
+    elif GAN_KEY in data:  # a generator: noise / image / image + attribute inputs (gan_config)
+        from oars_deploy.gan_config import validate_gan
+
+        validate_gan(data, path)
+        if data["gan"]["kind"] != "noise":
+            _validate_image_input(data, path)
+        elif data["preprocess"]:
+            raise DeployError(f"{path}: preprocess of a noise generator must be empty, got {data['preprocess']!r}")
     else:
         _validate_image_input(data, path)
     outputs = data["outputs"]
