@@ -21,9 +21,10 @@ import os.path as osp
 import numpy as np
 
 from oars_deploy.backends import BACKENDS
-from oars_deploy.deploy_config import DEPLOY_FILE, FEATURES_KEY, SAMPLING_KEY, read_deploy_yaml
+from oars_deploy.deploy_config import DEPLOY_FILE, FEATURES_KEY, GAN_KEY, SAMPLING_KEY, read_deploy_yaml
 from oars_deploy.errors import DeployError, run_cli
 from oars_deploy.failures import Failures
+from oars_deploy.gan_cli import run_gan
 from oars_deploy.image_files import list_images
 from oars_deploy.outputs import ResultWriter, read_image
 from oars_deploy.predictor import Predictor
@@ -37,8 +38,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="oars-infer", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model-dir", required=True, help="folder with deploy.yaml and model.onnx (tools/export.py)")
-    parser.add_argument("-i", "--input", required=True,
-                        help="an image or a folder of images (a video or a folder of videos for video models; "
+    parser.add_argument("-i", "--input", default=None,
+                        help="an image or a folder of images (none for noise GANs; a video or a folder of videos for "
+                             "video models; "
                              "a .npz/.pkl feature file or a folder of them for feature models)")
     parser.add_argument("-o", "--output-dir", required=True, help="folder for the pictures")
     parser.add_argument("--device", default="cpu", help="cpu or cuda (cuda: CUDAExecutionProvider / TensorRT)")
@@ -54,6 +56,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--array-module", default=None, choices=("numpy", "cupy"),
                         help="pre/post-processing arrays (default: cupy with --device cuda when it runs, else numpy)")
     parser.add_argument("--topk", type=int, default=5, help="video models: how many labels to print and write")
+    parser.add_argument("--attrs", default=None, help="GAN attribute models: targets, e.g. Black_Hair=1,Male=0")
+    parser.add_argument("--src-attrs", default=None, help="STGAN: the source image's attributes (default all 0)")
+    parser.add_argument("--seed", type=int, default=0, help="noise GANs: the noise seed (default 0)")
+    parser.add_argument("--num", type=int, default=None, help="noise GANs: how many images (default 16)")
+    parser.add_argument("--label", type=int, default=None, help="CGAN: the class id (default: a sweep of classes)")
     return parser.parse_args(argv)
 
 
@@ -82,6 +89,12 @@ def run(argv: list[str] | None = None) -> None:
     """The command with its user errors raised (:class:`~oars_deploy.errors.UserError`); :func:`main` prints them."""
     args = parse_args(argv)
     deploy = read_deploy_yaml(osp.join(args.model_dir, DEPLOY_FILE))
+    if GAN_KEY in deploy:  # a generator: noise (no -i) or image translation (see oars_deploy.gan_cli)
+        run_gan(args)
+        return
+    if args.input is None:
+        raise DeployError("-i/--input is required: an image or a folder of images (a video / feature file or a "
+                          "folder of them for video models)")
     if SAMPLING_KEY in deploy:  # a video (clip) classifier
         run_video(args)
         return
