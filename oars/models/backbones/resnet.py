@@ -1,4 +1,4 @@
-"""ResNet (torchvision layout, "b") and ResNet-vd as a multi-scale backbone.
+"""ResNet (torchvision layout, "b"), ResNetV1c ("c") and ResNet-vd as a multi-scale backbone.
 
 Parameter names are torchvision's (``conv1``, ``bn1``, ``layer1``..``layer4``, blocks with
 ``conv1/bn1/conv2/bn2[/conv3/bn3]`` and ``downsample.0`` conv / ``downsample.1`` norm), so a torchvision
@@ -12,6 +12,10 @@ ResNetV1d does, so their checkpoints load with ``prefix: backbone``:
 * shortcut ``downsample.0`` AvgPool2d(stride, ceil_mode, count_include_pad=False) (present in every
   stage, an identity pool at stride 1, so names are uniform), ``downsample.1`` 1x1 conv at stride 1,
   ``downsample.2`` norm.
+
+ResNetV1c (mmseg's ``ResNetV1c``, the backbone of its PSPNet/DeepLab/ICNet "r50-d8" models and of the
+``resnet*_v1c`` checkpoints) takes only the first change: the deep ``stem`` with the standard shortcut
+(``downsample.0`` 1x1 conv carrying the stride, ``downsample.1`` norm).
 
 ``output_stride`` replaces strides by dilation exactly like torchvision's ``replace_stride_with_dilation``:
 a stage whose stride would push the total stride past ``output_stride`` gets stride 1 and multiplies the
@@ -119,7 +123,8 @@ ARCH_SETTINGS: dict[int, tuple[type[BasicBlock] | type[Bottleneck], tuple[int, i
     101: (Bottleneck, (3, 4, 23, 3)),
     152: (Bottleneck, (3, 8, 36, 3)),
 }
-VARIANTS = ("b", "vd")
+VARIANTS = ("b", "c", "vd")
+DEEP_STEM_VARIANTS = ("c", "vd")  # three 3x3 convs (``stem``) instead of the 7x7 ``conv1``/``bn1``
 
 
 @MODELS.register_module()
@@ -136,7 +141,8 @@ class ResNet(Backbone):
         frozen_stages: -1 none, 0 the stem, k the stem and ``layer1..layer{k}`` (no grad, eval mode).
         norm: norm spec for every norm layer (see ``build_norm_layer``).
         norm_eval: keep every batch-norm layer in eval mode while training (small batches).
-        variant: ``'b'`` (torchvision) or ``'vd'`` (deep stem + average-pool shortcut).
+        variant: ``'b'`` (torchvision), ``'c'`` (ResNetV1c: deep stem, strided 1x1 conv shortcut) or ``'vd'``
+            (deep stem + average-pool shortcut).
         zero_init_residual: zero the last norm weight in each block (block starts as identity).
         init: ``{checkpoint: PATH, prefix: str, strict: bool}`` pretrained weights (see ``load_pretrained``).
     """
@@ -201,7 +207,7 @@ class ResNet(Backbone):
         self.finish_init(init, skip, leaky_slope=None)
 
     def _make_stem(self, in_channels: int, base_channels: int, norm: NormSpec) -> None:
-        if self.variant == "b":
+        if self.variant not in DEEP_STEM_VARIANTS:
             self.conv1 = nn.Conv2d(in_channels, base_channels, 7, stride=2, padding=3, bias=False)
             self.bn1 = build_norm_layer(norm, base_channels)
             self.relu = nn.ReLU(inplace=True)
@@ -258,13 +264,13 @@ class ResNet(Backbone):
     def _frozen_modules(self) -> list[nn.Module]:
         if self.frozen_stages < 0:
             return []
-        stem = [self.stem] if self.variant == "vd" else [self.conv1, self.bn1]
+        stem = [self.stem] if self.variant in DEEP_STEM_VARIANTS else [self.conv1, self.bn1]
         stages = [getattr(self, f"layer{i}") for i in range(1, self.frozen_stages + 1) if hasattr(self, f"layer{i}")]
         return stem + stages
 
-
     def forward_stem(self, x: Tensor) -> Tensor:
-        x = self.stem(x) if self.variant == "vd" else self.relu(self.bn1(self.conv1(x)))
+        """Images [B, C, H, W] -> stem + max-pool output [B, base_channels, H / 4, W / 4] float."""
+        x = self.stem(x) if self.variant in DEEP_STEM_VARIANTS else self.relu(self.bn1(self.conv1(x)))
         return self.maxpool(x)
 
     def forward(self, x: Tensor) -> tuple[Tensor, ...]:

@@ -27,27 +27,9 @@ from segmentation.registry import MODELS
 from ..heads.psp_head import PyramidPoolingModule
 
 
-def _strided_conv_shortcuts(resnet: nn.Module) -> None:
-    """Turn a ResNet-vd into a ResNetV1c in place: every ``AvgPool2d(s) -> 1x1 conv -> norm`` shortcut becomes
-    ``1x1 conv (stride s) -> norm`` (``downsample.0`` conv, ``downsample.1`` norm, mmseg's ResNetV1c names).
-
-    The deep stem stays; the conv keeps its weight (a 1x1 conv's weight does not depend on its stride).
-    """
-    for name in resnet.stage_names:
-        block = getattr(resnet, name)[0]
-        shortcut = block.downsample
-        if shortcut is None or not isinstance(shortcut[0], nn.AvgPool2d):
-            continue
-        stride = shortcut[0].stride
-        stride = stride if isinstance(stride, int) else stride[0]
-        conv = shortcut[1]
-        conv.stride = (stride, stride)
-        block.downsample = nn.Sequential(conv, shortcut[2])
-
-
 def build_icnet_resnet(cfg: dict[str, Any]) -> nn.Module:
-    """The ResNet of ``backbone_cfg``: all four stages built; ``variant: c`` (ResNetV1c: deep stem, strided-conv
-    shortcut, what mmseg's ICNet uses) is built as a ResNet-vd whose shortcuts are then converted."""
+    """The ResNet of ``backbone_cfg`` with all four stages built (``variant: c`` is mmseg's ResNetV1c: deep stem,
+    strided-conv shortcut, what its ICNet uses)."""
     if not isinstance(cfg, dict):
         raise ValueError(f"ICNet: backbone_cfg must be a dict of ResNet arguments, got {cfg!r}")
     cfg = dict(cfg)
@@ -57,15 +39,10 @@ def build_icnet_resnet(cfg: dict[str, Any]) -> nn.Module:
         raise ValueError(
             f"ICNet: backbone_cfg.out_indices must be [0, 1, 2, 3] (ICNet runs every stage), got {list(indices)}"
         )
-    v1c = cfg.get("variant") == "c"
-    if v1c:
-        cfg["variant"] = "vd"
     resnet = MODELS.build(cfg)
     for attr in ("forward_stem", "layer1", "layer2", "layer3", "layer4", "maxpool"):
         if not hasattr(resnet, attr):
             raise ValueError(f"ICNet: backbone_cfg type {cfg['type']!r} is not a ResNet (no {attr!r})")
-    if v1c:
-        _strided_conv_shortcuts(resnet)
     return resnet
 
 

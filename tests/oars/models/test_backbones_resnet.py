@@ -1,4 +1,4 @@
-"""ResNet backbone: parity with torchvision, shapes, dilation, vd variant, freezing, errors."""
+"""ResNet backbone: parity with torchvision, shapes, dilation, v1c and vd variants, freezing, errors."""
 
 from __future__ import annotations
 
@@ -124,6 +124,46 @@ def test_vd_variant(image, tmp_path, pretrained):
         assert_close(loaded(image), outs)
 
 
+def test_v1c_variant(randomize, image):
+    """ResNetV1c = torchvision's stages behind the vd deep stem: mmseg's ``resnet50_v1c`` state-dict names and
+    shapes (torchvision's minus ``conv1``/``bn1``/``fc``, plus ``stem.{0,1,3,4,6,7}``), torchvision's own stages
+    computing the same features from our stem's output, and the plain strided-conv shortcut."""
+    with torch.device("meta"):  # names and shapes only
+        r50, tv50 = ResNet(50, variant="c"), torchvision.models.resnet50()
+    assert r50.variant == "c"
+    stem = {"stem.0.weight": (32, 3, 3, 3), "stem.3.weight": (32, 32, 3, 3), "stem.6.weight": (64, 32, 3, 3)}
+    stem |= {f"stem.{i}.{k}": (c,) for i, c in ((1, 32), (4, 32), (7, 64)) for k in ("weight", "bias",
+                                                                                        "running_mean", "running_var")}
+    stem |= {f"stem.{i}.num_batches_tracked": () for i in (1, 4, 7)}
+    tv_shapes = {k: tuple(v.shape) for k, v in tv50.state_dict().items() if not k.startswith(("conv1.", "bn1.", "fc."))}
+    assert {k: tuple(v.shape) for k, v in r50.state_dict().items()} == tv_shapes | stem
+    assert [type(m).__name__ for m in r50.stem] == ["Conv2d", "BatchNorm2d", "ReLU"] * 3
+    for layer in (r50.layer2, r50.layer3, r50.layer4):
+        shortcut = layer[0].downsample
+        assert [type(m).__name__ for m in shortcut] == ["Conv2d", "BatchNorm2d"] and shortcut[0].stride == (2, 2)
+
+    torch.manual_seed(0)
+    tv = randomize(torchvision.models.resnet18())
+    ours = randomize(ResNet(18, variant="c"), seed=1)
+    result = ours.load_state_dict(tv.state_dict(), strict=False)
+    # (BN fills a missing num_batches_tracked itself, so it is not reported)
+    assert set(result.missing_keys) == {k for k in stem if not k.endswith("num_batches_tracked")}
+    assert set(result.unexpected_keys) == {k for k in tv.state_dict() if k.startswith(("conv1.", "bn1.", "fc."))}
+    with torch.no_grad():
+        x = ours.maxpool(ours.stem(image))
+        ref = []
+        for name in ("layer1", "layer2", "layer3", "layer4"):
+            x = getattr(tv, name)(x)
+            ref.append(x)
+        assert_close(ours(image), ref)
+    # odd sizes: the strided 1x1 shortcut and the strided 3x3 both give ceil(n / 2)
+    assert [o.shape[-1] for o in ours(torch.randn(1, 3, 50, 50))] == [13, 7, 4, 2]
+
+    dilated = ResNet(18, base_channels=8, variant="c", output_stride=8, frozen_stages=0).train()
+    assert dilated.layer3[0].downsample[0].stride == (1, 1) and dilated.layer3[1].conv1.dilation == (2, 2)
+    assert all(not p.requires_grad for p in dilated.stem.parameters()) and not dilated.stem.training
+
+
 @pytest.mark.parametrize("depth,blocks", [(34, [3, 4, 6, 3]), (101, [3, 4, 23, 3])])
 def test_depths_run(depth, blocks):
     model = ResNet(depth, base_channels=8).eval()
@@ -199,7 +239,7 @@ def test_norm_types_run(norm, variant):
         (dict(depth=18, out_indices=(3, 1)), r"out_indices=\[3, 1\].*\[0, 1, 2, 3\]"),
         (dict(depth=18, out_indices=(4,)), r"out_indices=\[4\]"),
         (dict(depth=18, out_indices=()), r"out_indices=\[\]"),
-        (dict(depth=18, variant="c"), r"variant='c'.*'b', 'vd'"),
+        (dict(depth=18, variant="d"), r"variant='d'.*'b', 'c', 'vd'"),
         (dict(depth=18, strides=(1, 2, 2)), r"strides=\[1, 2, 2\]"),
         (dict(depth=18, frozen_stages=5), r"frozen_stages=5"),
         (dict(depth=18, norm="XN"), r"'XN'.*BN"),
