@@ -69,8 +69,9 @@ def class_metainfo(owner: str, classes: Sequence[str] | None, palette: Sequence 
 
 
 def sample_files(data_info: dict) -> list[str]:
-    """The files a data info points to (image, label map; video file or frame folder), for messages."""
-    return [str(data_info[k]) for k in ('img_path', 'seg_map_path', 'filename', 'frame_dir') if data_info.get(k)]
+    """The files a data info points to (image, label map; paired images; video file or frame folder), for messages."""
+    return [str(data_info[k]) for k in ('img_path', 'img_A_path', 'img_B_path', 'seg_map_path', 'filename', 'frame_dir')
+            if data_info.get(k)]
 
 
 class OarsDataset(BaseDataset):
