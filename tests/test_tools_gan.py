@@ -1,6 +1,7 @@
 """GAN end to end through the tools: the pix2pix demo config, shrunk, trains a few iterations on a small generated
 shapes set (in-process train, as tools/train.py runs it), writes its progress grids, then tools/eval.py (a
-subprocess, as users run it) with --show-dir and --report, and the ONNX export of the generator."""
+subprocess, as users run it) with --show-dir and --report, the ONNX export of the generator and the
+deployed predictor (deploy/python/infer.py, no torch) on the label maps."""
 
 from __future__ import annotations
 
@@ -70,13 +71,23 @@ def test_eval_writes_metrics_pictures_and_report(trained, tmp_path):
     assert "Worst pairs by PSNR" in html and "gan/psnr" in html and html.count("data:image/png;base64,") == 1 + 4
 
 
-def test_export_generator_to_onnx(trained, tmp_path):
+def test_export_generator_and_deployed_predictor(trained, tmp_path):
     if importlib.util.find_spec("gan.export") is None:
         pytest.skip("gan/export.py is not on main yet (another helper writes it)")
-    _, _, ckpt, opts = trained
+    data, _, ckpt, opts = trained
     # gan.export's own entry: tools/export.py (oars.export.export_model) does not route a GAN config to it yet
     from gan.export import export_model
 
     result = export_model(CFG, ckpt, str(tmp_path / "export"), overrides=opts)
     assert os.path.isfile(result["onnx"]) and os.path.isfile(result["deploy"])
     assert result["check"]["outputs"]  # ONNX Runtime reproduced PyTorch
+    import subprocess
+    import sys
+
+    out_dir = tmp_path / "deployed"
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "deploy/python/infer.py"), "--model-dir",
+                           str(tmp_path / "export"), "-i", str(data / "labels" / "val"), "-o", str(out_dir)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    pictures = list(out_dir.rglob("*.png"))
+    assert len(pictures) >= 4 and all(cv2.imread(str(p)) is not None for p in pictures)
