@@ -24,7 +24,9 @@ FULL_SIZE_PARAMS = {
     ("ResnetGenerator", 3): 11.378, ("DCGANGenerator", 1): 3.575, ("DCGANDiscriminator", 1): 2.764,
 }
 SIZE = 32
-SHRINKABLE = {"DCGANGenerator", "DCGANDiscriminator", "UNetGenerator", "ResnetGenerator", "PatchDiscriminator"}
+SHRINKABLE = {"DCGANGenerator", "DCGANDiscriminator", "UNetGenerator", "ResnetGenerator", "PatchDiscriminator",
+              "StarGANGenerator", "StarGANDiscriminator", "AttGANGenerator", "STGANGenerator", "AttGANDiscriminator"}
+ATTRIBUTE_MODELS = ("StarGAN", "AttGAN", "STGAN")
 
 
 def _channels(net_cfg: dict) -> int:
@@ -53,6 +55,8 @@ def shrink_model(model_cfg: dict) -> dict:
     gen, disc = cfg["generator"], cfg.get("discriminator") or {}
     if gen["type"] not in SHRINKABLE or disc.get("type", "PatchDiscriminator") not in SHRINKABLE:
         raise KeyError(f"config_checks_gan.shrink_model has no rule for {gen['type']} / {disc.get('type')}: add one")
+    if cfg["type"] in ATTRIBUTE_MODELS:  # conv_dim 8, 32 px, the real layer pattern with fewer layers
+        return _shrink_attribute_model(cfg)
     gen["ngf"], disc["ndf"] = 8, 8
     if gen["type"] == "DCGANGenerator" and gen.get("output_size", 64) != 28:
         gen["output_size"], disc["input_size"] = SIZE, SIZE
@@ -67,18 +71,42 @@ def shrink_model(model_cfg: dict) -> dict:
     return cfg
 
 
+def _shrink_attribute_model(cfg: dict) -> dict:
+    gen, disc = cfg["generator"], cfg["discriminator"]
+    gen["conv_dim"], disc["conv_dim"], disc["num_layers"] = 8, 8, 3
+    if cfg["type"] == "StarGAN":
+        gen["num_blocks"] = 2
+    else:
+        gen["num_layers"] = 3
+        disc["fc_dim"] = 16
+    if cfg["type"] == "STGAN":
+        gen.update(shortcut_layers=2, inject_layers=2, stu_layers=2, stu_inject_layers=2)
+    elif cfg["type"] == "AttGAN":
+        gen.update(shortcut_layers=1, inject_layers=1)
+    disc["image_size"] = SIZE
+    return cfg
+
+
 def _batch(model: torch.nn.Module, n: int = 2) -> dict:
     gen = torch.Generator().manual_seed(0)
     kind = type(model).__name__
     if kind in ("DCGAN", "CGAN"):
         size, ch, keys = model.generator.output_size, model.generator.out_channels, ["img"]
+    elif kind in ATTRIBUTE_MODELS:
+        size, ch, keys = SIZE, 3, ["img"]
     else:
         size, ch, keys = SIZE, 3, ["img_A", "img_B"]
     inputs: dict = {k: [torch.randint(0, 256, (ch, size, size), generator=gen, dtype=torch.uint8) for _ in range(n)]
                     for k in keys}
+    meta = {}
     if kind == "CGAN":
         inputs["label"] = [torch.tensor(model.num_classes - 1 - i) for i in range(n)]
-    return {"inputs": inputs, "data_samples": [GANDataSample(metainfo={"sample_idx": i}) for i in range(n)]}
+    if kind in ATTRIBUTE_MODELS:
+        k = len(model.attr_names)
+        inputs["attrs"] = [(torch.arange(k) % 2 == i % 2).float() for i in range(n)]
+        meta = {"attr_names": tuple(model.attr_names)}
+    return {"inputs": inputs,
+            "data_samples": [GANDataSample(metainfo={"sample_idx": i, **meta}) for i in range(n)]}
 
 
 def run_all_modes(model: torch.nn.Module, num_classes: int | None = None) -> None:
@@ -119,6 +147,9 @@ def run_pipelines(cfg, tmp_path) -> None:
         elif ds["type"] == "ImageFolderGANDataset":
             side = int(gen.get("output_size", 64))  # class folders of ready-sized images (the demo digits)
             results = {"img_path": _write(tmp_path / "img.png", side, side, 3), "label": 3, "sample_idx": 0}
+        elif ds["type"] == "CelebADataset":
+            attrs = np.array([i % 2 for i in range(len(ds["selected_attrs"]))], dtype=np.float32)
+            results = {"img_path": _write(tmp_path / "face.jpg", 218, 178, 4), "attrs": attrs, "sample_idx": 0}
         elif ds["type"] == "PairedImageDataset" and ds.get("img_dir"):
             results = {"img_path": _write(tmp_path / "pair.png", 96, 192, 0), "pair_order": "AB", "sample_idx": 0}
         elif ds["type"] in ("PairedImageDataset", "UnpairedImageDataset"):  # two files, one per domain
@@ -137,6 +168,9 @@ def run_pipelines(cfg, tmp_path) -> None:
         for key, images in packed["inputs"].items():
             if key == "label":
                 assert int(images[0]) == 3
+                continue
+            if key == "attrs":
+                assert images[0].shape == (len(ds["selected_attrs"]),) and images[0].dtype == torch.float32
                 continue
             img = images[0]
             assert img.dtype == torch.uint8 and img.shape == (_channels(gen), size, size), (split, key, img.shape)
