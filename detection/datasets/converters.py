@@ -13,12 +13,12 @@ import os
 import warnings
 from collections import Counter
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 
 from detection.datasets.annotation_checks import BadAnnotationWarning
 from detection.datasets.voc import VOCDataset, object_names, read_split
+from oars.data.labelme import list_labelme_files, parse_shape, read_labelme, shape_type
 from oars.errors import DataError, DataFileNotFoundError
 from oars_deploy.atomic import atomic_write
 
@@ -77,34 +77,6 @@ def polygon_area(points: np.ndarray) -> float:
     return float(0.5 * abs(np.dot(x, np.roll(y, -1)) - np.dot(y, np.roll(x, -1))))
 
 
-def _read_labelme(path: Path) -> dict:
-    try:
-        data = json.loads(path.read_text(encoding='utf-8'))
-    except (OSError, UnicodeDecodeError, ValueError) as err:
-        raise DataError(f'cannot read labelme file {path}: {err}') from None
-    if not isinstance(data, dict):
-        raise DataError(f'labelme file {path}: expected a json object, got {type(data).__name__}')
-    for key in ('imagePath', 'imageHeight', 'imageWidth', 'shapes'):
-        if data.get(key) is None:
-            raise DataError(f"labelme file {path}: no '{key}'; expected imagePath, imageHeight, imageWidth, shapes")
-    for key in ('imageHeight', 'imageWidth'):
-        if isinstance(data[key], bool) or not isinstance(data[key], int | float) or data[key] <= 0:
-            raise DataError(f"labelme file {path}: '{key}' is {data[key]!r}; expected a positive number of pixels")
-    if not isinstance(data['shapes'], list):
-        raise DataError(f"labelme file {path}: 'shapes' must be a list, got {type(data['shapes']).__name__}")
-    return data
-
-
-def _shape_points(shape: dict, kind: str) -> np.ndarray | None:
-    try:
-        pts = np.asarray(shape.get('points'), dtype=np.float64)
-    except (TypeError, ValueError):
-        return None
-    if pts.ndim != 2 or pts.shape[1] != 2 or not np.isfinite(pts).all():
-        return None
-    return pts if len(pts) >= (2 if kind == 'rectangle' else 3) else None
-
-
 def _shape_annotation(pts: np.ndarray, kind: str) -> dict | None:
     """bbox/area/segmentation of one polygon or rectangle; None when it has no area."""
     (x1, y1), (x2, y2) = pts.min(axis=0), pts.max(axis=0)
@@ -128,15 +100,8 @@ def labelme_to_coco(input_dir: str, classes: Sequence[str] | None = None, image_
     (``imagePath``, relative to its json) made relative to ``image_root`` (default ``input_dir``). Shapes of
     other types, labels not in ``classes``, and shapes without area are left out and counted in one warning.
     """
-    root = Path(input_dir)
-    if not root.is_dir():
-        raise DataFileNotFoundError(f'labelme folder {input_dir} not found')
-    files = sorted(root.glob('*.json'))
-    if not files:
-        raise DataFileNotFoundError(f'no labelme *.json files in {input_dir}')
-    docs = [(path, _read_labelme(path)) for path in files]
-    found = [s.get('label') for _, d in docs for s in d['shapes']
-             if isinstance(s, dict) and (s.get('shape_type') or 'polygon') in LABELME_SHAPES]
+    docs = [read_labelme(path, require_image_path=True) for path in list_labelme_files(input_dir)]
+    found = [s.get('label') for d in docs for s in d.shapes if shape_type(s) in LABELME_SHAPES]
     names = _checked_classes(classes, [str(n) for n in found if n], f'the labelme files in {input_dir}')
     cat_of = {n: i for i, n in enumerate(names, start=1)}
     img_root = os.path.abspath(image_root or input_dir)
@@ -150,24 +115,29 @@ def labelme_to_coco(input_dir: str, classes: Sequence[str] | None = None, image_
             examples.append(text)
 
     images, annotations = [], []
-    for image_id, (path, doc) in enumerate(docs, start=1):
-        img_path = os.path.normpath(os.path.join(path.parent.resolve(), str(doc['imagePath']).replace('\\', '/')))
+    for image_id, doc in enumerate(docs, start=1):
+        img_path = os.path.normpath(os.path.join(doc.path.parent.resolve(), doc.image_path.replace('\\', '/')))
         images.append({'id': image_id, 'file_name': os.path.relpath(img_path, img_root),
-                       'height': int(doc['imageHeight']), 'width': int(doc['imageWidth'])})
-        for index, shape in enumerate(doc['shapes']):
-            if not isinstance(shape, dict):
-                skip('malformed shape', f'{path}: shape {index} is {shape!r}; expected an object')
+                       'height': doc.height, 'width': doc.width})
+        for index, shape in enumerate(doc.shapes):
+            kind = shape_type(shape)
+            if kind is None:
+                skip('malformed shape', f'{doc.path}: shape {index} is {shape!r}; expected an object')
                 continue
-            kind, label = shape.get('shape_type') or 'polygon', str(shape.get('label'))
-            at = f'{path}: shape {index} ({label}, {kind})'
+            label = str(shape.get('label'))
+            at = f'{doc.path}: shape {index} ({label}, {kind})'
             if kind not in LABELME_SHAPES:
                 skip(f'shape type {kind!r}', f'{at}: only {list(LABELME_SHAPES)} are converted')
                 continue
             if label not in cat_of:
                 skip('label not in classes', f'{at}: label {label!r} not in {names}')
                 continue
-            pts = _shape_points(shape, kind)
-            ann = None if pts is None else _shape_annotation(pts, kind)
+            try:  # too few points or not [x, y] pairs: left out like a shape without area
+                parsed = parse_shape(shape, doc.shape_at(index))
+            except DataError as err:
+                skip('degenerate shape', str(err))
+                continue
+            ann = None if parsed is None else _shape_annotation(parsed.points, kind)
             if ann is None:
                 skip('degenerate shape', f"{at}: points {shape.get('points')!r} enclose no area")
                 continue

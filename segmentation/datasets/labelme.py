@@ -17,111 +17,49 @@ file is replaced unless ``overwrite``: a second run cannot silently mix two clas
 
 from __future__ import annotations
 
-import base64
-import io
 import json
 import os
 import warnings
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import cv2
 import numpy as np
-from PIL import Image
 
-from oars.errors import DataError, DataFileNotFoundError
+from oars.data.labelme import (
+    AREA_SHAPES,
+    LabelmeFile,
+    LabelmeShape,
+    list_labelme_files,
+    parse_shape,
+    read_labelme,
+    shape_type,
+)
+from oars.errors import DataError
 from oars_deploy.atomic import atomic_write
 from oars_deploy.draw import get_palette
 from oars_deploy.draw.label_png import IGNORE_COLOUR, encode_palette_png
 
-AREA_SHAPES: tuple[str, ...] = ('polygon', 'rectangle', 'circle', 'mask')
-NO_AREA_SHAPES: tuple[str, ...] = ('point', 'points', 'line', 'linestrip')
 IGNORE_LABEL = '__ignore__'
 BACKGROUND_NAMES: tuple[str, ...] = ('background', '_background_', '__background__')
 IGNORE_ID = 255
 CLASS_NAMES_FILE = 'class_names.txt'
 _SHIFT = 4  # fractional bits of the coordinates given to OpenCV (1/16 pixel)
-_MIN_POINTS = {'polygon': 3, 'rectangle': 2, 'circle': 2, 'mask': 2}
 
 
-@dataclass
-class _Shape:
-    kind: str
-    label: str
-    points: np.ndarray  # [N, 2] float64 x, y
-    mask: np.ndarray | None = None  # [h, w] bool, for kind 'mask'
-
-
-@dataclass
-class _Doc:
-    path: Path
-    height: int
-    width: int
-    image_path: str
-    shapes: list[_Shape]
-
-
-def _read_doc(path: Path, skipped: Counter) -> _Doc:
-    """One labelme file, checked; shapes of the kinds without area are counted in ``skipped``."""
-    try:
-        data = json.loads(path.read_text(encoding='utf-8'))
-    except (OSError, UnicodeDecodeError, ValueError) as err:
-        raise DataError(f'cannot read labelme file {path}: {err}') from None
-    if not isinstance(data, dict):
-        raise DataError(f'labelme file {path}: expected a json object, got {type(data).__name__}')
-    for key in ('imageHeight', 'imageWidth', 'shapes'):
-        if data.get(key) is None:
-            raise DataError(f"labelme file {path}: no '{key}'; expected imageHeight, imageWidth and shapes "
-                            '(labelme writes them in every file)')
-    size = []
-    for key in ('imageHeight', 'imageWidth'):
-        value = data[key]
-        if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0 or value != int(value):
-            raise DataError(f"labelme file {path}: '{key}' is {value!r}; expected a positive whole number of pixels")
-        size.append(int(value))
-    if not isinstance(data['shapes'], list):
-        raise DataError(f"labelme file {path}: 'shapes' must be a list, got {type(data['shapes']).__name__}")
+def _read_doc(path: Path, skipped: Counter) -> tuple[LabelmeFile, list[LabelmeShape]]:
+    """One labelme file and its shapes, every shape checked (a bad one stops the run); shapes of the kinds
+    without area are counted in ``skipped``."""
+    doc = read_labelme(path)
     shapes = []
-    for index, shape in enumerate(data['shapes']):
-        parsed = _read_shape(shape, f'labelme file {path}: shape {index}')
+    for index, shape in enumerate(doc.shapes):
+        parsed = parse_shape(shape, doc.shape_at(index))
         if parsed is None:
-            skipped[str(shape.get('shape_type'))] += 1
+            skipped[str(shape_type(shape))] += 1
         else:
             shapes.append(parsed)
-    return _Doc(path, size[0], size[1], str(data.get('imagePath') or ''), shapes)
-
-
-def _read_shape(shape, at: str) -> _Shape | None:
-    if not isinstance(shape, dict):
-        raise DataError(f'{at} is {shape!r}; expected an object with label, points and shape_type')
-    kind = shape.get('shape_type') or 'polygon'
-    label = shape.get('label')
-    if kind in NO_AREA_SHAPES:
-        return None
-    if kind not in AREA_SHAPES:
-        raise DataError(f'{at}: shape_type {kind!r} is not one of {list(AREA_SHAPES + NO_AREA_SHAPES)}')
-    if not isinstance(label, str) or not label:
-        raise DataError(f'{at} ({kind}): label is {label!r}; expected a class name')
-    at = f'{at} ({label!r}, {kind})'
-    try:
-        points = np.asarray(shape.get('points'), dtype=np.float64)
-    except (TypeError, ValueError):
-        points = np.zeros((0,))
-    need = _MIN_POINTS[kind]
-    if points.ndim != 2 or points.shape[1] != 2 or len(points) < need or not np.isfinite(points).all():
-        raise DataError(f"{at}: points {shape.get('points')!r}; expected at least {need} [x, y] pairs")
-    mask = _decode_mask(shape.get('mask'), at) if kind == 'mask' else None
-    return _Shape(kind, label, points, mask)
-
-
-def _decode_mask(data, at: str) -> np.ndarray:
-    try:
-        with Image.open(io.BytesIO(base64.b64decode(data, validate=True))) as im:
-            return np.array(im.convert('L')) > 0
-    except (TypeError, ValueError, OSError, SyntaxError) as err:
-        raise DataError(f"{at}: 'mask' is not a base64 PNG ({err})") from None
+    return doc, shapes
 
 
 def class_table(classes: Sequence[str] | None, found: Sequence[str], source: str) -> list[str]:
@@ -151,8 +89,9 @@ def class_table(classes: Sequence[str] | None, found: Sequence[str], source: str
     return table
 
 
-def rasterize(doc: _Doc, class_ids: dict[str, int]) -> np.ndarray:
-    """``[imageHeight, imageWidth]`` uint8 class ids of one file's shapes, later shapes over earlier.
+def rasterize(shapes: Sequence[LabelmeShape], height: int, width: int, class_ids: dict[str, int]) -> np.ndarray:
+    """``[height, width]`` uint8 class ids of one file's shapes (``imageHeight`` x ``imageWidth``), later shapes
+    over earlier.
 
     labelme's coordinates put pixel i on [i, i + 1) (its centre at i + 0.5), so the points are moved by half
     a pixel into OpenCV's pixel-centre coordinates; OpenCV then fills the inside and the pixels the outline
@@ -161,9 +100,9 @@ def rasterize(doc: _Doc, class_ids: dict[str, int]) -> np.ndarray:
     columns and rows 0..3), up to a pixel where a slanted edge passes near a pixel's corner. A circle likewise
     covers its disk and the pixels its rim passes through (labelme's PIL ellipse is half a pixel lower right).
     """
-    label = np.zeros((doc.height, doc.width), np.uint8)
+    label = np.zeros((height, width), np.uint8)
     scale = 1 << _SHIFT
-    for shape in doc.shapes:
+    for shape in shapes:
         value = class_ids[shape.label]
         pts = shape.points - 0.5
         if shape.kind == 'rectangle':
@@ -181,14 +120,14 @@ def rasterize(doc: _Doc, class_ids: dict[str, int]) -> np.ndarray:
             x0, y0 = (int(np.floor(v)) for v in shape.points[0])
             h, w = shape.mask.shape
             top, left = max(y0, 0), max(x0, 0)
-            bottom, right = min(y0 + h, doc.height), min(x0 + w, doc.width)
+            bottom, right = min(y0 + h, height), min(x0 + w, width)
             if bottom > top and right > left:
                 patch = shape.mask[top - y0: bottom - y0, left - x0: right - x0]
                 label[top:bottom, left:right][patch] = value
     return label
 
 
-def _check_outputs(docs: list[_Doc], out_dir: Path, overwrite: bool) -> list[Path]:
+def _check_outputs(docs: list[LabelmeFile], out_dir: Path, overwrite: bool) -> list[Path]:
     outs = [out_dir / f'{doc.path.stem}.png' for doc in docs]
     for doc, out in zip(docs, outs):
         if doc.image_path and (doc.path.parent / doc.image_path.replace('\\', '/')).resolve() == out.resolve():
@@ -222,21 +161,17 @@ def labelme_to_seg(input_dir: str, out_dir: str, classes: Sequence[str] | None =
         DataError: a bad file or shape (the json file and shape index named), a label not in ``classes``,
             or existing outputs without ``overwrite``. Nothing is written then.
     """
-    root = Path(input_dir)
-    if not root.is_dir():
-        raise DataFileNotFoundError(f'labelme folder {input_dir} not found')
-    files = sorted(root.glob('*.json'))
-    if not files:
-        raise DataFileNotFoundError(f'no labelme *.json files in {input_dir}')
+    files = list_labelme_files(input_dir)
     skipped: Counter[str] = Counter()
-    docs = [_read_doc(path, skipped) for path in files]
-    names = class_table(classes, [s.label for d in docs for s in d.shapes], f'the labelme files in {input_dir}')
+    read = [_read_doc(path, skipped) for path in files]
+    docs = [doc for doc, _ in read]
+    names = class_table(classes, [s.label for _, shapes in read for s in shapes], f'the labelme files in {input_dir}')
     class_ids = {n: i for i, n in enumerate(names)}
     class_ids.update({n: 0 for n in BACKGROUND_NAMES})
     class_ids[IGNORE_LABEL] = IGNORE_ID
     counts: Counter[str] = Counter()
-    for doc in docs:
-        for index, shape in enumerate(doc.shapes):
+    for doc, shapes in read:
+        for index, shape in enumerate(shapes):
             if shape.label not in class_ids:
                 raise DataError(f'labelme file {doc.path}: shape {index} has label {shape.label!r}, which is not '
                                 f'in --classes {names[1:]}; add it to --classes (or relabel the shape)')
@@ -248,8 +183,8 @@ def labelme_to_seg(input_dir: str, out_dir: str, classes: Sequence[str] | None =
     table = np.zeros((256, 3), np.uint8)
     table[: len(names)] = get_palette(len(names))
     table[IGNORE_ID] = IGNORE_COLOUR
-    for doc, path in zip(docs, outs):
-        atomic_write(path, encode_palette_png(rasterize(doc, class_ids), table))
+    for (doc, shapes), path in zip(read, outs):
+        atomic_write(path, encode_palette_png(rasterize(shapes, doc.height, doc.width, class_ids), table))
     atomic_write(out / CLASS_NAMES_FILE, ''.join(f'{n}\n' for n in names))
     if skipped:
         kinds = ', '.join(f'{k}: {n}' for k, n in sorted(skipped.items()))
