@@ -82,6 +82,9 @@ def export_model(config: str | Config, checkpoint: str, out_dir: str, *, fmt: st
     check_checkpoint_file(checkpoint)
     cfg = _load_config(config, overrides)
     task = _task_export_module(cfg)
+    if hasattr(task, "export_model"):  # a task whose graph has several inputs (GANs: noise + label, image + attrs)
+        return task.export_model(cfg, checkpoint, out_dir, fmt=fmt, dynamic=dynamic, opset=opset, half=half,
+                                 int8=int8, check=check, device=device)
     # a task whose input is not one image (video clips) reads its export section and test pipeline itself
     options = getattr(task, "export_options", export_options)(cfg, dynamic=dynamic, opset=opset)
     if precision != "fp32":

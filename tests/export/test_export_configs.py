@@ -19,9 +19,11 @@ from oars.config import load_config
 from oars.export import export_model, preprocess_steps, read_deploy_yaml
 
 # Image configs: video exports take their clip shape from the test pipeline (no export section needed) and are
-# exported with parity per architecture in tests/video/export/test_vid_export.py.
+# exported with parity per architecture in tests/video/export/test_vid_export.py; GAN generators (several inputs:
+# noise + label, image + attributes) in tests/gan/test_gan_export.py and tests/deploy/test_gan_predictor.py.
+OWN_EXPORT_TESTS = [os.path.join("configs", "video"), os.path.join("configs", "gan")]
 CONFIGS = sorted(c for c in glob.glob(os.path.join(ROOT, "configs", "**", "*.yaml"), recursive=True)
-                 if "_base_" not in c and os.path.join("configs", "video") not in c)
+                 if "_base_" not in c and not any(folder in c for folder in OWN_EXPORT_TESTS))
 # The torchvision presets resize inside the model (TorchvisionRCNNPreprocessor), which deploy.yaml's steps cannot
 # express: they have no export section.
 EXPORTABLE = [c for c in CONFIGS if "export" in load_config(c)]
