@@ -117,6 +117,8 @@ demo-cgan: demo-gan-data
 	$(PY) tools/train.py -c $(CGAN_CFG) --work-dir $(CGAN_DIR) --overwrite
 	$(PY) tools/eval.py -c $(CGAN_CFG) -w "$$(cat $(CGAN_DIR)/last_checkpoint)" --work-dir $(CGAN_DIR) \
 		--show-dir $(CGAN_DIR)/pictures --report
+	$(PY) tools/infer.py -c $(CGAN_CFG) -w "$$(cat $(CGAN_DIR)/last_checkpoint)" --seed 0 --num 30 \
+		-o $(CGAN_DIR)/infer
 	$(PY) tools/export.py -c $(CGAN_CFG) -w "$$(cat $(CGAN_DIR)/last_checkpoint)" -o $(CGAN_DIR)/export --dynamic
 	$(PY) deploy/python/infer.py --model-dir $(CGAN_DIR)/export --seed 0 --num 30 -o $(CGAN_DIR)/deploy_infer
 
