@@ -28,7 +28,10 @@ frames with a class label; segmentation: a random label map per image, 5% of it 
 Runs alternate (bare, oars[, torchvision], bare, ...) so that drift in machine speed hits all. Prints the medians and
 the ratios oars / bare (goal <= 1.05) and oars / torchvision (goal <= 1.0).
 
-    python benchmarks/train_step.py [--model yolov3|faster_rcnn|tsm|deeplabv3|unet|icnet] [--preset torchvision|mmdet]
+- GANs (``pix2pix``, ``cyclegan``: their full-size configs, default 1x256x256): see benchmarks/gan_step.py.
+
+    python benchmarks/train_step.py [--model yolov3|faster_rcnn|tsm|deeplabv3|unet|icnet|pix2pix|cyclegan]
+        [--preset torchvision|mmdet]
         [--repeats 10] [--device cpu|cuda] [--size 320 | HxW] [--batch 2]
         (tsm: --size 224 --batch 1; deeplabv3/unet: 512 and 2; icnet: 1024x512 and 2, by default)
 """
@@ -38,15 +41,14 @@ from __future__ import annotations
 import argparse
 import copy
 import os
-import statistics
 import sys
-import time
 
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from benchmarks.common import ROOT  # noqa: E402
+from benchmarks.common import ROOT, print_step_times, time_alternating  # noqa: E402
+from benchmarks.gan_step import GAN_CONFIGS, gan_steps  # noqa: E402
 
 CONFIGS = {
     "yolov3": os.path.join(ROOT, "configs/detection/yolov3/yolov3_darknet53_270e_coco.yaml"),
@@ -181,7 +183,8 @@ def build_torchvision(size: int, device: str):
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", choices=["yolov3", "faster_rcnn", "tsm", *SEG_DEFAULTS], default="yolov3")
+    parser.add_argument("--model", choices=["yolov3", "faster_rcnn", "tsm", *SEG_DEFAULTS, *GAN_CONFIGS],
+                        default="yolov3")
     parser.add_argument("--preset", choices=["torchvision", "mmdet"], default="torchvision",
                         help="Faster R-CNN only: which oars preset (see above)")
     parser.add_argument("--repeats", type=int, default=10)
@@ -192,6 +195,15 @@ def main() -> None:
                              "icnet: 1024x512)")
     parser.add_argument("--batch", type=int, default=None, help="images, or tsm clips; default 2 (tsm: 1)")
     args = parser.parse_args()
+    if args.model in GAN_CONFIGS:  # pix2pix / CycleGAN: 1 x 256 x 256 by default
+        size = args.size[0] if args.size else 256
+        torch.manual_seed(0)
+        steps, title = gan_steps(args.model, size, args.batch or 1, args.device)
+        medians = time_alternating(steps, args.repeats, args.device, args.warmup)
+        print(f"{title}, {args.repeats} steps each (torch threads {torch.get_num_threads()})")
+        print_step_times(medians, {"bare": "bare PyTorch loop", "oars": "oars train_step"}, args.device,
+                         {"bare": 1.05})
+        return
     seg = args.model in SEG_DEFAULTS
     if args.size is None:
         args.size = SEG_DEFAULTS[args.model][1:] if seg else (224, 224) if args.model == "tsm" else (320, 320)
@@ -213,7 +225,6 @@ def main() -> None:
         tv = build_torchvision(height, args.device)
         if args.preset == "torchvision":  # the same weights on both sides: the same proposals, the same work
             model.load_state_dict(rcnn_from_torchvision(tv.state_dict(), "all"), strict=True)
-    sync = torch.cuda.synchronize if args.device.startswith("cuda") else (lambda: None)
     if seg:
         batch = make_seg_batch(height, width, args.batch, cfg.model.num_classes)
     else:
@@ -251,30 +262,13 @@ def main() -> None:
 
         steps["torchvision"] = torchvision_step
 
-    def timed(fn) -> tuple[float, float]:
-        """(wall seconds, CPU seconds of this process) of one step."""
-        sync()
-        start, cpu = time.perf_counter(), time.process_time()
-        fn()
-        sync()
-        return time.perf_counter() - start, time.process_time() - cpu
-
     try:
-        for _ in range(max(args.warmup, 1)):
-            for fn in steps.values():
-                fn()
+        medians = time_alternating(steps, args.repeats, args.device, args.warmup)
     except ValueError as err:
         if "Expected more than 1 value per channel" not in str(err):
             raise
         raise SystemExit(f"{NAMES[key]} at batch {args.batch}: a BatchNorm layer sees one value per channel in "
                          f"training (a global-pooling branch at batch 1); use --batch 2 or more ({err})") from None
-    times: dict[str, list[tuple[float, float]]] = {name: [] for name in steps}
-    for _ in range(args.repeats):
-        for name, fn in steps.items():
-            times[name].append(timed(fn))
-    wall = {name: statistics.median(w for w, _ in t) for name, t in times.items()}
-    cpu = {name: statistics.median(c for _, c in t) for name, t in times.items()}
-    on_cpu = not args.device.startswith("cuda")
     frames = f"x{TSM_SEGMENTS}" if key == "tsm" else ""
     shape = f"{args.batch}{frames}x{height}x{width}"
     if tuple(inputs.shape[-2:]) != (height, width):
@@ -282,15 +276,7 @@ def main() -> None:
     print(f"{NAMES[key]}, {shape}, {args.device}, {args.repeats} steps each "
           f"(torch threads {torch.get_num_threads()})")
     labels = {"bare": "bare PyTorch loop", "oars": "oars train_step", "torchvision": "torchvision model"}
-    for name in steps:
-        extra = f", {cpu[name] * 1000:9.1f} ms CPU time" if on_cpu else ""
-        print(f"  {labels[name]:<18}: {wall[name] * 1000:9.1f} ms/step (median){extra}")
-    # CPU time (the process's own) is the steadier measure on a CPU shared with other work
-    for other, goal in (("bare", 1.05), ("torchvision", 1.0)):
-        if other in steps:
-            extra = f", CPU time {cpu['oars'] / cpu[other]:6.3f}" if on_cpu else ""
-            print(f"  ratio oars / {other:<11}: {wall['oars'] / wall[other]:6.3f}{extra}  (goal <= {goal})")
-
+    print_step_times(medians, labels, args.device, {"bare": 1.05, "torchvision": 1.0})
 
 if __name__ == "__main__":
     main()
