@@ -1,5 +1,5 @@
-# make demo: set up .venv, generate the demo data, train a small U-Net, YOLOv3, Mask R-CNN, TSM (video), pix2pix and
-# CGAN on the CPU, evaluate them, draw pictures, export (demo-seg / demo-det / demo-video / demo-gan run one task;
+# make demo: set up .venv, generate the demo data, train a small U-Net, YOLOv3, Mask R-CNN, TSM (video) and pix2pix
+# on the CPU, evaluate them, draw pictures, export (demo-seg / demo-det / demo-video / demo-gan run one task;
 # demo-yolo / demo-mask / demo-pix2pix / demo-cgan one model; demo-int8 the YOLOv3 INT8 export).
 # make demo runs its demos in two lanes side by side, one thread each: these small models use a second core for
 # about 1.3x speed, a second process for nearly 2x. Each lane's lines are prefixed with its name.
@@ -34,11 +34,11 @@ $(STAMP): pyproject.toml
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 
-demo: demo-data demo-video-data demo-gan-data
+demo: demo-data demo-video-data
 	$(MAKE) --no-print-directory -j2 demo-lane-1 demo-lane-2
 	@echo "demo done: segmentation in $(DEMO_DIR), detection in $(DET_DIR) (YOLOv3) and $(MASK_DIR) (Mask R-CNN) \
 	(metrics.json, pictures/, infer/, export/ (model.onnx + deploy.yaml), deploy_infer/, report.html), video in \
-	$(VID_DIR) (TSM), GANs in $(PIX_DIR) (pix2pix) and $(CGAN_DIR) (CGAN) (also samples/: grids during training)"
+	$(VID_DIR) (TSM), pix2pix in $(PIX_DIR) (also samples/: grids during training); make demo-cgan adds the CGAN"
 
 # one thread per lane; pipefail keeps a failing step failing the lane through the prefixing sed
 demo-lane-1:
@@ -49,8 +49,8 @@ demo-lane-1:
 demo-lane-2:
 	set -o pipefail; export OMP_NUM_THREADS=1; \
 		{ $(MAKE) --no-print-directory demo-seg && $(MAKE) --no-print-directory demo-yolo \
-		&& $(MAKE) --no-print-directory demo-pix2pix && $(MAKE) --no-print-directory demo-cgan; } 2>&1 \
-		| sed -u 's/^/[seg, yolo, gan] /'
+		&& $(MAKE) --no-print-directory demo-pix2pix; } 2>&1 \
+		| sed -u 's/^/[seg, yolo, pix2pix] /'
 
 demo-data: $(STAMP)
 	$(PY) -m oars.data.demo_shapes --out data/demo_shapes
@@ -132,9 +132,9 @@ demo-mask: demo-data
 	$(PY) deploy/python/infer.py --model-dir $(MASK_DIR)/export -i data/demo_shapes/images/val \
 		-o $(MASK_DIR)/deploy_infer --benchmark
 
+# two xdist workers with one thread each use the 2 cores better than one process with two threads (much of the
+# suite is Python-bound: exports, tool subprocesses); --dist loadfile keeps each file's fixtures in one worker.
 test: $(STAMP)
-	# two xdist workers with one thread each use the 2 cores better than one process with two threads (much of the
-	# suite is Python-bound: exports, tool subprocesses); --dist loadfile keeps each file's fixtures in one worker.
 	OMP_NUM_THREADS=1 $(PY) -m pytest -q -n 2 --dist loadfile --durations=25
 
 bench: $(STAMP)

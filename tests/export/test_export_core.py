@@ -159,8 +159,8 @@ def test_unsupported_format(demo_case, tmp_path):
 def test_task_without_export_module(demo_case, tmp_path):
     cfg, ckpt = demo_case
     cfg = copy.deepcopy(cfg)
-    cfg.default_scope = "gan"
-    with pytest.raises(ExportError, match=r"default_scope 'gan' has no export support \(expected gan/export.py"):
+    cfg.default_scope = "nosuchtask"
+    with pytest.raises(ExportError, match=r"default_scope 'nosuchtask' has no export support \(expected nosuchtask/"):
         export_model(cfg, ckpt, str(tmp_path))
 
 
