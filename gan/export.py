@@ -17,12 +17,8 @@ graph), so a new generator exports without a change here. Unlike the image tasks
 
 from __future__ import annotations
 
-import contextlib
-import io
-import logging
 import os
 import os.path as osp
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -203,31 +199,15 @@ def torch_outputs(gx: GANExport, feeds: dict[str, np.ndarray]) -> dict[str, np.n
 
 def export_onnx(gx: GANExport, feeds: dict[str, np.ndarray], path: str, options: ExportOptions) -> None:
     """torch.onnx.export (dynamo) of the generator graph with its named inputs (axis 0 dynamic when asked)."""
+    from oars.export.onnx_export import dynamo_export
+
     device = _device(gx.spec.module)
     args = tuple(torch.from_numpy(feeds[n]).to(device) for n in gx.input_names)
-    kwargs: dict[str, Any] = {}
+    dynamic = None
     if options.dynamic:
         batch = torch.export.Dim("batch", min=1, max=4096)
-        kwargs["dynamic_shapes"] = (tuple({0: batch} for _ in args),)  # forward(*tensors): one varargs entry
-    sink = io.StringIO()
-    loggers = [logging.getLogger(n) for n in ("torch.onnx", "onnxscript", "torch._dynamo", "torch.export")]
-    levels = [lg.level for lg in loggers]
-    try:
-        for lg in loggers:
-            lg.setLevel(logging.ERROR)
-        with warnings.catch_warnings(), contextlib.redirect_stdout(sink):
-            warnings.simplefilter("ignore")
-            program = torch.onnx.export(gx.spec.module, args, None, input_names=gx.input_names,
-                                        output_names=[OUTPUT_NAME], opset_version=options.opset, dynamo=True,
-                                        external_data=False, verbose=False, **kwargs)
-            program.save(path, external_data=False)
-    except Exception as err:  # the exporter raises many types; the user needs the model and the reason
-        shapes = {n: list(a.shape) for n, a in zip(gx.input_names, args)}
-        raise ExportError(f"torch.onnx.export failed for {type(gx.spec.module.model).__name__} (inputs {shapes}, "
-                          f"opset {options.opset}): {type(err).__name__}: {str(err)[:2000]}") from err
-    finally:
-        for lg, level in zip(loggers, levels):
-            lg.setLevel(level)
+        dynamic = (tuple({0: batch} for _ in args),)  # forward(*tensors): one varargs entry
+    dynamo_export(gx.spec.module, args, path, gx.input_names, [OUTPUT_NAME], options.opset, dynamic_shapes=dynamic)
 
 
 def self_check(gx: GANExport, onnx_path: str, options: ExportOptions) -> dict:

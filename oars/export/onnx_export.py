@@ -205,12 +205,23 @@ def _task_export_module(cfg: Config) -> Any:
 
 
 def export_spec_to_onnx(spec: ExportSpec, image: torch.Tensor, path: str, options: ExportOptions) -> None:
-    """torch.onnx.export (dynamo) with axis 0 dynamic when asked; its chatter goes to the log, not the console."""
+    """torch.onnx.export (dynamo) of the spec's one-input graph, axis 0 dynamic when asked."""
+    dynamic = ({0: torch.export.Dim("batch", min=1, max=4096)},) if options.dynamic else None
+    dynamo_export(spec.module, (image,), path, [spec.input_name], list(spec.output_names), options.opset,
+                  dynamic_shapes=dynamic, custom_translation_table=spec.custom_translation_table)
+
+
+def dynamo_export(module: torch.nn.Module, args: tuple[torch.Tensor, ...], path: str, input_names: Sequence[str],
+                  output_names: Sequence[str], opset: int, dynamic_shapes: Any = None,
+                  custom_translation_table: Any = None) -> None:
+    """``torch.onnx.export(dynamo=True)`` of ``module(*args)`` to ``path`` (one file, no external data), its chatter
+    sent to the log instead of the console; any exporter failure becomes one ``ExportError`` naming the module, the
+    input shapes, the opset and the reason (the exporter raises many types). Shared by every task's export."""
     kwargs: dict[str, Any] = {}
-    if options.dynamic:
-        kwargs["dynamic_shapes"] = ({0: torch.export.Dim("batch", min=1, max=4096)},)
-    if spec.custom_translation_table:
-        kwargs["custom_translation_table"] = dict(spec.custom_translation_table)
+    if dynamic_shapes is not None:
+        kwargs["dynamic_shapes"] = dynamic_shapes
+    if custom_translation_table:
+        kwargs["custom_translation_table"] = dict(custom_translation_table)
     sink = io.StringIO()
     loggers = [logging.getLogger(n) for n in ("torch.onnx", "onnxscript", "torch._dynamo", "torch.export")]
     levels = [lg.level for lg in loggers]
@@ -219,14 +230,15 @@ def export_spec_to_onnx(spec: ExportSpec, image: torch.Tensor, path: str, option
             lg.setLevel(logging.ERROR)
         with warnings.catch_warnings(), contextlib.redirect_stdout(sink):
             warnings.simplefilter("ignore")
-            program = torch.onnx.export(spec.module, (image,), None, input_names=[spec.input_name],
-                                        output_names=list(spec.output_names), opset_version=options.opset,
-                                        dynamo=True, external_data=False, verbose=False, **kwargs)
+            program = torch.onnx.export(module, args, None, input_names=list(input_names),
+                                        output_names=list(output_names), opset_version=opset, dynamo=True,
+                                        external_data=False, verbose=False, **kwargs)
             program.save(path, external_data=False)
     except Exception as err:  # the exporter raises many types; the user needs the module and the reason
-        raise ExportError(f"torch.onnx.export failed for {type(spec.module).__name__} "
-                          f"(input {list(image.shape)}, opset {options.opset}): {type(err).__name__}: "
-                          f"{str(err)[:2000]}") from err
+        inner = getattr(module, "model", module)
+        shapes = {n: list(a.shape) for n, a in zip(input_names, args)}
+        raise ExportError(f"torch.onnx.export failed for {type(inner).__name__} (inputs {shapes}, opset {opset}): "
+                          f"{type(err).__name__}: {str(err)[:2000]}") from err
     finally:
         for lg, level in zip(loggers, levels):
             lg.setLevel(level)

@@ -1,17 +1,5 @@
-"""Every detection test runs with ``detection`` as mmengine's default scope.
+"""Every detection test runs with ``detection`` as mmengine's default scope (see tests/task_scope.py for why)."""
 
-mmengine's ``Registry.build`` switches to the registry of the current default scope when one is set, and another
-task's test (a Runner, or a conftest like tests/video's) leaves its scope as the current ``DefaultScope`` instance:
-under ``make test``'s xdist workers any file may run after any other, so a detection test must not rely on the order.
-"""
+from task_scope import task_scope_fixture
 
-from __future__ import annotations
-
-import pytest
-from mmengine.registry import DefaultScope
-
-
-@pytest.fixture(autouse=True)
-def detection_default_scope():
-    with DefaultScope.overwrite_default_scope("detection"):
-        yield
+detection_default_scope = task_scope_fixture("detection")

@@ -1,13 +1,5 @@
-"""Every gan test runs with ``gan`` as mmengine's default scope (as tests/video/conftest.py explains: an earlier
-test's Runner leaves its own scope current, and ``Registry.build`` would then look in that task's registry)."""
+"""Every gan test runs with ``gan`` as mmengine's default scope (see tests/task_scope.py for why)."""
 
-from __future__ import annotations
+from task_scope import task_scope_fixture
 
-import pytest
-from mmengine.registry import DefaultScope
-
-
-@pytest.fixture(autouse=True)
-def gan_default_scope():
-    with DefaultScope.overwrite_default_scope("gan"):
-        yield
+gan_default_scope = task_scope_fixture("gan")

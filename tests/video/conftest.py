@@ -1,18 +1,5 @@
-"""Every video test runs with ``video`` as mmengine's default scope.
+"""Every video test runs with ``video`` as mmengine's default scope (see tests/task_scope.py for why)."""
 
-mmengine's ``Registry.build`` switches to the registry of the current default scope when one is set, and an earlier
-test's Runner (detection, segmentation) leaves its scope as the current ``DefaultScope`` instance: without this,
-``video.registry.MODELS.build({'type': 'Recognizer2D'})`` would look in the detection registry when the whole suite
-runs, and pass when the video tests run alone.
-"""
+from task_scope import task_scope_fixture
 
-from __future__ import annotations
-
-import pytest
-from mmengine.registry import DefaultScope
-
-
-@pytest.fixture(autouse=True)
-def video_default_scope():
-    with DefaultScope.overwrite_default_scope("video"):
-        yield
+video_default_scope = task_scope_fixture("video")
