@@ -14,10 +14,12 @@ import pytest
 from mmengine.registry import DefaultScope
 
 
-def task_scope_fixture(scope: str):
-    """An autouse function-scoped fixture that runs each test inside ``overwrite_default_scope(scope)``."""
+def task_scope_fixture(scope: str, fixture_scope: str = "function"):
+    """An autouse fixture that runs each test (``fixture_scope='function'``) or each module, its module-scoped
+    fixtures included (``'module'``: set up before them, since pytest sets up autouse fixtures of a scope first),
+    inside ``overwrite_default_scope(scope)``."""
 
-    @pytest.fixture(autouse=True)
+    @pytest.fixture(autouse=True, scope=fixture_scope)
     def default_scope():
         with DefaultScope.overwrite_default_scope(scope):
             yield

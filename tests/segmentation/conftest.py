@@ -2,4 +2,5 @@
 
 from task_scope import task_scope_fixture
 
+segmentation_module_scope = task_scope_fixture("segmentation", "module")  # module-scoped fixtures build models too
 segmentation_default_scope = task_scope_fixture("segmentation")

@@ -2,4 +2,5 @@
 
 from task_scope import task_scope_fixture
 
+video_module_scope = task_scope_fixture("video", "module")  # module-scoped fixtures build models too
 video_default_scope = task_scope_fixture("video")
