@@ -94,3 +94,26 @@ def render_html_report(title: str, sections: Sequence[ReportSection]) -> str:
 def write_html_report(path: str | os.PathLike, title: str, sections: Sequence[ReportSection]) -> str:
     """Write the report to ``path`` atomically (parent folders created, normal permissions); returns the path."""
     return atomic_write(path, render_html_report(title, sections))
+
+
+MAX_CONFUSION_TABLE = 30  # classes up to which a confusion matrix's counts are also written as a table
+
+
+def confusion_section(confusion: np.ndarray, names: Sequence[str], title: str, row_label: str,
+                      text: str) -> ReportSection:
+    """The report's confusion-matrix section (detection, segmentation and video share it): the matrix normalised
+    per row as a picture and, up to ``MAX_CONFUSION_TABLE`` classes, its counts as a table.
+
+    Args:
+        confusion: int [C, C] counts, rows = ground truth / true class, columns = prediction.
+        names: the C class names.
+        title: the picture's title; row_label: the table's corner label (e.g. ``'gt \\\\ pred'``); text: the caption.
+    """
+    from .plots import plot_confusion_matrix
+
+    image = plot_confusion_matrix(np.asarray(confusion), list(names), normalize=True, title=title)
+    tables = []
+    if len(names) <= MAX_CONFUSION_TABLE:
+        rows = [[n, *row] for n, row in zip(names, np.asarray(confusion).tolist())]
+        tables.append({'header': [row_label, *names], 'rows': rows, 'caption': 'counts'})
+    return ReportSection('Confusion matrix', text=text, tables=tables, images=[image])

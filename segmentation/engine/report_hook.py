@@ -15,12 +15,12 @@ from mmengine.dist import all_gather_object, get_world_size, is_main_process
 from mmengine.hooks import Hook
 
 from oars.evaluation.confusion import overall_accuracy, per_class_scores
-from oars.visualization import ReportSection, plot_confusion_matrix, plot_per_class_bars, write_html_report
+from oars.visualization import ReportSection, plot_per_class_bars, write_html_report
+from oars.visualization.html_report import confusion_section
 from oars_deploy.draw import draw_legend, get_palette, overlay_mask, side_by_side
 from segmentation.evaluation.agreement import batch_confusions, per_image_miou
 from segmentation.registry import HOOKS
 
-_MAX_CM_TABLE = 30  # classes up to which the confusion counts are also written as a table
 # worst-image panels: longest side brought into [256, 512] px (readable captions, small report)
 _MIN_SIDE, _MAX_SIDE = 256, 512
 
@@ -92,13 +92,8 @@ def build_report_sections(metrics: Mapping[str, Any] | None, class_names: Sequen
                                ylabel='IoU')
     sections.append(ReportSection('Per-class IoU', text=f'{int(confusion.sum())} labelled pixels, pixel accuracy '
                                   f'{overall_accuracy(confusion):.4f}.', images=[bars]))
-    cm_img = plot_confusion_matrix(confusion.numpy(), names, normalize=True, title='Confusion matrix (pixels)')
-    tables = []
-    if len(names) <= _MAX_CM_TABLE:
-        tables.append({'header': ['gt \\ pred', *names], 'rows': [[n, *row] for n, row in
-                                                                 zip(names, confusion.tolist())], 'caption': 'counts'})
-    sections.append(ReportSection('Confusion matrix', text='Rows: ground-truth class (normalised per row). Columns: '
-                                  'predicted class.', tables=tables, images=[cm_img]))
+    sections.append(confusion_section(confusion.numpy(), names, 'Confusion matrix (pixels)', 'gt \\ pred',
+                                      'Rows: ground-truth class (normalised per row). Columns: predicted class.'))
     finite = [v for v in image_mious if not math.isnan(v)]
     summary = (f'{len(finite)} images with labelled pixels; per-image mIoU (classes in the image\'s GT or '
                f'prediction): mean {np.mean(finite):.4f}, min {min(finite):.4f}.') if finite else ''

@@ -13,12 +13,11 @@ from mmengine.dist import all_gather_object, collect_results, get_world_size, is
 from mmengine.hooks import Hook
 
 from oars.evaluation.confusion import confusion_matrix, per_class_scores
-from oars.visualization import ReportSection, plot_confusion_matrix, plot_per_class_bars, write_html_report
+from oars.visualization import ReportSection, plot_per_class_bars, write_html_report
+from oars.visualization.html_report import confusion_section
 from video.engine.clip_pictures import batch_inputs, clip_frames, clip_labels, clip_strip, clip_title
 from video.evaluation.fields import sample_name
 from video.registry import HOOKS
-
-_MAX_CM_TABLE = 30  # classes up to which the confusion counts are also written as a table
 
 
 def build_report_sections(records: Sequence[Mapping[str, Any]], class_names: Sequence[str],
@@ -55,13 +54,8 @@ def build_report_sections(records: Sequence[Mapping[str, Any]], class_names: Seq
         bars = plot_per_class_bars(dict(zip(names, acc)), title='Top-1 accuracy per class (n/a: no clips)',
                                    ylabel='accuracy')
         sections.append(ReportSection('Per-class accuracy', text=f'{len(single)} clips.', images=[bars]))
-        cm_img = plot_confusion_matrix(cm.numpy(), names, normalize=True, title='Confusion matrix (top-1)')
-        tables = []
-        if len(names) <= _MAX_CM_TABLE:
-            tables.append({'header': ['true \\ pred', *names], 'rows': [[n, *row] for n, row in
-                                                                       zip(names, cm.tolist())], 'caption': 'counts'})
-        sections.append(ReportSection('Confusion matrix', text='Rows: true class (normalised per row). Columns: '
-                                      'top-1 prediction.', tables=tables, images=[cm_img]))
+        sections.append(confusion_section(cm.numpy(), names, 'Confusion matrix (top-1)', 'true \\ pred',
+                                          'Rows: true class (normalised per row). Columns: top-1 prediction.'))
     elif class_ap is not None:
         bars = plot_per_class_bars(dict(zip(names, [float(v) for v in class_ap])),
                                    title='Average precision per class (n/a: no positive clip)', ylabel='AP')
