@@ -61,7 +61,7 @@ demo-seg: demo-data
 		--show-dir $(DEMO_DIR)/pictures --report
 	$(PY) tools/infer.py -c $(DEMO_CFG) -w "$$(cat $(DEMO_DIR)/last_checkpoint)" \
 		-i data/demo_shapes/images/val -o $(DEMO_DIR)/infer
-	$(PY) tools/export.py -c $(DEMO_CFG) -w "$$(cat $(DEMO_DIR)/last_checkpoint)" -o $(DEMO_DIR)/export --dynamic
+	$(PY) tools/export.py -c $(DEMO_CFG) -w "$$(cat $(DEMO_DIR)/last_checkpoint)" -o $(DEMO_DIR)/export --dynamic --overwrite
 	$(PY) deploy/python/infer.py --model-dir $(DEMO_DIR)/export -i data/demo_shapes/images/val \
 		-o $(DEMO_DIR)/deploy_infer --benchmark
 
@@ -76,7 +76,7 @@ demo-video: demo-video-data
 		--show-dir $(VID_DIR)/pictures --report
 	$(PY) tools/infer.py -c $(VID_CFG) -w "$$(cat $(VID_DIR)/last_checkpoint)" \
 		-i data/demo_videos/videos/val -o $(VID_DIR)/infer
-	$(PY) tools/export.py -c $(VID_CFG) -w "$$(cat $(VID_DIR)/last_checkpoint)" -o $(VID_DIR)/export --dynamic
+	$(PY) tools/export.py -c $(VID_CFG) -w "$$(cat $(VID_DIR)/last_checkpoint)" -o $(VID_DIR)/export --dynamic --overwrite
 	$(PY) deploy/python/infer.py --model-dir $(VID_DIR)/export -i data/demo_videos/videos/val \
 		-o $(VID_DIR)/deploy_infer
 
@@ -86,14 +86,14 @@ demo-yolo: demo-data
 		--show-dir $(DET_DIR)/pictures --report
 	$(PY) tools/infer.py -c $(DET_CFG) -w "$$(cat $(DET_DIR)/last_checkpoint)" \
 		-i data/demo_shapes/images/val -o $(DET_DIR)/infer
-	$(PY) tools/export.py -c $(DET_CFG) -w "$$(cat $(DET_DIR)/last_checkpoint)" -o $(DET_DIR)/export --dynamic
+	$(PY) tools/export.py -c $(DET_CFG) -w "$$(cat $(DET_DIR)/last_checkpoint)" -o $(DET_DIR)/export --dynamic --overwrite
 	$(PY) deploy/python/infer.py --model-dir $(DET_DIR)/export -i data/demo_shapes/images/val \
 		-o $(DET_DIR)/deploy_infer --benchmark
 
 # the YOLOv3 demo's INT8 graph (calibrated on 64 training images; its agreement with FP32 printed), after demo-yolo
 demo-int8:
 	test -f $(DET_DIR)/last_checkpoint || $(MAKE) --no-print-directory demo-yolo
-	$(PY) tools/export.py -c $(DET_CFG) -w "$$(cat $(DET_DIR)/last_checkpoint)" -o $(DET_DIR)/export_int8 --dynamic \
+	$(PY) tools/export.py -c $(DET_CFG) -w "$$(cat $(DET_DIR)/last_checkpoint)" -o $(DET_DIR)/export_int8 --dynamic --overwrite \
 		--int8 --calib-dir data/demo_shapes/images/train --calib-num 64
 	$(PY) deploy/python/infer.py --model-dir $(DET_DIR)/export_int8 -i data/demo_shapes/images/val \
 		-o $(DET_DIR)/deploy_infer_int8 --benchmark
@@ -109,7 +109,7 @@ demo-pix2pix: demo-data
 		--show-dir $(PIX_DIR)/pictures --report
 	$(PY) tools/infer.py -c $(PIX_CFG) -w "$$(cat $(PIX_DIR)/last_checkpoint)" \
 		-i data/demo_shapes/labels/val -o $(PIX_DIR)/infer
-	$(PY) tools/export.py -c $(PIX_CFG) -w "$$(cat $(PIX_DIR)/last_checkpoint)" -o $(PIX_DIR)/export --dynamic
+	$(PY) tools/export.py -c $(PIX_CFG) -w "$$(cat $(PIX_DIR)/last_checkpoint)" -o $(PIX_DIR)/export --dynamic --overwrite
 	$(PY) deploy/python/infer.py --model-dir $(PIX_DIR)/export -i data/demo_shapes/labels/val \
 		-o $(PIX_DIR)/deploy_infer
 
@@ -119,7 +119,7 @@ demo-cgan: demo-gan-data
 		--show-dir $(CGAN_DIR)/pictures --report
 	$(PY) tools/infer.py -c $(CGAN_CFG) -w "$$(cat $(CGAN_DIR)/last_checkpoint)" --seed 0 --num 30 \
 		-o $(CGAN_DIR)/infer
-	$(PY) tools/export.py -c $(CGAN_CFG) -w "$$(cat $(CGAN_DIR)/last_checkpoint)" -o $(CGAN_DIR)/export --dynamic
+	$(PY) tools/export.py -c $(CGAN_CFG) -w "$$(cat $(CGAN_DIR)/last_checkpoint)" -o $(CGAN_DIR)/export --dynamic --overwrite
 	$(PY) deploy/python/infer.py --model-dir $(CGAN_DIR)/export --seed 0 --num 30 -o $(CGAN_DIR)/deploy_infer
 
 demo-mask: demo-data
@@ -128,7 +128,7 @@ demo-mask: demo-data
 		--show-dir $(MASK_DIR)/pictures --report
 	$(PY) tools/infer.py -c $(MASK_CFG) -w "$$(cat $(MASK_DIR)/last_checkpoint)" \
 		-i data/demo_shapes/images/val -o $(MASK_DIR)/infer
-	$(PY) tools/export.py -c $(MASK_CFG) -w "$$(cat $(MASK_DIR)/last_checkpoint)" -o $(MASK_DIR)/export --dynamic
+	$(PY) tools/export.py -c $(MASK_CFG) -w "$$(cat $(MASK_DIR)/last_checkpoint)" -o $(MASK_DIR)/export --dynamic --overwrite
 	$(PY) deploy/python/infer.py --model-dir $(MASK_DIR)/export -i data/demo_shapes/images/val \
 		-o $(MASK_DIR)/deploy_infer --benchmark
 

@@ -30,6 +30,7 @@ from torch import nn
 
 from oars.export.check import compare_outputs, ort_session, synthetic_image
 from oars.export.errors import ExportError
+from oars.export.guards import DEFAULT_OPSET
 from oars.export.spec import ExportOptions, ExportSpec
 from oars_deploy.gan_config import ATTR_ENCODING, GAN_KEY, STGAN_RULE, to_bgr_images  # noqa: F401 (re-export)
 from oars_deploy.preprocess import preprocess_one
@@ -78,7 +79,7 @@ class GANExport:
     kind: str
 
 
-def export_options(cfg: Config, dynamic: bool = False, opset: int = 17) -> ExportOptions:
+def export_options(cfg: Config, dynamic: bool = False, opset: int = DEFAULT_OPSET) -> ExportOptions:
     """``cfg.export`` (optional for GANs): ``input_shape: [B, 3, H, W]`` (image models' input; B the export
     batch) or ``batch`` alone; without a section: batch 1 and the model's default image size."""
     export = dict(cfg.get("export") or {})
@@ -227,6 +228,7 @@ def self_check(gx: GANExport, onnx_path: str, options: ExportOptions) -> dict:
 
 def deploy_dict(cfg: Config, model: nn.Module, gx: GANExport, checkpoint: str, onnx_path: str) -> dict:
     """deploy.yaml of a generator (schema: oars_deploy.deploy_config + oars_deploy.gan_config)."""
+    from oars.export.guards import exported_at
     from oars.export.onnx_export import _onnx_opset
 
     section = gx.spec.deploy_sections[GAN_KEY]
@@ -235,7 +237,7 @@ def deploy_dict(cfg: Config, model: nn.Module, gx: GANExport, checkpoint: str, o
         "version": 1,
         "model": {"name": str(cfg.model.get("type")), "task": "gan", "config": osp.basename(cfg.filename or ""),
                   "checkpoint": osp.basename(checkpoint), "onnx": "model.onnx", "opset": _onnx_opset(onnx_path),
-                  "precision": "fp32"},
+                  "precision": "fp32", "exported_at": exported_at()},
         "labels": [str(v) for v in labels],
         "input": gx.spec.deploy_input,
         "preprocess": preprocess_steps(cfg, section.get("input_size")),
@@ -246,15 +248,16 @@ def deploy_dict(cfg: Config, model: nn.Module, gx: GANExport, checkpoint: str, o
 
 
 def export_model(config: str | Config, checkpoint: str, out_dir: str, *, fmt: str = "onnx", dynamic: bool = False,
-                 opset: int = 17, half: bool = False, int8: bool = False, overrides: Sequence[str] = (),
-                 check: bool = True, device: str = "cpu", **_: Any) -> dict:
+                 opset: int = DEFAULT_OPSET, half: bool = False, int8: bool = False, overrides: Sequence[str] = (),
+                 check: bool = True, device: str = "cpu", overwrite: bool = False, **_: Any) -> dict:
     """Write ``out_dir/model.onnx`` + ``deploy.yaml`` for a GAN config; the files get their final names only after
     the self-check passed. Returns ``{'onnx', 'deploy', 'check': {'outputs', 'dynamic_batch' (dynamic),
     'preprocess_max_abs_diff'}}`` like ``oars.export.export_model``."""
     from oars.engine.checkpoint import check_checkpoint_file
     from oars.export.deploy_config import write_deploy_yaml
+    from oars.export.guards import check_export_target
     from oars.export.onnx_export import _load_config
-    from oars.inference import check_output_folder, init_model
+    from oars.inference import init_model
     from oars_deploy.atomic import temp_path
     from oars_deploy.deploy_config import validate_deploy
 
@@ -263,7 +266,7 @@ def export_model(config: str | Config, checkpoint: str, out_dir: str, *, fmt: st
     if half or int8:
         raise ExportError("--half / --int8 are not supported for GAN generators yet (their output is an image, "
                           "not scores to agree on); export FP32")
-    check_output_folder(out_dir)
+    check_export_target(out_dir, overwrite, opset)  # refuses an existing export unless overwrite, a bad opset
     check_checkpoint_file(checkpoint)
     cfg = _load_config(config, overrides)
     options = export_options(cfg, dynamic=dynamic, opset=opset)

@@ -8,7 +8,6 @@ file in a :class:`oars_deploy.failures.Failures` and goes on; the caller raises 
 from __future__ import annotations
 
 import copy
-import os.path as osp
 from collections.abc import Callable, Iterator, Sequence
 
 import torch
@@ -21,6 +20,7 @@ from oars.errors import OarsError
 from oars_deploy.errors import UserError
 from oars_deploy.failures import Failures
 from oars_deploy.image_files import IMAGE_SUFFIXES, list_images  # noqa: F401  (part of this module's API)
+from oars_deploy.output_paths import check_output_folder  # noqa: F401  (the one output rule, runtime's)
 
 
 def init_model(cfg: Config, checkpoint: str, device: str = "cpu") -> torch.nn.Module:
@@ -77,16 +77,3 @@ def batched_predict(model: torch.nn.Module, pipeline: Compose, paths: Sequence[s
         with torch.no_grad():
             outputs = predict(model, pseudo_collate(items))
         yield from zip(chunk, outputs)
-
-
-def check_output_folder(path: str, flag: str = "-o") -> str:
-    """Raise :class:`OarsError` when the output folder ``path``, or a folder above it, is an existing file
-    (``os.makedirs`` would end in FileExistsError/NotADirectoryError with a traceback); returns ``path``.
-    Creates nothing, so a tool can check before the slow work and create the folder after it."""
-    probe = osp.abspath(path)
-    while not osp.exists(probe) and osp.dirname(probe) != probe:
-        probe = osp.dirname(probe)
-    if osp.exists(probe) and not osp.isdir(probe):
-        where = "is a file" if probe == osp.abspath(path) else f"is inside {probe}, which is a file"
-        raise OarsError(f"{flag} {path}: {where}; the output must be a folder (the files are written into it)")
-    return path

@@ -69,3 +69,23 @@ def run_tool(name: str, *args: str, check: bool = True) -> subprocess.CompletedP
     if check:
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return proc
+
+
+def random_checkpoint(config: str, overrides: list[str], folder) -> str:
+    """Random weights of ``config`` with ``overrides`` saved as ``folder/model.pth`` (what infer and export need;
+    no training)."""
+    import copy
+
+    import torch
+    from mmengine.registry import MODELS, DefaultScope
+
+    from oars.config import load_config
+
+    cfg = load_config(config, overrides)
+    torch.manual_seed(0)
+    with DefaultScope.overwrite_default_scope(cfg.default_scope):
+        model = MODELS.build(copy.deepcopy(cfg.model))
+    classes = [f"class{i}" for i in range(cfg.model.num_classes)]
+    path = os.path.join(str(folder), "model.pth")
+    torch.save({"state_dict": model.state_dict(), "meta": {"dataset_meta": {"classes": classes}}}, path)
+    return path

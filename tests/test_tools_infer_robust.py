@@ -3,7 +3,6 @@ image's memory, an output path that is a file."""
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 
@@ -11,8 +10,7 @@ import cv2
 import numpy as np
 import pytest
 import torch
-from demo_utils import DEMO_CFG, DET_DEMO_CFG, demo_overrides, det_demo_overrides, run_tool
-from mmengine.registry import MODELS, DefaultScope
+from demo_utils import DEMO_CFG, DET_DEMO_CFG, demo_overrides, det_demo_overrides, random_checkpoint, run_tool
 from PIL import Image
 
 from oars.config import load_config
@@ -20,29 +18,17 @@ from oars_deploy.errors import UserError
 from oars_deploy.failures import Failures, FolderFailuresError
 
 
-def _random_checkpoint(config: str, overrides: list[str], folder) -> str:
-    """Random weights of ``config`` with ``overrides`` saved as a checkpoint (what infer needs; no training)."""
-    cfg = load_config(config, overrides)
-    torch.manual_seed(0)
-    with DefaultScope.overwrite_default_scope(cfg.default_scope):
-        model = MODELS.build(copy.deepcopy(cfg.model))
-    classes = [f"class{i}" for i in range(cfg.model.num_classes)]
-    path = os.path.join(str(folder), "model.pth")
-    torch.save({"state_dict": model.state_dict(), "meta": {"dataset_meta": {"classes": classes}}}, path)
-    return path
-
-
 @pytest.fixture(scope="module")
 def seg_case(demo_data, tmp_path_factory):
     opts = demo_overrides(demo_data)
-    return opts, _random_checkpoint(DEMO_CFG, opts, tmp_path_factory.mktemp("seg_ckpt"))
+    return opts, random_checkpoint(DEMO_CFG, opts, tmp_path_factory.mktemp("seg_ckpt"))
 
 
 @pytest.fixture(scope="module")
 def det_case(demo_data, tmp_path_factory):
     # keep_ratio at test time, so that a thin image reaches the keep-ratio size rule
     opts = det_demo_overrides(demo_data, **{"test_dataloader.dataset.pipeline.2.keep_ratio": True})
-    return opts, _random_checkpoint(DET_DEMO_CFG, opts, tmp_path_factory.mktemp("det_ckpt"))
+    return opts, random_checkpoint(DET_DEMO_CFG, opts, tmp_path_factory.mktemp("det_ckpt"))
 
 
 def _folder_with_a_bad_file(demo_data: str, folder) -> str:

@@ -2,9 +2,9 @@
 to oars ones.
 
   python tools/convert.py voc2coco --voc-root data/VOCdevkit/VOC2007 --split ImageSets/Main/trainval.txt \\
-      --out data/VOCdevkit/VOC2007/annotations/trainval.json [--classes a b ...]
+      --out data/VOCdevkit/VOC2007/annotations/trainval.json [--classes a b ...] [--overwrite]
   python tools/convert.py labelme2coco --input DIR_OF_LABELME_JSON --out ann.json [--classes a b ...] \\
-      [--image-root DIR]
+      [--image-root DIR] [--overwrite]
   python tools/convert.py labelme2seg --input DIR_OF_LABELME_JSON --out LABEL_DIR [--classes a b ...] \\
       [--overwrite]
       (one class-id palette PNG per json, 0 = background, and LABEL_DIR/class_names.txt; see
@@ -14,12 +14,16 @@ to oars ones.
       [-c configs/detection/faster_rcnn/faster_rcnn_r50_fpn_torchvision_coco.yaml [-o KEY=VALUE ...]]
       (a torchvision fasterrcnn_resnet50_fpn / maskrcnn_resnet50_fpn state dict -> {'state_dict': ...} for
       tools/eval.py -w; with -c the result is loaded strictly into the config's model first)
+
+Every converter refuses to replace an existing output without --overwrite and never writes over its input
+(oars_deploy.output_paths: the rule every tool that writes files follows).
 """
 
 import argparse
+import os.path as osp
 
-from detection.datasets.converters import labelme_to_coco, summary, voc_to_coco, write_coco_json
 from oars.cli import run_cli
+from oars_deploy.output_paths import check_new_file, check_output_folder
 
 
 def main() -> None:
@@ -46,7 +50,6 @@ def main() -> None:
                      help='class names for ids 1..K (0 is background; a first name "_background_" names it, '
                           '"__ignore__" paints 255, so labelme\'s labels.txt can be passed as it is; '
                           'default: the sorted names found)')
-    seg.add_argument('--overwrite', action='store_true', help='replace existing output files (default: stop)')
     tv = sub.add_parser('torchvision2oars',
                         help='torchvision Faster/Mask R-CNN R50-FPN checkpoint -> oars FasterRCNN/MaskRCNN weights')
     tv.add_argument('--input', required=True, help="torchvision .pth (a state dict, or {'model': ...})")
@@ -57,7 +60,10 @@ def main() -> None:
     tv.add_argument('-c', '--config', default=None, help='check: build this config\'s model and load strictly')
     tv.add_argument('-o', '--opt', dest='overrides', nargs='+', action='extend', default=[], metavar='KEY=VALUE',
                     help='config overrides for -c')
+    for p in (voc, lm, seg, tv):
+        p.add_argument('--overwrite', action='store_true', help='replace existing output files (default: stop)')
     args = parser.parse_args()
+    check_outputs(args)
     if args.command == 'torchvision2oars':
         from detection.models.convert_torchvision import convert_checkpoint_file
 
@@ -69,6 +75,8 @@ def main() -> None:
 
         print(seg_summary(labelme_to_seg(args.input, args.out, classes=args.classes, overwrite=args.overwrite)))
         return
+    from detection.datasets.converters import labelme_to_coco, summary, voc_to_coco, write_coco_json
+
     if args.command == 'voc2coco':
         coco = voc_to_coco(args.voc_root, args.split, classes=args.classes, img_suffix=args.img_suffix,
                            on_bad_annotation=args.on_bad_annotation)
@@ -76,6 +84,19 @@ def main() -> None:
         coco = labelme_to_coco(args.input, classes=args.classes, image_root=args.image_root)
     write_coco_json(coco, args.out)
     print(summary(coco, args.out))
+
+
+def check_outputs(args: argparse.Namespace) -> None:
+    """Before any reading: the output may not replace an input, nor an existing file without --overwrite."""
+    if args.command == 'labelme2seg':  # a folder of label maps: per-file existence is checked by labelme_to_seg
+        check_output_folder(args.out, args.input, flag='--out', input_flag='--input')
+        return
+    from oars.data.labelme import list_labelme_files
+
+    inputs = {'torchvision2oars': lambda: [args.input],
+              'voc2coco': lambda: [osp.join(args.voc_root, args.split)],
+              'labelme2coco': lambda: list_labelme_files(args.input)}[args.command]()
+    check_new_file(args.out, args.overwrite, flag='--out', inputs=tuple(str(p) for p in inputs))
 
 
 if __name__ == '__main__':

@@ -1,11 +1,13 @@
 """Export a trained model: tools/export.py -c CONFIG -w CKPT --format onnx|tensorrt [-o OUT_DIR] [--dynamic]
-[--half | --int8 --calib-dir DIR [--calib-num N] [--calib-method entropy|minmax|percentile]] [--opset N].
+[--half | --int8 --calib-dir DIR [--calib-num N] [--calib-method entropy|minmax|percentile]] [--opset N] [--overwrite].
 
 Writes OUT_DIR/model.onnx and OUT_DIR/deploy.yaml (default OUT_DIR: work_dirs/<config name>/export), and
-model.engine for --format tensorrt. The export checks itself: ONNX Runtime must reproduce PyTorch on a sample
-input, or the export fails. --half / --int8 also write model_fp16.onnx / model_int8.onnx (the precision is in the
-graph: FP16 tensors, or Q/DQ nodes calibrated on --calib-dir), which must agree with the FP32 graph
-(export.min_agreement, default 0.99 / 0.9); deploy.yaml then points the predictors and TensorRT at that file.
+model.engine for --format tensorrt. A folder that already holds an export is left alone unless --overwrite is given
+(the message names the model and its deploy.yaml's exported_at). The export checks itself: ONNX Runtime must
+reproduce PyTorch on a sample input, or the export fails. --half / --int8 also write model_fp16.onnx /
+model_int8.onnx (the precision is in the graph: FP16 tensors, or Q/DQ nodes calibrated on --calib-dir; --int8 is
+for image models), which must agree with the FP32 graph (export.min_agreement, default 0.99 / 0.9); deploy.yaml
+then points the predictors and TensorRT at that file.
 ``-o`` also takes ``key=value`` config overrides, as on every tool:
 ``-o out/ export.input_shape=[1,3,256,256] export.output_op=softmax``.
 """
@@ -14,6 +16,7 @@ import argparse
 import os.path as osp
 
 from oars.cli import run_cli, split_output_and_overrides
+from oars.export.guards import DEFAULT_OPSET, MIN_OPSET
 
 
 def main() -> None:
@@ -33,7 +36,10 @@ def main() -> None:
                         help="calibrate on the first N images of --calib-dir (default: all)")
     parser.add_argument("--calib-method", default="entropy", choices=["entropy", "minmax", "percentile"],
                         help="how --int8 sets activation ranges (default entropy)")
-    parser.add_argument("--opset", type=int, default=17, help="ONNX opset (default 17)")
+    parser.add_argument("--opset", type=int, default=DEFAULT_OPSET,
+                        help=f"ONNX opset, {MIN_OPSET} to the newest the onnx package knows (default {DEFAULT_OPSET})")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace the export already in the output folder (default: stop and say what is there)")
     parser.add_argument("--device", default="cpu", help="cpu or cuda (the device the model is traced on)")
     parser.add_argument("--no-check", action="store_true", help="skip the ONNX Runtime vs PyTorch self-check")
     args = parser.parse_args()
@@ -46,7 +52,8 @@ def main() -> None:
     result = export_model(args.config, args.weights, out_dir, fmt=args.format, dynamic=args.dynamic,
                           opset=args.opset, half=args.half, int8=args.int8, calib_dir=args.calib_dir,
                           calib_method=args.calib_method, calib_num=args.calib_num,
-                          overrides=overrides, check=not args.no_check, device=args.device)
+                          overrides=overrides, check=not args.no_check, device=args.device,
+                          overwrite=args.overwrite)
     for key in ("onnx", "precision_onnx", "deploy", "engine"):
         if key in result:
             print(f"wrote {result[key]}")

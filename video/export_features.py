@@ -31,6 +31,7 @@ from torch import nn
 
 from oars.export.deploy_config import test_pipeline_cfg
 from oars.export.errors import ExportCheckError, ExportError
+from oars.export.guards import DEFAULT_OPSET
 from oars.export.spec import ExportOptions, ExportSpec
 
 INPUT_NAME, OUTPUT_NAME, LAYOUT = "features", "scores", "NTD"
@@ -106,7 +107,7 @@ def packed_shape(section: dict, batch: int) -> tuple[int, int, int]:
     return batch, int(section["max_frames"]), sum(m["dim"] for m in section["modalities"]) + 1
 
 
-def feature_export_options(cfg: Config, dynamic: bool = False, opset: int = 17) -> ExportOptions:
+def feature_export_options(cfg: Config, dynamic: bool = False, opset: int = DEFAULT_OPSET) -> ExportOptions:
     """``ExportOptions`` of a feature model (batch: ``export.input_shape[0]`` or ``export.batch``, default 1; a
     dynamic export traces with at least 2 samples); a written ``export.input_shape`` must be the packed shape."""
     export = dict(cfg.get("export") or {})

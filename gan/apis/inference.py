@@ -37,7 +37,7 @@ def run_inference(cfg: Config, checkpoint: str, inputs: str | None, out_dir: str
     An image that cannot be read is skipped and recorded in ``failures``; without ``failures`` their summary is
     raised after everything readable was written.
     """
-    check_output_folder(out_dir)
+    check_output_folder(out_dir, inputs)
     own = failures is None
     failures = Failures() if own else failures
     model = init_model(cfg, checkpoint, device)

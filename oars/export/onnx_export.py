@@ -24,6 +24,7 @@ from mmengine.config import Config
 from oars.export.check import compare_outputs, ort_outputs, ort_session, sample_inputs, torch_outputs
 from oars.export.deploy_config import EXPORT_EXAMPLE, export_input_hw, preprocess_steps, write_deploy_yaml
 from oars.export.errors import ExportError
+from oars.export.guards import DEFAULT_OPSET, check_export_target, exported_at
 from oars.export.precision import (
     CALIB_METHODS,
     agreement_threshold,
@@ -44,21 +45,22 @@ PRECISION_CHECK_IMAGES = 8  # calibration images the INT8 model is compared with
 
 
 def export_model(config: str | Config, checkpoint: str, out_dir: str, *, fmt: str = "onnx", dynamic: bool = False,
-                 opset: int = 17, half: bool = False, int8: bool = False, calib_dir: str | None = None,
+                 opset: int = DEFAULT_OPSET, half: bool = False, int8: bool = False, calib_dir: str | None = None,
                  calib_method: str = "entropy", calib_num: int | None = None, overrides: Sequence[str] = (),
-                 check: bool = True, device: str = "cpu") -> dict:
+                 check: bool = True, device: str = "cpu", overwrite: bool = False) -> dict:
     """Write ``out_dir/model.onnx`` + ``out_dir/deploy.yaml`` (+ ``model.engine`` for tensorrt).
 
     ``half``/``int8``: also ``model_fp16.onnx``/``model_int8.onnx`` (precision in the graph, see
     oars.export.precision; INT8 calibrated on ``calib_dir``, its first ``calib_num`` images when given), checked
     against the FP32 graph, and deploy.yaml's ``model.onnx`` names it, so the predictors and TensorRT use it.
+    An ``out_dir`` that already holds an export is refused unless ``overwrite`` (exports never replace exports
+    unasked); ``opset`` outside the range the exporter writes is refused (oars.export.guards).
     Returns ``{'onnx', 'deploy', 'engine' (tensorrt), 'precision_onnx' (fp16/int8), 'check': {
     'preprocess_max_abs_diff', 'outputs': {name: {max_abs_diff, tolerance}}, 'dynamic_batch': {...} (dynamic),
     'precision': {precision, agreement: {name: value}, min_agreement} (fp16/int8)}}``.
     """
     from oars.engine.checkpoint import check_checkpoint_file
     from oars.engine.work_dir import clean_stale_temp_files
-    from oars.inference import check_output_folder
     from oars_deploy.atomic import temp_path
 
     if fmt not in FORMATS:
@@ -68,27 +70,29 @@ def export_model(config: str | Config, checkpoint: str, out_dir: str, *, fmt: st
     if int8 and not calib_dir:
         raise ExportError("--int8 needs --calib-dir DIR (a folder of calibration images, like the deployment data)")
     precision = precision_of(half, int8)
-    files = calibration_images(calib_dir) if int8 else []
-    if calib_num is not None:
-        if int(calib_num) < 1:
-            raise ExportError(f"--calib-num must be at least 1, got {calib_num}")
-        files = files[:int(calib_num)]
+    if calib_num is not None and int(calib_num) < 1:
+        raise ExportError(f"--calib-num must be at least 1, got {calib_num}")
     if calib_method not in CALIB_METHODS:
         raise ExportError(f"--calib-method must be one of {list(CALIB_METHODS)}, got {calib_method!r}")
     if fmt == "tensorrt" and importlib.util.find_spec("tensorrt") is None:
         raise ExportError("--format tensorrt needs the `tensorrt` Python package (pip install tensorrt, on a machine "
                           "with an NVIDIA GPU); --format onnx works without it")
-    check_output_folder(out_dir)
+    check_export_target(out_dir, overwrite, opset)
     check_checkpoint_file(checkpoint)
     cfg = _load_config(config, overrides)
     task = _task_export_module(cfg)
     if hasattr(task, "export_model"):  # a task whose graph has several inputs (GANs: noise + label, image + attrs)
         return task.export_model(cfg, checkpoint, out_dir, fmt=fmt, dynamic=dynamic, opset=opset, half=half,
-                                 int8=int8, check=check, device=device)
+                                 int8=int8, check=check, device=device, overwrite=overwrite)
     # a task whose input is not one image (video clips) reads its export section and test pipeline itself
     options = getattr(task, "export_options", export_options)(cfg, dynamic=dynamic, opset=opset)
     if precision != "fp32":
         agreement_threshold(precision, options.extra.get("min_agreement"))  # a bad value fails before the export
+    if int8 and len(options.input_shape) != 4:  # calibration reads images; clips/features have no calibration set
+        raise ExportError(f"--int8 calibrates on the images of --calib-dir, but {cfg.filename} exports a graph whose "
+                          f"input is {list(options.input_shape)} (clips or features, not [B, 3, H, W] images): INT8 "
+                          "export is not supported for it; export FP32 or --half")
+    files = calibration_images(calib_dir)[:None if calib_num is None else int(calib_num)] if int8 else []
     if str(device).startswith("cuda") and not _cuda_available():
         raise ExportError(f"--device {device}: CUDA is not available on this machine")
     # before the model: a pipeline that cannot be exported is a cheap, early error
@@ -177,7 +181,7 @@ def _load_config(config: str | Config, overrides: Sequence[str]) -> Config:
     return load_config(config, list(overrides))
 
 
-def export_options(cfg: Config, dynamic: bool = False, opset: int = 17) -> ExportOptions:
+def export_options(cfg: Config, dynamic: bool = False, opset: int = DEFAULT_OPSET) -> ExportOptions:
     """``ExportOptions`` from ``cfg.export`` (clear error naming the config when the section is missing)."""
     export = cfg.get("export")
     if not export:
@@ -242,6 +246,11 @@ def dynamo_export(module: torch.nn.Module, args: tuple[torch.Tensor, ...], path:
     finally:
         for lg, level in zip(loggers, levels):
             lg.setLevel(level)
+    written = _onnx_opset(path)
+    if written != opset:  # the exporter writes 18 and converts; a failed conversion silently keeps 18
+        name = type(getattr(module, "model", module)).__name__
+        raise ExportError(f"--opset {opset}: the exporter could not convert the {name} graph to opset {opset} (it "
+                          f"stays at opset {written}); export with --opset {written}")
 
 
 def _sample_inputs(spec: ExportSpec, cfg: Config, model: torch.nn.Module, steps: list[dict],
@@ -332,7 +341,7 @@ def deploy_dict(cfg: Config, model: torch.nn.Module, spec: ExportSpec, options: 
         "model": {"name": str(cfg.model.get("type")), "task": str(cfg.get("default_scope")),
                   "config": osp.basename(cfg.filename or ""), "checkpoint": osp.basename(checkpoint),
                   "onnx": "model.onnx", "opset": _onnx_opset(onnx_path),
-                  "precision": "fp32"},
+                  "precision": "fp32", "exported_at": exported_at()},
         "labels": labels,
         "palette": palette,
         "input": spec.deploy_input or _image_input(spec, options),

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from oars.export.guards import DEFAULT_OPSET
+
 
 @dataclass
 class ExportOptions:
@@ -19,7 +21,7 @@ class ExportOptions:
     # (B, C, H, W) from cfg.export.input_shape; a task with its own ``export_options`` (video: clips) gives its rank
     input_shape: tuple[int, ...]
     dynamic: bool = False  # dynamic batch axis
-    opset: int = 17
+    opset: int = DEFAULT_OPSET
     extra: dict = field(default_factory=dict)
 
 

@@ -219,7 +219,8 @@ def test_infer_cli_errors(tmp_path):
 
 
 def test_infer_cli_reports_errors_without_traceback(tmp_path):
-    proc = run_infer_without_torch("--model-dir", str(tmp_path), "-i", str(tmp_path), "-o", str(tmp_path / "o"))
+    proc = run_infer_without_torch("--model-dir", str(tmp_path), "-i", str(tmp_path / "images"), "-o",
+                                   str(tmp_path / "o"))
     assert proc.returncode == 2
     assert proc.stderr.startswith("error: deploy file not found") and "Traceback" not in proc.stderr
 

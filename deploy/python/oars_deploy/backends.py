@@ -41,7 +41,7 @@ class OrtBackend:
         if threads:
             options.intra_op_num_threads = threads
         options.log_severity_level = 3
-        self.session = ort.InferenceSession(model_path, sess_options=options, providers=providers)
+        self.session = _open_session(ort, model_path, options, providers)
         if device.startswith("cuda") and "CUDAExecutionProvider" not in self.session.get_providers():
             raise DeployError("--device cuda: onnxruntime could not start the CUDAExecutionProvider (CUDA/cuDNN "
                               f"libraries missing?); the session runs on {self.session.get_providers()}")
@@ -54,6 +54,18 @@ class OrtBackend:
         if unknown:
             raise DeployError(f"the model has inputs {self.input_names}, not {sorted(unknown)}")
         return dict(zip(self.output_names, self.session.run(self.output_names, feed)))
+
+
+def _open_session(ort: Any, model_path: str, options: Any, providers: list) -> Any:
+    """An ONNX Runtime session for ``model_path``; a file ONNX Runtime cannot load (truncated by a full disk or an
+    interrupted copy, not ONNX at all, a graph it cannot run) is one :class:`DeployError` naming the file and how
+    to get a good one, instead of ONNX Runtime's ``InvalidProtobuf``/``Fail`` traceback."""
+    try:
+        return ort.InferenceSession(model_path, sess_options=options, providers=providers)
+    except Exception as err:  # onnxruntime raises its own pybind classes (InvalidProtobuf, Fail, InvalidGraph, ...)
+        reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise DeployError(f"model file {model_path} is damaged or not an ONNX model ONNX Runtime can load "
+                          f"({type(err).__name__}: {reason[:300]}); re-export it with tools/export.py") from None
 
 
 class TensorRTBackend:

@@ -9,7 +9,8 @@ detection: <stem>_vis.png and detections.json; video classifiers, whose deploy.y
 the top-k labels printed per video and predictions.json, see oars_deploy.video_cli; frame-feature models, whose
 deploy.yaml has a ``features`` section: the same for .npz / .pkl feature files, see
 oars_deploy.video_features_predictor). An image that cannot be
-read is skipped: the others are written, then the failures are listed and the exit status is 2. --benchmark
+read is skipped: the others are written, then the failures are listed and the exit status is 2. The output
+folder may not be, hold or lie inside the input folder (oars_deploy.output_paths). --benchmark
 prints latency (median, p90) and images/s.
 """
 
@@ -26,6 +27,7 @@ from oars_deploy.errors import DeployError, run_cli
 from oars_deploy.failures import Failures
 from oars_deploy.gan_cli import run_gan
 from oars_deploy.image_files import list_images
+from oars_deploy.output_paths import check_output_folder
 from oars_deploy.outputs import ResultWriter, read_image
 from oars_deploy.predictor import Predictor
 from oars_deploy.video_cli import run_video
@@ -88,6 +90,7 @@ def read_batch(paths: list[str], failures: Failures) -> tuple[list[str], list[np
 def run(argv: list[str] | None = None) -> None:
     """The command with its user errors raised (:class:`~oars_deploy.errors.UserError`); :func:`main` prints them."""
     args = parse_args(argv)
+    check_output_folder(args.output_dir, args.input)  # outputs never replace inputs, whatever the model
     deploy = read_deploy_yaml(osp.join(args.model_dir, DEPLOY_FILE))
     if GAN_KEY in deploy:  # a generator: noise (no -i) or image translation (see oars_deploy.gan_cli)
         run_gan(args)
