@@ -36,7 +36,9 @@ from torch import nn
 
 from oars.export.deploy_config import _build_data_preprocessor, _dp_normalisation, test_pipeline_cfg
 from oars.export.errors import ExportCheckError, ExportError
+from oars.export.guards import DEFAULT_OPSET
 from oars.export.spec import ExportOptions, ExportSpec
+from oars_deploy.video_sampling import MIN_VIDEO_FRAMES
 from video.export_features import build_feature_export_spec, feature_export_options, is_feature_config
 
 PREPROCESS_ATOL = 1e-6
@@ -78,7 +80,8 @@ def describe_pipeline(cfg: Config) -> dict:
             sampling = {"clip_len": int(step["clip_len"]), "frame_interval": int(step.get("frame_interval", 1)),
                         "num_clips": int(step.get("num_clips", 1)),
                         "out_of_bound_opt": str(step.get("out_of_bound_opt", "loop")),
-                        "twice_sample": bool(step.get("twice_sample", False))}
+                        "twice_sample": bool(step.get("twice_sample", False)),
+                        "min_frames": int(step.get("min_frames", MIN_VIDEO_FRAMES))}
         elif kind == "Resize":
             spatial.append(_resize_step(step, name))
             size = None
@@ -149,7 +152,7 @@ def layout(desc: dict) -> str:
 
 
 # ----------------------------------------------------------------------------- hooks the export core calls
-def export_options(cfg: Config, dynamic: bool = False, opset: int = 17) -> ExportOptions:
+def export_options(cfg: Config, dynamic: bool = False, opset: int = DEFAULT_OPSET) -> ExportOptions:
     """``ExportOptions`` with the clip shape of the test pipeline (batch: ``export.input_shape[0]`` or
     ``export.batch``, default 1); a written ``export.input_shape`` must be that shape. Feature models: see
     :mod:`video.export_features`."""
@@ -272,7 +275,7 @@ def sample_clip_inputs(cfg: Config, model: nn.Module, desc: dict, batch: int, se
 
     h, w = desc["size"]
     s = desc["sampling"]
-    span = s["clip_len"] * s["frame_interval"] * s["num_clips"]
+    span = max(s["clip_len"] * s["frame_interval"] * s["num_clips"], s.get("min_frames", MIN_VIDEO_FRAMES))
     vh, vw = 2 * ((5 * h // 4 + 1) // 2), 2 * ((7 * w // 4 + 1) // 2)  # even, not the crop's aspect ratio
     pipeline = build_test_pipeline(cfg)
     torch_items, deploy_items = [], []

@@ -30,14 +30,25 @@ class BadSampleWarning(UserWarning):
     """A training sample skipped under ``on_bad_sample: skip`` (one warning per file and process)."""
 
 
-def check_bad_sample_policy(policy: str, owner: str, test_mode: bool) -> str:
+def check_bad_sample_policy(policy: str, owner: str, test_mode: bool, key: str = 'on_bad_sample') -> str:
     """``policy`` if it is allowed; ``skip`` is refused for a ``test_mode`` dataset, where a substitute would
-    change the metrics."""
+    change the metrics.
+
+    Args:
+        policy: the value the config gives.
+        owner: the dataset class name, for the message.
+        test_mode: whether the dataset is an evaluation one.
+        key: the config key the user wrote (``on_bad_sample``, or a task's alias such as ``on_bad_video``): the
+            messages name it, so the user finds the line to fix.
+
+    Returns:
+        ``policy``.
+    """
     if policy not in BAD_SAMPLE_POLICIES:
-        raise DataError(f"{owner}: on_bad_sample must be one of {list(BAD_SAMPLE_POLICIES)} ('error' stops at the "
+        raise DataError(f"{owner}: {key} must be one of {list(BAD_SAMPLE_POLICIES)} ('error' stops at the "
                         f"first unreadable sample, 'skip' trains on another sample with a warning), got {policy!r}")
     if policy == 'skip' and test_mode:
-        raise DataError(f'{owner}: on_bad_sample: skip is for training datasets; an evaluation dataset '
+        raise DataError(f'{owner}: {key}: skip is for training datasets; an evaluation dataset '
                         f'(test_mode) must read every sample, since a substitute would change the metrics '
                         f'({CHECK_HINT})')
     return policy
@@ -78,6 +89,8 @@ class OarsDataset(BaseDataset):
     """mmengine's ``BaseDataset`` with the oars rules: ``classes``/``palette`` validated into ``metainfo`` before
     loading (so ``lazy_init`` datasets can be checked against the model), the pipeline built from
     ``transform_registry`` (the task's ``TRANSFORMS``), and ``on_bad_sample`` (see the module docstring).
+    ``bad_sample_key`` is the name the config gave that setting (a task's alias such as ``on_bad_video``), so
+    that every message about it names the key the user wrote.
 
     ``skipped`` maps the files of each sample skipped in this process (``'image + label map'``) to the reason
     (each DataLoader worker keeps its own).
@@ -96,10 +109,12 @@ class OarsDataset(BaseDataset):
         pipeline: Sequence[dict | Callable] = (),
         on_bad_sample: str = 'error',
         test_mode: bool = False,
+        bad_sample_key: str = 'on_bad_sample',
         **base_kwargs,
     ) -> None:
         owner = type(self).__name__
-        self.on_bad_sample = check_bad_sample_policy(on_bad_sample, owner, test_mode)
+        self.bad_sample_key = bad_sample_key  # the key the config wrote (a task's alias), named in the messages
+        self.on_bad_sample = check_bad_sample_policy(on_bad_sample, owner, test_mode, bad_sample_key)
         self.skipped: dict[str, str] = {}
         metainfo = class_metainfo(owner, classes, palette, self.METAINFO, self.classes_hint)
         metainfo.update(extra_metainfo or {})
@@ -114,7 +129,7 @@ class OarsDataset(BaseDataset):
             return super().prepare_data(idx)
         except DataError as err:
             if self.on_bad_sample == 'error':
-                skip = '' if self.test_mode else '; `on_bad_sample: skip` trains without such samples'
+                skip = '' if self.test_mode else f'; `{self.bad_sample_key}: skip` trains without such samples'
                 err.args = (f'{err} [{type(self).__name__} sample {idx}; {CHECK_HINT}{skip}]', *err.args[1:])
                 raise
             self._record_skip(idx, err)
@@ -126,8 +141,8 @@ class OarsDataset(BaseDataset):
         if key in self.skipped:
             return
         self.skipped[key] = str(err)
-        warnings.warn(f'{type(self).__name__}: skipped {key}: {err} [on_bad_sample: skip; a random other sample '
-                      f'is used in its place; {len(self.skipped)} sample(s) skipped so far in this process; '
+        warnings.warn(f'{type(self).__name__}: skipped {key}: {err} [{self.bad_sample_key}: skip; a random other '
+                      f'sample is used in its place; {len(self.skipped)} sample(s) skipped so far in this process; '
                       f'{CHECK_HINT}]', BadSampleWarning, stacklevel=2)
 
     def __getitem__(self, idx: int) -> dict:
@@ -144,5 +159,5 @@ class OarsDataset(BaseDataset):
             idx = self._rand_another()
         shown = '; '.join(f'{f}: {why}' for f, why in list(self.skipped.items())[:5])
         raise DataError(f'{type(self).__name__}: no usable sample in {self.max_refetch + 1} tries '
-                        f'(on_bad_sample: skip); {len(self.skipped)} sample(s) skipped so far, e.g. {shown}; '
-                        f'{CHECK_HINT}')
+                        f'({self.bad_sample_key}: skip); {len(self.skipped)} sample(s) skipped so far, e.g. '
+                        f'{shown}; {CHECK_HINT}')

@@ -7,14 +7,19 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import subprocess
+import sys
 
+import cv2
 import numpy as np
 import pytest
 import torch
+from demo_utils import ROOT
 from mmengine.config import Config
 from mmengine.dataset import pseudo_collate
 from vid_feature_cases import CLASSES, DIMS, MAX_FRAMES, checkpoint, feature_config
 
+from oars.data.demo_videos import render_clip, write_video
 from oars.export import export_model
 from oars.inference import build_test_pipeline, init_model
 from oars_deploy.cli import run
@@ -108,3 +113,19 @@ def test_cli_lists_unreadable_files(exported, tmp_path):
         run(["--model-dir", exported["model_dir"], "-i", str(folder), "-o", str(tmp_path / "pred")])
     records = json.loads((tmp_path / "pred" / "predictions.json").read_text())
     assert [os.path.basename(r["video"]) for r in records] == ["good.npz"]
+
+
+def test_cli_refuses_images_and_videos_as_a_user_calls_it(exported, tmp_path):
+    clip = render_clip(np.random.default_rng(0), 0, size=48, num_frames=4)
+    cv2.imwrite(str(tmp_path / "still.png"), clip[0])
+    write_video(str(tmp_path / "clip.mp4"), clip)
+    for target, expected in [
+        ("still.png", "error: still.png is a still image (png), not a frame-feature file: frame-feature models take "
+                      ".npz / .pkl / .pickle files of per-frame features"),
+        ("clip.mp4", "error: clip.mp4 is a video, not a frame-feature file: frame-feature models take"),
+    ]:
+        proc = subprocess.run([sys.executable, os.path.join(ROOT, "deploy", "python", "infer.py"), "--model-dir",
+                               exported["model_dir"], "-i", target, "-o", "out"], cwd=tmp_path, capture_output=True,
+                              text=True, timeout=120)
+        assert proc.returncode != 0 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+        assert expected in proc.stderr, proc.stderr[-2000:]

@@ -6,10 +6,14 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 
+import cv2
 import numpy as np
 import pytest
 import torch
+from demo_utils import ROOT
 from mmengine.config import Config
 from mmengine.dataset import pseudo_collate
 from vid_export_cases import CLASSES, checkpoint, video_config
@@ -103,6 +107,42 @@ def test_cli_lists_undecodable_videos(exported, tmp_path):
     os.symlink(_paths(exported)[0], folder / "good.mp4")
     (folder / "broken.mp4").write_bytes(b"not a video")
     with pytest.raises(FolderFailuresError, match=r"1 of 2 videos could not be classified:\n  - .*broken.mp4"):
+        run(["--model-dir", exported["model_dir"], "-i", str(folder), "-o", str(tmp_path / "pred")])
+    records = json.loads((tmp_path / "pred" / "predictions.json").read_text())
+    assert [os.path.basename(r["video"]) for r in records] == ["good.mp4"]
+
+
+def _oars_infer(model_dir: str, target: str, cwd) -> subprocess.CompletedProcess:
+    """``python deploy/python/infer.py --model-dir DIR -i TARGET -o out`` from ``cwd``, as a user runs it."""
+    return subprocess.run([sys.executable, os.path.join(ROOT, "deploy", "python", "infer.py"), "--model-dir",
+                           model_dir, "-i", target, "-o", "out"], cwd=cwd, capture_output=True, text=True, timeout=120)
+
+
+def test_cli_refuses_still_images_as_a_user_calls_it(exported, tmp_path):
+    frame = render_clip(np.random.default_rng(0), 0, size=48, num_frames=1)[0]
+    (tmp_path / "images").mkdir()
+    for name in ("still.png", "images/a.png", "images/b.jpg"):
+        cv2.imwrite(str(tmp_path / name), frame)
+    for target, expected in [
+        ("still.png", "error: still.png is a still image (png), not a video: a video model classifies the motion "
+                      "across a clip's frames; video models take video files (.mp4, .avi, .mkv"),
+        ("images", "error: no videos (.mp4, .avi, .mkv, .mov, .webm, .m4v, .mpg, .mpeg) in folder images: it holds "
+                   "2 still images (a.png, b.jpg); video models take video files"),
+    ]:
+        proc = _oars_infer(exported["model_dir"], target, tmp_path)
+        assert proc.returncode != 0 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+        assert expected in proc.stderr, proc.stderr[-2000:]
+    assert not (tmp_path / "out").exists()
+
+
+def test_cli_lists_a_still_image_named_like_a_video(exported, tmp_path):
+    folder = tmp_path / "in"
+    folder.mkdir()
+    os.symlink(_paths(exported)[0], folder / "good.mp4")
+    ok, png = cv2.imencode(".png", np.zeros((48, 64, 3), np.uint8))
+    (folder / "photo.mp4").write_bytes(png.tobytes())
+    with pytest.raises(FolderFailuresError, match=r"1 of 2 videos could not be classified:\n  - .*photo.mp4: .*"
+                                                  r"photo.mp4 is a still image \(png\), not a video"):
         run(["--model-dir", exported["model_dir"], "-i", str(folder), "-o", str(tmp_path / "pred")])
     records = json.loads((tmp_path / "pred" / "predictions.json").read_text())
     assert [os.path.basename(r["video"]) for r in records] == ["good.mp4"]

@@ -68,18 +68,20 @@ def run_inference(cfg: Config, checkpoint: str, inputs: str, out_dir: str, devic
     """Classify ``inputs`` (a video file or a folder of videos); print each video's top-1, write
     ``OUT_DIR/predictions.json`` (top-``topk`` per video) and ``OUT_DIR/<stem>_strip.png``; returns the strip paths.
 
-    A video that cannot be read is skipped and recorded in ``failures`` (the others are predicted); without
+    A still image, a frame-feature file or a folder without videos is refused at once (``UserError`` saying what
+    video models take; :func:`oars_deploy.video_cli.list_videos`). A video that cannot be read (a still image
+    named like a video among them) is skipped and recorded in ``failures`` (the others are predicted); without
     ``failures`` their summary is raised (:class:`oars_deploy.failures.FolderFailuresError`) at the end.
     """
-    check_output_folder(out_dir)
+    check_output_folder(out_dir, inputs)
     _check_pipeline(cfg)
+    paths = list_videos(inputs)  # a still image, a feature file or a folder without videos: refused before loading
     own = failures is None
     failures = Failures(what="videos") if own else failures
     failures.what = "videos"  # the caller's summary counts videos, not images
     model = init_model(cfg, checkpoint, device)
     classes: Sequence[str] = model.dataset_meta.get("classes") or [str(i) for i in range(model.num_classes)]
     pipeline = build_test_pipeline(cfg)
-    paths = list_videos(inputs)
     os.makedirs(out_dir, exist_ok=True)
     written, records, stems = [], [], {}
     for path in paths:

@@ -80,13 +80,20 @@ def parse_labels(tokens: Sequence[str], classes: Sequence[str], multi_label: boo
     return ids[0]
 
 
-def resolve_bad_sample(owner: str, on_bad_sample: str | None, on_bad_video: str | None) -> str:
+def resolve_bad_sample(owner: str, on_bad_sample: str | None, on_bad_video: str | None) -> tuple[str, str]:
     """``on_bad_video`` is the same setting as ``on_bad_sample`` (one mechanism); giving both differently is an
-    error."""
+    error.
+
+    Returns:
+        (the policy, default ``'error'``; the key it came from, for messages: ``'on_bad_video'`` when the config
+        wrote that one, else ``'on_bad_sample'``).
+    """
     if on_bad_video is not None and on_bad_sample is not None and on_bad_video != on_bad_sample:
         raise DataError(f'{owner}: on_bad_video ({on_bad_video!r}) and on_bad_sample ({on_bad_sample!r}) are the same '
                         'setting; give one of them')
-    return on_bad_video or on_bad_sample or 'error'
+    if on_bad_video is not None:
+        return on_bad_video, 'on_bad_video'
+    return on_bad_sample or 'error', 'on_bad_sample'
 
 
 def _listed(names: list[str], limit: int = 10) -> str:
@@ -132,9 +139,10 @@ class VideoBaseDataset(OarsDataset):
             raise DataError(f"{owner}: 'ann_file' (the annotation list) is required")
         self.multi_label = bool(multi_label)
         names = read_classes(classes, data_root, owner)
+        policy, key = resolve_bad_sample(owner, on_bad_sample, on_bad_video)
         super().__init__(
-            classes=names, pipeline=pipeline, on_bad_sample=resolve_bad_sample(owner, on_bad_sample, on_bad_video),
-            test_mode=test_mode, extra_metainfo=dict(multi_label=self.multi_label), ann_file=ann_file,
+            classes=names, pipeline=pipeline, on_bad_sample=policy, bad_sample_key=key, test_mode=test_mode,
+            extra_metainfo=dict(multi_label=self.multi_label), ann_file=ann_file,
             data_root=data_root or '', data_prefix=dict(self.default_prefix(), **(data_prefix or {})),
             indices=indices, serialize_data=serialize_data, lazy_init=lazy_init, max_refetch=max_refetch)
 
@@ -167,7 +175,7 @@ class VideoBaseDataset(OarsDataset):
         if key in self.skipped:
             return
         self.skipped[key] = str(err)
-        warnings.warn(f'{type(self).__name__}: skipped {key}: {err} [on_bad_sample: skip; a random other sample '
-                      f'is used in its place; {len(self.skipped)} sample(s) skipped so far in this process: '
+        warnings.warn(f'{type(self).__name__}: skipped {key}: {err} [{self.bad_sample_key}: skip; a random other '
+                      f'sample is used in its place; {len(self.skipped)} sample(s) skipped so far in this process: '
                       f'{_listed(list(self.skipped))}; {VIDEO_CHECK_HINT}; {CHECK_HINT}]',
                       BadSampleWarning, stacklevel=2)

@@ -4,7 +4,9 @@ Why a full decode: a truncated or damaged file often opens, and even yields its 
 the frames a sampler happens to ask for, epochs later. Here every listed file is opened with the chosen backend
 and decoded from the first frame to the last (one frame in memory at a time); a file whose decodable frames fall
 short of what it claims, or that raises, is reported with the reason. Frame folders: every frame file the list
-says the folder holds is read.
+says the folder holds is read. A still image named like a video is refused by the decoders; a video (or folder)
+of fewer than ``MIN_VIDEO_FRAMES`` frames, which ``SampleFrames`` refuses with its default ``min_frames``, is
+reported too.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from oars.errors import DataError
+from oars_deploy.video_sampling import MIN_VIDEO_FRAMES
 from video.datasets.base import iter_annotation_lines
 from video.datasets.decoders import PyAVReader, RawFrameReader, VideoReader, open_video
 
@@ -33,11 +36,20 @@ class VideoCheckReport:
     failures: list[tuple[str, str]] = field(default_factory=list)
 
 
+def _too_short(path: str, total: int) -> None:
+    """``DataError`` when ``total`` is below what ``SampleFrames`` accepts by default (``min_frames``)."""
+    if total < MIN_VIDEO_FRAMES:
+        raise DataError(f'{path}: {total} frame{"" if total == 1 else "s"}: a picture, not a video (SampleFrames '
+                        f'refuses fewer than min_frames, by default {MIN_VIDEO_FRAMES})')
+
+
 def check_video(path: str, backend: str = 'pyav') -> str | None:
-    """None when every frame of the video ``path`` decodes, else the reason (the ``DataError`` message)."""
+    """None when every frame of the video ``path`` decodes and there are at least ``MIN_VIDEO_FRAMES``, else the
+    reason (the ``DataError`` message)."""
     try:
         with open_video(path, backend) as reader:
             _decode_all(reader)
+            _too_short(path, reader.total_frames)
     except DataError as err:
         return str(err)
     return None
@@ -55,11 +67,13 @@ def _decode_all(reader: VideoReader) -> None:
 
 
 def check_frame_folder(frame_dir: str, total_frames: int, filename_tmpl: str, start_index: int) -> str | None:
-    """None when every frame file of the folder reads, else the reason."""
+    """None when every frame file of the folder reads and there are at least ``MIN_VIDEO_FRAMES``, else the
+    reason."""
     try:
         reader = RawFrameReader(frame_dir, total_frames, filename_tmpl, start_index)
         for i in range(total_frames):
             reader.get_frames([i])
+        _too_short(frame_dir, total_frames)
     except DataError as err:
         return str(err)
     return None

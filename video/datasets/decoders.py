@@ -6,7 +6,8 @@ a third reader with the same contract. Every reader decodes only the frames it i
 at or before a wanted frame, decode forward; a repeated index is decoded once) and never holds the whole video in
 memory. Any failure (missing file, not a video, truncated stream, index past the end) is an
 ``oars.errors.DataError`` naming the file and the reason, so that ``on_bad_sample: skip`` and the check tool can
-catch it.
+catch it. A still image (PNG, JPEG, ... whatever its suffix), which FFmpeg would open as a one-frame video, is
+such an error for every backend: ``oars_deploy.video_inputs`` recognises it, for the deployed predictor too.
 
 Frames are returned as HxWx3 uint8 arrays in **BGR** order (OpenCV's, as the image tasks read them).
 """
@@ -21,6 +22,7 @@ import numpy as np
 
 from oars.errors import DataError, OarsError
 from oars_deploy.video_decode import VideoFile, check_frame_indices
+from oars_deploy.video_inputs import not_a_video
 
 BACKENDS: tuple[str, ...] = ('pyav', 'torchcodec')
 
@@ -96,9 +98,13 @@ class VideoReader:
             pass
 
 
-def _require_file(path: str) -> None:
+def _require_video_file(path: str) -> None:
+    """``DataError`` for a missing file, a still image or a frame-feature file (as ``PyAVReader`` refuses them)."""
     if not os.path.isfile(path):
         raise DataError(f'video file not found: {path}')
+    reason = not_a_video(path)
+    if reason is not None:
+        raise DataError(reason)
 
 
 class PyAVReader(VideoFile, VideoReader):
@@ -141,7 +147,7 @@ class TorchCodecReader(VideoReader):
         self.path = str(path)
         self._decoder = None
         VideoDecoder = _torchcodec_decoder()  # noqa: N806 - a class
-        _require_file(self.path)
+        _require_video_file(self.path)
         try:
             self._decoder = VideoDecoder(self.path, seek_mode='exact', dimension_order='NHWC',
                                          num_ffmpeg_threads=int(num_threads))

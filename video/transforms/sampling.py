@@ -5,7 +5,13 @@ from __future__ import annotations
 import numpy as np
 
 from oars.errors import DataError
-from oars_deploy.video_sampling import OUT_OF_BOUND_OPTS, centred_clip_starts, clip_indices
+from oars_deploy.video_sampling import (
+    MIN_VIDEO_FRAMES,
+    OUT_OF_BOUND_OPTS,
+    centred_clip_starts,
+    check_frame_count,
+    clip_indices,
+)
 from video.registry import TRANSFORMS
 
 
@@ -33,6 +39,11 @@ class SampleFrames:
     wrapped (``out_of_bound_opt='loop'``) or replaced by the clip's last real frame (``'repeat_last'``).
     ``twice_sample`` (test mode only, TSM) adds a second set of clips starting at the segments' beginnings.
 
+    A video with fewer than ``min_frames`` frames (default 2) is a ``DataError`` naming the file, its frame count
+    and what the sampling needs (so ``on_bad_sample`` handles it): one frame shows no motion, and a picture saved
+    as ``.mp4`` opens as one frame. Set ``min_frames: clip_len * frame_interval`` to refuse videos shorter than a
+    clip instead of looping them (the deployed predictor reads it from deploy.yaml too).
+
     Reads ``total_frames``. Writes ``frame_inds`` (np.int64 [num_clips * clip_len], 0-based, clip-major, in
     [0, total_frames - 1]; a raw-frame decoder adds ``start_index`` to make file numbers), ``clip_len``,
     ``frame_interval`` and ``num_clips`` (doubled by ``twice_sample``). Training draws use NumPy's global RNG,
@@ -40,10 +51,12 @@ class SampleFrames:
     """
 
     def __init__(self, clip_len: int, frame_interval: int = 1, num_clips: int = 1, test_mode: bool = False,
-                 out_of_bound_opt: str = 'loop', twice_sample: bool = False) -> None:
+                 out_of_bound_opt: str = 'loop', twice_sample: bool = False,
+                 min_frames: int = MIN_VIDEO_FRAMES) -> None:
         self.clip_len = _positive_int(clip_len, 'clip_len')
         self.frame_interval = _positive_int(frame_interval, 'frame_interval')
         self.num_clips = _positive_int(num_clips, 'num_clips')
+        self.min_frames = _positive_int(min_frames, 'min_frames')
         if out_of_bound_opt not in OUT_OF_BOUND_OPTS:
             raise DataError(f'SampleFrames.out_of_bound_opt must be one of {OUT_OF_BOUND_OPTS}, '
                             f'got {out_of_bound_opt!r}')
@@ -79,12 +92,19 @@ class SampleFrames:
         offsets = self._test_offsets(total_frames) if self.test_mode else self._train_offsets(total_frames)
         return clip_indices(offsets, self.clip_len, self.frame_interval, total_frames, self.out_of_bound_opt)
 
+    def sampling(self) -> dict:
+        """The parameters as deploy.yaml's ``sampling`` section writes them (the runtime's checks take that)."""
+        return {'clip_len': self.clip_len, 'frame_interval': self.frame_interval, 'num_clips': self.num_clips,
+                'out_of_bound_opt': self.out_of_bound_opt, 'twice_sample': self.twice_sample,
+                'min_frames': self.min_frames}
+
     def __call__(self, results: dict) -> dict:
         total = results.get('total_frames')
+        where = str(results.get('filename') or results.get('frame_dir') or 'a sample')
         if not isinstance(total, (int, np.integer)) or isinstance(total, bool) or total < 1:
-            where = results.get('filename') or results.get('frame_dir') or 'a sample'
             raise DataError(f'{where}: SampleFrames needs total_frames >= 1 (set by VideoInit or the raw-frame '
                             f'annotation), got {total!r}')
+        check_frame_count(where, int(total), self.sampling(), DataError)
         results['frame_inds'] = self.frame_indices(int(total))
         results['clip_len'] = self.clip_len
         results['frame_interval'] = self.frame_interval
@@ -94,4 +114,5 @@ class SampleFrames:
     def __repr__(self) -> str:
         return (f'{type(self).__name__}(clip_len={self.clip_len}, frame_interval={self.frame_interval}, '
                 f'num_clips={self.num_clips}, test_mode={self.test_mode}, '
-                f'out_of_bound_opt={self.out_of_bound_opt!r}, twice_sample={self.twice_sample})')
+                f'out_of_bound_opt={self.out_of_bound_opt!r}, twice_sample={self.twice_sample}, '
+                f'min_frames={self.min_frames})')

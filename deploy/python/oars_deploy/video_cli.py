@@ -17,21 +17,36 @@ import os.path as osp
 from oars_deploy.atomic import atomic_write
 from oars_deploy.errors import DeployError, UserError
 from oars_deploy.failures import Failures
+from oars_deploy.video_inputs import VIDEO_MODELS_TAKE, VIDEO_SUFFIXES, folder_contents, not_a_video
 from oars_deploy.video_predictor import VideoPredictor
 
-VIDEO_SUFFIXES = (".mp4", ".avi", ".mkv", ".mov", ".webm", ".m4v", ".mpg", ".mpeg")
 PREDICTIONS_FILE = "predictions.json"
 
 
 def list_videos(path: str) -> list[str]:
-    """``path`` itself when it is a file, else the videos of the folder (sorted by name)."""
+    """``path`` itself when it is a video file, else the videos of the folder (sorted by name).
+
+    Why the checks: FFmpeg opens a still image as a one-frame video, which the model would classify into a motion
+    class; a picture (by its bytes, whatever its suffix) or a frame-feature file given as the input, or a folder
+    holding no videos, is refused here with what video models take (:mod:`oars_deploy.video_inputs`). A still
+    image named like a video inside a folder is refused by the decoder with the same message and listed with the
+    other failures.
+
+    Raises:
+        UserError: ``path`` does not exist, is not a video (a still image, a feature file), or is a folder
+            without videos (the message says what it holds instead).
+    """
     if osp.isfile(path):
+        reason = not_a_video(path)
+        if reason is not None:
+            raise UserError(reason)
         return [path]
     if not osp.isdir(path):
         raise UserError(f"input {path!r} is neither a video file nor a folder")
     files = sorted(osp.join(path, f) for f in os.listdir(path) if f.lower().endswith(VIDEO_SUFFIXES))
     if not files:
-        raise UserError(f"no videos ({', '.join(VIDEO_SUFFIXES)}) in folder {path}")
+        raise UserError(f"no videos ({', '.join(VIDEO_SUFFIXES)}) in folder {path}: {folder_contents(path)}; "
+                        f"{VIDEO_MODELS_TAKE}")
     return files
 
 
@@ -92,5 +107,6 @@ def classify_files(predictor, paths: list[str], args: argparse.Namespace, what: 
 def run_video(args: argparse.Namespace) -> list[dict]:
     """Classify ``args.input`` with the model of ``args.model_dir``; returns the JSON records."""
     check_classify_args(args, "video")
+    paths = list_videos(args.input)  # before loading the model: a wrong input is told at once
     predictor = VideoPredictor(args.model_dir, device=args.device, backend=args.backend)
-    return classify_files(predictor, list_videos(args.input), args, "videos", default_batch=4)
+    return classify_files(predictor, paths, args, "videos", default_batch=4)

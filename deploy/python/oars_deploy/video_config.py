@@ -2,8 +2,8 @@
 
 A deploy.yaml with a ``sampling`` section describes a model that takes decoded, sampled, preprocessed clips:
 
-- ``sampling``: ``{clip_len, frame_interval, num_clips, out_of_bound_opt, twice_sample, decoder}``: the test
-  pipeline's ``SampleFrames`` (test mode; :mod:`oars_deploy.video_sampling`) and the decoder that numbers the
+- ``sampling``: ``{clip_len, frame_interval, num_clips, out_of_bound_opt, twice_sample, min_frames, decoder}``:
+  the test pipeline's ``SampleFrames`` (test mode; :mod:`oars_deploy.video_sampling`) and the decoder that numbers the
   frames (``pyav``: frame i = i-th presentation timestamp, :mod:`oars_deploy.video_decode`);
 - ``input``: ``layout`` ``NTCHW`` (2D recognizers: shape [B, V*T, 3, H, W]), ``NCTHW`` (3D, one view:
   [B, 3, T, H, W]) or ``NVCTHW`` (3D, V views: [B, V, 3, T, H, W]); float32, normalised;
@@ -26,7 +26,8 @@ def validate_video(data: dict, path: str) -> None:
     sampling = data["sampling"]
     if not isinstance(sampling, dict):
         raise DeployError(f"{path}: sampling must be a mapping, got {sampling!r}")
-    for key in ("clip_len", "frame_interval", "num_clips"):
+    optional = ("min_frames",) if "min_frames" in sampling else ()  # older exports: the default (2)
+    for key in ("clip_len", "frame_interval", "num_clips", *optional):
         value = sampling.get(key)
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise DeployError(f"{path}: sampling.{key} must be a positive int, got {value!r}")

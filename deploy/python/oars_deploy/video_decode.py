@@ -20,6 +20,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from oars_deploy.errors import DeployError, UserError
+from oars_deploy.video_inputs import not_a_video, still_image_demuxer, still_image_message
 
 
 def check_frame_indices(inds: Sequence[int] | np.ndarray, total_frames: int, path: str,
@@ -58,8 +59,9 @@ class VideoFile:
         num_threads: FFmpeg decoding threads (0: FFmpeg's choice; 1 suits DataLoader workers).
 
     Raises:
-        data_error: missing file, no video stream, no frames, truncated file (fewer packets than the header
-            lists), or any FFmpeg error, naming the file.
+        data_error: missing file, a still image (PNG, JPEG, ... whatever its suffix: FFmpeg would open it as a
+            one-frame video) or a frame-feature file (:mod:`oars_deploy.video_inputs`), no video stream, no frames,
+            truncated file (fewer packets than the header lists), or any FFmpeg error, naming the file.
         setup_error: PyAV is not installed.
     """
 
@@ -72,6 +74,9 @@ class VideoFile:
         self.decoded_frames = 0
         if not osp.isfile(self.path):
             raise self.data_error(f"video file not found: {self.path}")
+        reason = not_a_video(self.path)
+        if reason is not None:
+            raise self.data_error(reason)
         try:
             import av
         except ImportError as err:
@@ -83,6 +88,9 @@ class VideoFile:
             if not self._container.streams.video:
                 raise self.data_error(f"{self.path}: the file has no video stream")
             self._stream = self._container.streams.video[0]
+            kind = still_image_demuxer(self._container.format.name, self._stream.codec_context.name)
+            if kind is not None:  # an image format the byte signatures do not list
+                raise self.data_error(still_image_message(self.path, kind))
             self._stream.thread_count = int(num_threads)
             # one colour converter for all frames: a frame's own to_ndarray(format=...) sets up a new one each time
             self._reformatter = av.video.reformatter.VideoReformatter()

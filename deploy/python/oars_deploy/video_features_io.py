@@ -23,8 +23,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from oars_deploy.errors import DeployError
-
-FEATURE_SUFFIXES: tuple[str, ...] = (".npz", ".pkl", ".pickle")
+from oars_deploy.video_inputs import FEATURE_SUFFIXES, not_a_feature_file
 
 
 class FeatureFileError(DeployError, ValueError):
@@ -85,10 +84,14 @@ def read_feature_arrays(path: str) -> dict[str, np.ndarray]:
     """The arrays of one feature file: ``.npz`` (every array in it) or ``.pkl`` (a dict of arrays).
 
     Raises:
-        FeatureFileError: missing file, an unreadable/damaged file, a pickle that is not a dict of arrays.
+        FeatureFileError: missing file, an unreadable/damaged file, a pickle that is not a dict of arrays, a file
+            of another kind (a still image, a video: the message says which).
     """
     if not os.path.isfile(path):
         raise FeatureFileError(f"feature file not found: {path}")
+    why = not_a_feature_file(path)  # a still image (whatever its suffix) or a video in a feature list: say so
+    if why is not None:
+        raise FeatureFileError(why)
     ext = os.path.splitext(path)[1].lower()
     try:
         if ext == ".npz":

@@ -26,7 +26,8 @@ from oars_deploy.deploy_config import DEPLOY_FILE, read_deploy_yaml
 from oars_deploy.errors import DeployError, UserError
 from oars_deploy.video_cli import check_classify_args, classify_files
 from oars_deploy.video_features_config import FEATURES_KEY, packed_width
-from oars_deploy.video_features_io import FEATURE_SUFFIXES, FeatureFileError, load_features, read_feature_arrays
+from oars_deploy.video_features_io import FeatureFileError, load_features, read_feature_arrays
+from oars_deploy.video_inputs import FEATURE_MODELS_TAKE, FEATURE_SUFFIXES, folder_contents, not_a_feature_file
 from oars_deploy.video_predictor import ScorePredictor
 
 
@@ -63,14 +64,23 @@ def feature_input(path: str, section: dict) -> tuple[np.ndarray, dict]:
 
 
 def list_feature_files(path: str) -> list[str]:
-    """``path`` itself when it is a file, else the feature files of the folder (sorted by name)."""
+    """``path`` itself when it is a feature file, else the feature files of the folder (sorted by name).
+
+    Raises:
+        UserError: ``path`` does not exist, is a still image or a video (said so, with what feature models take),
+            or is a folder without feature files (the message says what it holds instead).
+    """
     if osp.isfile(path):
+        reason = not_a_feature_file(path)
+        if reason is not None:
+            raise UserError(reason)
         return [path]
     if not osp.isdir(path):
         raise UserError(f"input {path!r} is neither a feature file nor a folder")
     files = sorted(osp.join(path, f) for f in os.listdir(path) if f.lower().endswith(FEATURE_SUFFIXES))
     if not files:
-        raise UserError(f"no feature files ({', '.join(FEATURE_SUFFIXES)}) in folder {path}")
+        raise UserError(f"no feature files ({', '.join(FEATURE_SUFFIXES)}) in folder {path}: "
+                        f"{folder_contents(path)}; {FEATURE_MODELS_TAKE}")
     return files
 
 
@@ -106,5 +116,6 @@ class FeaturePredictor(ScorePredictor):
 def run_features(args: argparse.Namespace) -> list[dict]:
     """``oars-infer`` on feature files: classify ``args.input`` with ``args.model_dir``; returns the records."""
     check_classify_args(args, "feature")
+    paths = list_feature_files(args.input)  # before loading the model: a wrong input is told at once
     predictor = FeaturePredictor(args.model_dir, device=args.device, backend=args.backend)
-    return classify_files(predictor, list_feature_files(args.input), args, "feature files", default_batch=8)
+    return classify_files(predictor, paths, args, "feature files", default_batch=8)

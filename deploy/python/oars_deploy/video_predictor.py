@@ -20,7 +20,7 @@ from oars_deploy.errors import DeployError
 from oars_deploy.video_config import views_per_video
 from oars_deploy.video_decode import VideoFile
 from oars_deploy.video_preprocess import preprocess_clip
-from oars_deploy.video_sampling import sampled_frame_indices
+from oars_deploy.video_sampling import check_frame_count, sampled_frame_indices
 
 DEFAULT_TOPK = 5
 
@@ -42,8 +42,13 @@ def video_input(path: str, sampling: dict, steps: list[dict]) -> tuple[np.ndarra
 
     Returns:
         (float32 [V*T, 3, H, W] (NCHW) or [V, 3, T, H, W] (NCTHW), meta ``{'path', 'total_frames', 'frame_inds'}``).
+
+    Raises:
+        DeployError: the file is not a decodable video (a still image included), or it has fewer frames than
+            the sampling's ``min_frames``.
     """
     with VideoFile(path) as video:
+        check_frame_count(path, video.total_frames, sampling, DeployError)
         inds = sampled_frame_indices(video.total_frames, sampling)
         frames = video.frames(inds)
         total = video.total_frames

@@ -10,6 +10,12 @@ whole clip inside the video are cut into ``num_clips`` equal segments and each c
 centre (``twice_sample`` adds clips at the segments' beginnings); a video too short for one clip starts every
 clip at frame 0. Indices past the end are wrapped (``loop``) or replaced by the clip's last frame inside the
 video (``repeat_last``).
+
+How short a video may be: however it is sampled, a video with fewer than ``min_frames`` frames (default
+:data:`MIN_VIDEO_FRAMES` = 2: one frame shows no motion, and a picture saved as a video has one) is refused by
+:func:`check_frame_count` with a message naming the file, its frame count and what the sampling needs; above it,
+clips longer than the video are looped or repeat their last frame as ``out_of_bound_opt`` declares. A config
+that wants whole clips only sets ``min_frames: clip_len * frame_interval``.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 OUT_OF_BOUND_OPTS = ("loop", "repeat_last")
+MIN_VIDEO_FRAMES = 2  # SampleFrames' default min_frames: a one-frame file is a picture, not a video
 
 
 def centred_clip_starts(total: int, clip_len: int, frame_interval: int, num_clips: int,
@@ -76,3 +83,33 @@ def sampled_frame_indices(total: int, sampling: dict) -> np.ndarray:
     starts = centred_clip_starts(total, clip_len, interval, int(sampling.get("num_clips", 1)),
                               bool(sampling.get("twice_sample", False)))
     return clip_indices(starts, clip_len, interval, total, sampling.get("out_of_bound_opt", "loop"))
+
+
+def check_frame_count(path: str, total: int, sampling: dict, error: type[Exception] = ValueError) -> None:
+    """Refuse a video with fewer frames than the sampling needs (``sampling['min_frames']``, default
+    :data:`MIN_VIDEO_FRAMES`), naming the file, its frame count and what the sampling needs and why.
+
+    Args:
+        path: the video (or frame folder), for the message.
+        total: its frame count.
+        sampling: SampleFrames' parameters as deploy.yaml's ``sampling`` section writes them (``clip_len``,
+            ``frame_interval``, ``out_of_bound_opt``, ``min_frames``).
+        error: the exception class (DeployError in the predictor, DataError in training so that
+            ``on_bad_sample`` handles it).
+
+    Raises:
+        error: ``total < min_frames``.
+    """
+    need = int(sampling.get("min_frames", MIN_VIDEO_FRAMES))
+    if total >= need:
+        return
+    clip_len, interval = int(sampling["clip_len"]), int(sampling.get("frame_interval", 1))
+    clips = int(sampling.get("num_clips", 1))
+    why = f"min_frames {need}; clip_len {clip_len} x frame_interval {interval}, num_clips {clips}"
+    if need < max(clip_len * interval, clips * clip_len):  # the sampler would loop or repeat frames above need
+        opt = sampling.get("out_of_bound_opt", "loop")
+        how = "looped" if opt == "loop" else "filled with their last frame"
+        why += f"; videos shorter than that are {how} (out_of_bound_opt '{opt}') down to min_frames"
+    tail = "; one frame shows no motion: is it a picture saved as a video?" if total == 1 else ""
+    raise error(f"{path}: {total} frame{'' if total == 1 else 's'}, but the sampling needs at least {need} "
+                f"({why}){tail}")

@@ -71,7 +71,7 @@ def test_classes_errors(tmp_path):
         VideoDataset(ann_file=str(tmp_path / 'none.txt'), classes=CLASSES)
     with pytest.raises(DataError, match=r"on_bad_video \('skip'\) and on_bad_sample \('error'\) are the same"):
         VideoDataset(ann_file=ann, classes=CLASSES, on_bad_video='skip', on_bad_sample='error')
-    with pytest.raises(DataError, match='on_bad_sample: skip is for training datasets'):
+    with pytest.raises(DataError, match='on_bad_video: skip is for training datasets'):  # the key the user wrote
         VideoDataset(ann_file=ann, classes=CLASSES, on_bad_video='skip', test_mode=True)
     assert VideoDataset(ann_file=ann, classes=CLASSES, on_bad_video='skip').on_bad_sample == 'skip'
 

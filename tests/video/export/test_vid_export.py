@@ -31,7 +31,7 @@ def test_tsm_dynamic_batch(tmp_path):
     assert deploy["input"] == {"name": "clips", "shape": [-1, T, 3, CROP, CROP], "dynamic_axes": {0: "batch"},
                                "dtype": "float32", "layout": "NTCHW", "color": "BGR"}
     assert deploy["sampling"] == {"clip_len": 1, "frame_interval": 1, "num_clips": T, "out_of_bound_opt": "loop",
-                                  "twice_sample": False, "decoder": "pyav"}
+                                  "twice_sample": False, "min_frames": 2, "decoder": "pyav"}
     assert [s["type"] for s in deploy["preprocess"]] == ["Resize", "CenterCrop", "Normalize", "FormatShape"]
     assert deploy["labels"] == CLASSES
     assert deploy["outputs"][0]["shape"] == [-1, len(CLASSES)]

@@ -132,4 +132,4 @@ def test_bad_total_frames_names_the_file():
 def test_registered_with_repr():
     t = TRANSFORMS.build(dict(type='SampleFrames', clip_len=32, frame_interval=2, test_mode=True))
     assert repr(t) == ("SampleFrames(clip_len=32, frame_interval=2, num_clips=1, test_mode=True, "
-                       "out_of_bound_opt='loop', twice_sample=False)")
+                       "out_of_bound_opt='loop', twice_sample=False, min_frames=2)")
