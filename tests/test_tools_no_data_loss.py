@@ -272,3 +272,22 @@ def test_labelme2seg_may_not_write_into_its_input_folder(tmp_path):
     proc = run_in(tmp_path, "tools/convert.py", "labelme2seg", "--input", "lm", "--out", "lm", "--overwrite")
     assert_user_error(proc, "--out lm is the input folder --input lm")
     assert sorted(os.listdir(tmp_path / "lm")) == ["a.json", "a.png"]
+
+
+# ----------------------------------------------------------------------------- an image model fed a video
+def test_image_model_inputs_name_a_video_or_feature_file_as_the_wrong_kind(tmp_path):
+    from oars.data.transforms.loading import read_image as training_read
+    from oars.errors import DataError
+    from oars_deploy.errors import DeployError, UserError
+    from oars_deploy.image_files import list_images
+    from oars_deploy.outputs import read_image as predictor_read
+
+    (tmp_path / "clip.mp4").write_bytes(b"\x00\x00\x00\x18ftypmp42")
+    (tmp_path / "feats.npz").write_bytes(b"PK\x03\x04")
+    for read, error in ((training_read, DataError), (predictor_read, DeployError)):
+        with pytest.raises(error, match=r"clip.mp4 is a video \(.mp4\), not an image: an image model takes"):
+            read(str(tmp_path / "clip.mp4"))
+        with pytest.raises(error, match=r"feats.npz is a frame-feature file \(.npz\), not an image"):
+            read(str(tmp_path / "feats.npz"))
+    with pytest.raises(UserError, match=r"no images .* it holds 1 frame-feature file \(feats.npz\) and 1 video"):
+        list_images(str(tmp_path))

@@ -5,7 +5,9 @@ that are not in the category list, images that were never copied). Each problem 
 (``on_bad_annotation='fail'``, the default: a ``DataError`` that names the file, the annotation, the
 value and what was expected) or dropped and counted (``'skip'``: one warning per loaded file with counts
 per kind and a few examples), so a broken data set fails at load time rather than mid-training, and a
-user who accepts some noise can still train.
+user who accepts some noise can still train. A training set left without a usable instance (every
+annotation dropped, ignored or of another class) is an error whatever the policy
+(``require_usable_instances``): trained on, it gives zero box and mask losses and a run that "succeeds".
 """
 
 from __future__ import annotations
@@ -67,9 +69,12 @@ class AnnotationProblems:
     def total(self) -> int:
         return sum(self.counts.values())
 
-    def report(self, kind: str, message: str, error: type[Exception] = DataError) -> None:
-        """Raise ``error`` (fail) or record the problem (skip); ``message`` names the file, item and value."""
-        if self.policy == 'fail':
+    def report(self, kind: str, message: str, error: type[Exception] = DataError, always_skip: bool = False) -> None:
+        """Raise ``error`` (fail) or record the problem (skip); ``message`` names the file, item and value.
+
+        ``always_skip``: record it under either policy (problems that real data sets hold by the hundred and that
+        only cost the one instance, e.g. a degenerate polygon in COCO train); the warning still counts them."""
+        if self.policy == 'fail' and not always_skip:
             raise error(f'{self.owner}: {message} [{kind}]; {SKIP_HINT}')
         self.counts[kind] += 1
         if len(self.examples) < self.max_examples:
@@ -77,8 +82,10 @@ class AnnotationProblems:
 
     def summary(self) -> str:
         counts = ', '.join(f'{kind}: {n}' for kind, n in sorted(self.counts.items()))
-        lines = [f'{self.owner}: skipped {self.total} bad annotation(s) in {self.source} '
-                 f'(on_bad_annotation: skip) - {counts}; first examples:']
+        why = ('on_bad_annotation: skip' if self.policy == 'skip' else
+               'left out whatever on_bad_annotation says: no mask can be made of them')
+        lines = [f'{self.owner}: skipped {self.total} bad annotation(s) in {self.source} ({why}) - {counts}; '
+                 'first examples:']
         lines += [f'  - {e}' for e in self.examples]
         return '\n'.join(lines)
 
@@ -148,6 +155,33 @@ def checked_image(img_path: str, problems: AnnotationProblems, where: str) -> bo
 def has_usable_box(data_info: dict) -> bool:
     """True when the image holds at least one non-ignored instance (what ``filter_empty_gt`` keeps)."""
     return any(not inst['ignore_flag'] for inst in data_info['instances'])
+
+
+def require_usable_instances(data_list: list[dict], dropped: Counter, total: int, num_images: int, owner: str,
+                             source: str, ignored_as: str) -> None:
+    """Raise ``DataError`` when a training set holds no usable instance (kept and not ignored).
+
+    Why: a detector trained on such a set sees only background: its box (and mask) losses are 0 and the run
+    ends with exit status 0, having learnt nothing. The message counts what became of the ``total``
+    annotations, so the user sees at once whether the classes, the boxes or the polygons are wrong.
+
+    Args:
+        data_list: the data infos loaded.
+        dropped: annotations left out, per reason (problem kinds; an image left out counts all its annotations).
+        total: annotations in ``source``; ``num_images``: images listed in it.
+        owner, source: the dataset class and the annotation file, named in the message.
+        ignored_as: the reason an ignored instance is not usable (``crowd (iscrowd: 1)``, ``difficult``).
+    """
+    ignored = sum(1 for info in data_list for inst in info['instances'] if inst['ignore_flag'])
+    kept = sum(len(info['instances']) for info in data_list)
+    if kept > ignored:
+        return
+    reasons = dropped + Counter({ignored_as: ignored})
+    counts = ', '.join(f'{n} {kind}' for kind, n in reasons.most_common())
+    raise DataError(f'{owner}: no images to use from {source} for training: 0 usable instances of {total} '
+                    f"annotation(s) in {num_images} image(s){': ' + counts if counts else ''}; a training set needs "
+                    'at least one instance of the configured classes that is neither ignored nor left out; fix the '
+                    'annotation file, `classes` or `data_prefix` (an evaluation set: test_mode: true)')
 
 
 def filter_images(data_list: list[dict], drop_empty: bool, owner: str, source: str) -> list[dict]:

@@ -12,6 +12,27 @@ from oars.data.dataset import OarsDataset
 from oars.errors import DataError
 
 
+def pipeline_loads_masks(pipeline: object) -> bool:
+    """Whether a transform of ``pipeline`` loads instance masks (``with_mask=True``, as ``LoadAnnotations``).
+
+    Why: a dataset checks that its instances have a usable mask only when masks are used; a box model must not
+    fail on polygons it never reads. ``pipeline`` is mmengine's ``Compose`` or a list; transforms holding
+    others (a ``transforms`` list, e.g. ``RandomChoice``) are searched too.
+    """
+    stack = list(getattr(pipeline, 'transforms', pipeline) or [])
+    while stack:
+        item = stack.pop()
+        if isinstance(item, list | tuple):
+            stack.extend(item)
+            continue
+        if getattr(item, 'with_mask', False) is True:
+            return True
+        inner = getattr(item, 'transforms', None)
+        if isinstance(inner, list | tuple):
+            stack.extend(inner)
+    return False
+
+
 class DetectionDataset(OarsDataset):
     """Base of the detection datasets: subclasses give ``METAINFO['classes']`` and implement ``load_data_list``.
 

@@ -18,7 +18,7 @@ import numpy as np
 
 from detection.datasets.annotation_checks import BadAnnotationWarning
 from detection.datasets.voc import VOCDataset, object_names, read_split
-from oars.data.labelme import list_labelme_files, parse_shape, read_labelme, shape_type
+from oars.data.labelme import LabelmeFile, list_labelme_files, parse_shape, read_labelme, shape_type
 from oars.errors import DataError, DataFileNotFoundError
 from oars_deploy.atomic import atomic_write
 
@@ -92,6 +92,34 @@ def _shape_annotation(pts: np.ndarray, kind: str) -> dict | None:
             'segmentation': [[float(v) for v in polygon]], 'iscrowd': 0}
 
 
+def labelme_image_path(doc: LabelmeFile) -> str:
+    """The absolute, normalised path of the image a labelme file names (``imagePath`` is relative to the json;
+    Windows separators are accepted)."""
+    return os.path.normpath(os.path.join(doc.path.parent.resolve(), doc.image_path.replace('\\', '/')))
+
+
+def check_labelme_images(docs: Sequence[LabelmeFile], input_dir: str, max_examples: int = 5) -> list[str]:
+    """The image path of each labelme file (``labelme_image_path``), every one checked to exist.
+
+    Why: a COCO file listing an image that is not there converts with exit status 0 and fails only when a
+    training run reaches it (or loses the image under ``on_bad_annotation: skip``).
+
+    Raises:
+        DataFileNotFoundError: naming each labelme file whose image is missing (the first ``max_examples``), its
+            ``imagePath`` and the path looked for, and how many of the images are missing.
+    """
+    paths = [labelme_image_path(doc) for doc in docs]
+    missing = [f"{doc.path}: imagePath {doc.image_path!r} -> {path}"
+               for doc, path in zip(docs, paths) if not os.path.isfile(path)]
+    if missing:
+        shown = '; '.join(missing[:max_examples]) + ('; ...' if len(missing) > max_examples else '')
+        raise DataFileNotFoundError(
+            f'labelme2coco: {len(missing)} of {len(docs)} image(s) named by the labelme files in {input_dir} not '
+            f'found: {shown}; expected each image at its imagePath, relative to its json file: copy the images '
+            'there or fix imagePath (no COCO file was written)')
+    return paths
+
+
 def labelme_to_coco(input_dir: str, classes: Sequence[str] | None = None, image_root: str | None = None) -> dict:
     """COCO dict of every ``*.json`` labelme file in ``input_dir`` (sorted by name; image ids 1..N).
 
@@ -99,8 +127,10 @@ def labelme_to_coco(input_dir: str, classes: Sequence[str] | None = None, image_
     shoelace formula; rectangles become a bbox plus a 4-point polygon. ``file_name`` is the image path
     (``imagePath``, relative to its json) made relative to ``image_root`` (default ``input_dir``). Shapes of
     other types, labels not in ``classes``, and shapes without area are left out and counted in one warning.
+    Every image must exist (``check_labelme_images``: ``DataFileNotFoundError`` naming the json and the image).
     """
     docs = [read_labelme(path, require_image_path=True) for path in list_labelme_files(input_dir)]
+    img_paths = check_labelme_images(docs, input_dir)
     found = [s.get('label') for d in docs for s in d.shapes if shape_type(s) in LABELME_SHAPES]
     names = _checked_classes(classes, [str(n) for n in found if n], f'the labelme files in {input_dir}')
     cat_of = {n: i for i, n in enumerate(names, start=1)}
@@ -115,8 +145,7 @@ def labelme_to_coco(input_dir: str, classes: Sequence[str] | None = None, image_
             examples.append(text)
 
     images, annotations = [], []
-    for image_id, doc in enumerate(docs, start=1):
-        img_path = os.path.normpath(os.path.join(doc.path.parent.resolve(), doc.image_path.replace('\\', '/')))
+    for image_id, (doc, img_path) in enumerate(zip(docs, img_paths), start=1):
         images.append({'id': image_id, 'file_name': os.path.relpath(img_path, img_root),
                        'height': doc.height, 'width': doc.width})
         for index, shape in enumerate(doc.shapes):
@@ -164,4 +193,5 @@ def summary(coco: dict, out: str) -> str:
             f'{len(names)} categories {names}')
 
 
-__all__ = ['labelme_to_coco', 'polygon_area', 'summary', 'voc_to_coco', 'write_coco_json']
+__all__ = ['check_labelme_images', 'labelme_image_path', 'labelme_to_coco', 'polygon_area', 'summary', 'voc_to_coco',
+           'write_coco_json']

@@ -17,6 +17,7 @@ import numpy as np
 
 from oars_deploy.draw import draw_detection_sample, draw_sample, save_label_png
 from oars_deploy.errors import DeployError
+from oars_deploy.image_files import unreadable_image_message
 from oars_deploy.records import detection_record, write_records
 
 
@@ -26,7 +27,7 @@ def read_image(path: str) -> np.ndarray:
         raise DeployError(f"image file not found: {path}")
     img = cv2.imread(path, cv2.IMREAD_COLOR)
     if img is None:
-        raise DeployError(f"could not read image (unsupported or corrupt file): {path}")
+        raise DeployError(unreadable_image_message(path))
     return img
 
 

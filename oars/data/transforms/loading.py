@@ -16,6 +16,7 @@ from PIL import Image
 
 from oars.errors import DataError, DataFileNotFoundError
 from oars.registry import TRANSFORMS
+from oars_deploy.image_files import unreadable_image_message
 
 _COLOR_FLAGS = {
     'color': cv2.IMREAD_COLOR,
@@ -68,7 +69,7 @@ def read_image(path: str, color_type: str = 'color') -> np.ndarray:
         raise DataFileNotFoundError(f'image file not found: {path}')
     img = cv2.imread(path, _COLOR_FLAGS[color_type])
     if img is None:
-        raise DataError(f'could not read image (unsupported or corrupt file): {path}')
+        raise DataError(unreadable_image_message(path))
     if color_type == 'unchanged':
         img = apply_orientation(img, exif_orientation(path))
     return img

@@ -100,7 +100,7 @@ def test_polygon_and_rle_masks_equal_pycocotools_ann_to_mask(tmp_path):
 
 
 def test_unusable_polygons_become_ignored_empty_masks_and_missing_mask_is_an_error(tmp_path):
-    ann_file = write_set(tmp_path, [dict(id=5, bbox=[10, 8, 25, 20], segmentation=[[1, 2, 3, 4]]),
+    ann_file = write_set(tmp_path, [dict(id=4, bbox=[10, 8, 25, 20], segmentation=[[1, 2, 3, 4]]),
                                     ANNOTATIONS[0]])
     out = load(ann_file, tmp_path)
     assert out['gt_ignore_flags'].tolist() == [True, False]  # as MMDetection: ignored, all-zero mask
