@@ -23,12 +23,18 @@ def read_split(split_file: str, owner: str = 'VOCDataset') -> list[str]:
         raise DataFileNotFoundError(f'{owner}: image list {split_file} not found (ann_file, relative to data_root)')
     try:
         with open(split_file, encoding='utf-8') as f:
-            ids = [line.split()[0] for line in f if line.strip()]
+            lines = [(number, line.split()[0]) for number, line in enumerate(f, 1) if line.strip()]
     except (OSError, UnicodeDecodeError) as err:
         raise DataError(f'{owner}: cannot read image list {split_file}: {err}') from None
-    if not ids:
+    if not lines:
         raise DataError(f'{owner}: image list {split_file} names no images; expected one image id per line')
-    return ids
+    first: dict[str, int] = {}
+    for number, img_id in lines:  # a repeated id would weight that image twice, without a word
+        if img_id in first:
+            raise DataError(f'{owner}: image list {split_file}: lines {first[img_id]} and {number} both name image '
+                            f'{img_id!r}; expected each image once')
+        first[img_id] = number
+    return [img_id for _, img_id in lines]
 
 
 def parse_xml(xml_path: str) -> ET.Element:

@@ -140,3 +140,14 @@ def test_xml_size_must_be_the_image_size(tmp_path):
     ds = load(tmp_path, pipeline=[dict(type='LoadImageFromFile'), dict(type='LoadAnnotations')])
     with pytest.raises(DataError, match=r'000001\.jpg is 48x64 \(WxH\) but its annotation says width 64, height 48'):
         ds[0]
+
+
+def test_split_list_naming_an_image_twice_is_an_error_naming_both_lines(tmp_path):
+    from detection.datasets.voc import read_split
+
+    split = tmp_path / "trainval.txt"
+    split.write_text("000001\n\n000002\n000001 1\n")
+    with pytest.raises(DataError, match=r"trainval.txt: lines 1 and 4 both name image '000001'; expected each "):
+        read_split(str(split))
+    split.write_text("000001\n000002\n")
+    assert read_split(str(split)) == ["000001", "000002"]
