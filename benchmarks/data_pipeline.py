@@ -6,7 +6,7 @@ distortion, Expand, MinIoURandomCrop, flip, resize to 608, pack) over the genera
 written to data/demo_shapes if missing), through mmengine's data loader exactly as training builds it.
 The first batch (worker start-up) is timed separately.
 
-    python benchmarks/data_pipeline.py [--batches 30] [--batch-size 8] [--workers 0 2]
+    python benchmarks/data_pipeline.py [--batches 30] [--batch-size 8] [--workers 0 2] [--data DIR]
 
 ``--task video`` generates the demo videos (data/demo_videos, 64x64, 16 frames, H.264) if missing, then times
 (1) opening a clip and decoding the 8 frames of TSM's test sampling (SampleFrames 1x1x8, test_mode) with each
@@ -14,7 +14,12 @@ backend: PyAV, torchcodec (when installed) and the same frames as JPEG folders (
 data/demo_videos/rawframes), and (2) clips/s through a DataLoader (VideoInit, SampleFrames, VideoDecode,
 Resize short side 64, CenterCrop 56, FormatShape NCHW, PackActionInputs) with each ``--workers`` value.
 
-    python benchmarks/data_pipeline.py --task video [--clips 80] [--batches 20] [--batch-size 8]
+    python benchmarks/data_pipeline.py --task video [--clips 80] [--batches 20] [--batch-size 8] [--data DIR]
+
+``--data DIR`` reads a set generated earlier (``python -m oars.data.demo_shapes --out DIR``, or
+``oars.data.demo_videos.generate`` for ``--task video``) as it is, instead of data/demo_shapes or data/demo_videos
+(written there with the default sizes when missing). The cheapest run of each task, to check that it works:
+``--batches 1 --batch-size 1 --workers 0`` (video: also ``--clips 1``).
 """
 
 from __future__ import annotations
@@ -160,16 +165,36 @@ def video_clips_per_s(video_root: str, backend: str, workers: int, batches: int,
     return first, batches * batch_size / (time.perf_counter() - start)
 
 
-def video_main(args: argparse.Namespace) -> None:
-    from oars.data.demo_videos import generate
-    from video.datasets import torchcodec_available
+def video_root(data: str | None) -> str:
+    """The demo video set to read: ``data`` as it is, else data/demo_videos (generated when missing or stale).
 
+    Args:
+        data: ``--data``, a set generated earlier (its own clip count and size), or None.
+
+    Returns:
+        The folder holding the clips and their train_list.txt / val_list.txt.
+    """
+    from oars.data.demo_videos import generate
+
+    if data is not None:
+        if not os.path.isfile(os.path.join(data, "val_list.txt")):
+            raise SystemExit(f"--data {data}: no val_list.txt there; expected a demo video set "
+                             "(oars.data.demo_videos.generate)")
+        print(f"demo videos: {data} (as it is)")
+        return data
     start = time.perf_counter()
     res = generate(VIDEO_ROOT)
     made = "reused" if res["skipped"] else f"generated in {time.perf_counter() - start:.1f} s"
     print(f"demo videos ({res['codec']}, {sum(res['num_clips'].values())} clips of 64x64x16) {made}: {VIDEO_ROOT}")
+    return VIDEO_ROOT
+
+
+def video_main(args: argparse.Namespace) -> None:
+    from video.datasets import torchcodec_available
+
+    root = video_root(args.data)
     print(f"decode per clip (open + 8 frames of TSM test sampling), first {args.clips} val clips:")
-    for backend, ms in decode_times(VIDEO_ROOT, args.clips).items():
+    for backend, ms in decode_times(root, args.clips).items():
         print(f"  {backend:18s} {ms:7.2f} ms/clip")
     if not torchcodec_available():
         print("  torchcodec         not installed here (skipped)")
@@ -178,13 +203,23 @@ def video_main(args: argparse.Namespace) -> None:
     for backend in ["pyav"] + (["torchcodec"] if torchcodec_available() else []):
         rates = {}
         for workers in args.workers:
-            first, rate = video_clips_per_s(VIDEO_ROOT, backend, workers, args.batches, args.batch_size)
+            first, rate = video_clips_per_s(root, backend, workers, args.batches, args.batch_size)
             rates[workers] = rate
             print(f"  {backend} workers={workers}: {rate:7.1f} clips/s (first batch {first:.2f} s)")
         if 0 in rates and len(rates) > 1:
             for workers, rate in rates.items():
                 if workers:
                     print(f"  {backend} speed-up with {workers} workers: {rate / rates[0]:.2f}x")
+
+
+def detection_root(data: str | None) -> str:
+    """The demo shapes set to read: ``data`` as it is, else data/demo_shapes (generated when missing or stale)."""
+    if data is None:
+        return ensure_demo_data()
+    if not os.path.isfile(os.path.join(data, "annotations", "instances_train.json")):
+        raise SystemExit(f"--data {data}: no annotations/instances_train.json there; expected a demo shapes set "
+                         "(python -m oars.data.demo_shapes --out DIR)")
+    return data
 
 
 def main() -> None:
@@ -195,14 +230,22 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--workers", type=int, nargs="+", default=[0, 2])
     parser.add_argument("--clips", type=int, default=80, help="video: clips timed per decoding backend")
+    parser.add_argument("--data", default=None, metavar="DIR",
+                        help="a demo set generated earlier, read as it is (default: data/demo_shapes, or "
+                             "data/demo_videos with --task video, generated when missing)")
     args = parser.parse_args()
+    for name in ("batches", "batch_size", "clips"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
+    if min(args.workers) < 0:
+        parser.error(f"--workers must be 0 or more, got {args.workers}")
     import cv2
 
     cv2.setNumThreads(0)  # as training sets it (env_cfg.mp_cfg.opencv_num_threads): workers, not threads, scale
     if args.task == "video":
         video_main(args)
         return
-    root = ensure_demo_data()
+    root = detection_root(args.data)
     print(f"YOLOv3 train pipeline (608 px output) on {root}, batch {args.batch_size}, {args.batches} batches")
     results = {}
     for workers in args.workers:

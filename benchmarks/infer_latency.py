@@ -21,6 +21,7 @@ engine and batch (same input).
 ``--precisions``: besides the FP32 graph, the FP16 / INT8 (Q/DQ) graphs of oars.export.precision for ONNX Runtime
 and TensorRT (default: fp32 int8 on the CPU, where ONNX Runtime has no fast FP16 kernels; all three on CUDA). The
 INT8 graph is calibrated on two random batches: its speed is real, its accuracy is not measured here.
+The cheapest run, to check that it works: ``--models unet --size 32 --runs 1 --warmup 0 --batches 1``.
 """
 
 from __future__ import annotations
@@ -152,6 +153,11 @@ def main() -> None:
     parser.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
     parser.add_argument("--precisions", nargs="+", default=None, choices=["fp32", "fp16", "int8"])
     args = parser.parse_args()
+    if args.runs < 1 or args.warmup < 0 or (args.size is not None and args.size < 1):
+        parser.error(f"--runs and --size must be at least 1 and --warmup 0 or more, got {args.runs}, {args.size} "
+                     f"and {args.warmup}")
+    if args.batches and min(args.batches) < 1:
+        parser.error(f"--batches must be at least 1, got {args.batches}")
     precisions = args.precisions or (["fp32", "fp16", "int8"] if args.device == "cuda" else ["fp32", "int8"])
     sync = torch.cuda.synchronize if args.device == "cuda" else (lambda: None)
     rows = []

@@ -6,6 +6,8 @@ run on a 64x64 image gives the fixed cost (Python, torch, the model), so the dif
 costs; printed in MB and in bytes per image pixel (a BGR uint8 image is 3 bytes per pixel).
 
     python benchmarks/infer_memory.py [--size 4000] [--extra-opts KEY=VALUE ...]
+
+The cheapest run, to check that it works: ``--size 128``.
 """
 
 from __future__ import annotations
@@ -76,6 +78,8 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=4000)
     parser.add_argument("--extra-opts", nargs="*", default=[])
     args = parser.parse_args()
+    if args.size < 1:
+        parser.error(f"--size must be at least 1, got {args.size}")
     overrides = SHRINK + list(args.extra_opts)
     with tempfile.TemporaryDirectory(prefix="oars-mem-") as tmp:
         ckpt = make_checkpoint(tmp, overrides)

@@ -11,6 +11,8 @@ message; a model that fails is reported and the script exits with status 1 after
     python benchmarks/seg_model_table.py [--models icnet_r18,bisenetv2] [--repeats 3] [--warmup 1]
                                          [--size 512x1024] [--threads 0] [--no-check]
 
+The cheapest run, to check that it works: ``--models unet --size 32x64 --repeats 1 --warmup 0 --no-check``.
+
 Run it on an otherwise idle machine: the numbers are wall-clock latencies (``--threads 0``: ONNX Runtime's default
 intra-op thread count, one per core).
 """

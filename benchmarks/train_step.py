@@ -32,8 +32,11 @@ the ratios oars / bare (goal <= 1.05) and oars / torchvision (goal <= 1.0).
 
     python benchmarks/train_step.py [--model yolov3|faster_rcnn|tsm|deeplabv3|unet|icnet|pix2pix|cyclegan]
         [--preset torchvision|mmdet]
-        [--repeats 10] [--device cpu|cuda] [--size 320 | HxW] [--batch 2]
+        [--repeats 10] [--warmup 2] [--device cpu|cuda] [--size 320 | HxW] [--batch 2]
         (tsm: --size 224 --batch 1; deeplabv3/unet: 512 and 2; icnet: 1024x512 and 2, by default)
+
+The cheapest run, to check that it works: ``--model unet --size 32 --repeats 1 --warmup 1``; tests build every
+``--model`` / ``--preset`` choice through :func:`build_steps` at a tiny size.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ import argparse
 import copy
 import os
 import sys
+from collections.abc import Callable
 
 import torch
 
@@ -160,7 +164,9 @@ def build_oars(key: str, size: int, device: str):
 
     overrides = {
         "yolov3": ["model.data_preprocessor.batch_augments=null"],
-        "faster_rcnn/torchvision": ["model.num_classes=90", f"model.data_preprocessor.min_size={size}"],
+        # a model preset (configs/_base_/models), not a full config: it sets no default_scope
+        "faster_rcnn/torchvision": ["default_scope=detection", "model.num_classes=90",
+                                    f"model.data_preprocessor.min_size={size}"],
     }.get(key, [])
     cfg = load_config(CONFIGS[key], overrides)
     with DefaultScope.overwrite_default_scope(cfg.default_scope):
@@ -181,62 +187,91 @@ def build_torchvision(size: int, device: str):
     return model.to(device).train()
 
 
-def main() -> None:
+MODEL_CHOICES = ["yolov3", "faster_rcnn", "tsm", *SEG_DEFAULTS, *GAN_CONFIGS]
+STEP_LABELS = {"bare": "bare PyTorch loop", "oars": "oars train_step", "torchvision": "torchvision model"}
+GOALS = {"bare": 1.05, "torchvision": 1.0}
+
+
+def default_shape(model: str) -> tuple[tuple[int, int], int]:
+    """The model's default ((H, W), batch): what ``--size`` and ``--batch`` fall back to."""
+    if model in SEG_DEFAULTS:
+        batch, height, width = SEG_DEFAULTS[model]
+        return (height, width), batch
+    if model in GAN_CONFIGS:
+        return (256, 256), 1
+    return ((224, 224), 1) if model == "tsm" else ((320, 320), 2)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line, with ``--size`` / ``--batch`` resolved to the model's defaults when not given.
+
+    Args:
+        argv: the arguments (None: ``sys.argv[1:]``).
+
+    Returns:
+        The namespace; ``size`` is (H, W) and ``batch`` an int. HxW sizes are refused for the models that take
+        square inputs only (argparse's usage error, exit status 2).
+    """
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", choices=["yolov3", "faster_rcnn", "tsm", *SEG_DEFAULTS, *GAN_CONFIGS],
-                        default="yolov3")
+    parser.add_argument("--model", choices=MODEL_CHOICES, default="yolov3")
     parser.add_argument("--preset", choices=["torchvision", "mmdet"], default="torchvision",
                         help="Faster R-CNN only: which oars preset (see above)")
-    parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--repeats", type=int, default=10, help="timed steps of each side (at least 1)")
     parser.add_argument("--warmup", type=int, default=2, help="untimed steps of each side first (at least 1)")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--size", type=parse_size, default=None,
                         help="N (square) or HxW (segmentation); default 320 (tsm: 224; deeplabv3/unet: 512; "
-                             "icnet: 1024x512)")
-    parser.add_argument("--batch", type=int, default=None, help="images, or tsm clips; default 2 (tsm: 1)")
-    args = parser.parse_args()
-    if args.model in GAN_CONFIGS:  # pix2pix / CycleGAN: 1 x 256 x 256 by default
-        size = args.size[0] if args.size else 256
-        torch.manual_seed(0)
-        steps, title = gan_steps(args.model, size, args.batch or 1, args.device)
-        medians = time_alternating(steps, args.repeats, args.device, args.warmup)
-        print(f"{title}, {args.repeats} steps each (torch threads {torch.get_num_threads()})")
-        print_step_times(medians, {"bare": "bare PyTorch loop", "oars": "oars train_step"}, args.device,
-                         {"bare": 1.05})
-        return
-    seg = args.model in SEG_DEFAULTS
+                             "icnet: 1024x512; pix2pix/cyclegan: 256)")
+    parser.add_argument("--batch", type=int, default=None, help="images, or tsm clips; default 2 (tsm, GANs: 1)")
+    args = parser.parse_args(argv)
+    if args.repeats < 1 or args.batch is not None and args.batch < 1:
+        parser.error(f"--repeats and --batch must be at least 1, got {args.repeats} and {args.batch}")
+    size, batch = default_shape(args.model)
     if args.size is None:
-        args.size = SEG_DEFAULTS[args.model][1:] if seg else (224, 224) if args.model == "tsm" else (320, 320)
-    elif not seg and args.size[0] != args.size[1]:
+        args.size = size
+    elif args.model not in SEG_DEFAULTS and args.size[0] != args.size[1]:
         parser.error(f"--size {args.size[0]}x{args.size[1]}: only the segmentation models take HxW")
     if args.batch is None:
-        args.batch = SEG_DEFAULTS[args.model][0] if seg else 1 if args.model == "tsm" else 2
-    height, width = args.size
+        args.batch = batch
+    return args
 
+
+def build_steps(model: str, preset: str, size: tuple[int, int], batch: int,
+                device: str) -> tuple[dict[str, Callable[[], None]], str]:
+    """The compared training steps on one shared batch, and the case's title (model, input shape, device).
+
+    One function for every ``--model`` / ``--preset`` choice, so that a test can build and run each at a tiny
+    size exactly as ``main`` does (a choice whose config cannot be built fails there, not in front of a user).
+
+    Args:
+        model: a ``--model`` choice.
+        preset: the ``--preset`` choice (Faster R-CNN only).
+        size: (H, W) of the images (square except for the segmentation models).
+        batch: images (or clips) per step.
+        device: ``cpu`` or ``cuda``.
+
+    Returns:
+        ``({'bare': ..., 'oars': ...[, 'torchvision': ...]}, title)``.
+    """
+    torch.manual_seed(0)
+    if model in GAN_CONFIGS:
+        return gan_steps(model, size[0], batch, device)
     from mmengine.optim import OptimWrapper
 
-    key = f"faster_rcnn/{args.preset}" if args.model == "faster_rcnn" else args.model
-    torch.manual_seed(0)
-    model, cfg = build_tsm(args.device) if key == "tsm" else build_oars(key, height, args.device)
-    tv = None
-    if args.model == "faster_rcnn":
-        from detection.models.convert_torchvision import rcnn_from_torchvision
-
-        tv = build_torchvision(height, args.device)
-        if args.preset == "torchvision":  # the same weights on both sides: the same proposals, the same work
-            model.load_state_dict(rcnn_from_torchvision(tv.state_dict(), "all"), strict=True)
-    if seg:
-        batch = make_seg_batch(height, width, args.batch, cfg.model.num_classes)
+    height, width = size
+    key = f"faster_rcnn/{preset}" if model == "faster_rcnn" else model
+    net, cfg = build_tsm(device) if key == "tsm" else build_oars(key, height, device)
+    if model in SEG_DEFAULTS:
+        data = make_seg_batch(height, width, batch, cfg.model.num_classes)
     else:
-        batch = (make_clips if key == "tsm" else make_batch)(height, args.batch, cfg.model.num_classes)
-    opt = torch.optim.SGD(model.parameters(), lr=1e-5, momentum=0.9, weight_decay=5e-4)
+        data = (make_clips if key == "tsm" else make_batch)(height, batch, cfg.model.num_classes)
+    opt = torch.optim.SGD(net.parameters(), lr=1e-5, momentum=0.9, weight_decay=5e-4)
     wrapper = OptimWrapper(opt)
-
-    prepared = model.data_preprocessor(copy.deepcopy(batch), training=True)
+    prepared = net.data_preprocessor(copy.deepcopy(data), training=True)
     inputs, samples = prepared["inputs"], prepared["data_samples"]
 
     def bare() -> None:
-        losses = model(inputs, samples, mode="loss")
+        losses = net(inputs, samples, mode="loss")
         # every entry named *loss* (all heads), as mmengine's parse_losses sums them on the oars side
         total = sum(v for k, v in losses.items() if "loss" in k)
         total.backward()
@@ -244,39 +279,63 @@ def main() -> None:
         opt.zero_grad()
 
     def oars() -> None:
-        model.train_step(batch, wrapper)
+        net.train_step(data, wrapper)
 
     steps = {"bare": bare, "oars": oars}
-    if tv is not None:
-        tv_opt = torch.optim.SGD([p for p in tv.parameters() if p.requires_grad], lr=1e-5, momentum=0.9,
-                                 weight_decay=5e-4)
-        tv_images = [img.flip(0).float().div(255).to(args.device) for img in batch["inputs"]]  # BGR -> RGB [0, 1]
-        tv_targets = [dict(boxes=s.gt_instances.bboxes.to(args.device),
-                           labels=(s.gt_instances.labels + 1).to(args.device)) for s in batch["data_samples"]]
+    if model == "faster_rcnn":
+        steps["torchvision"] = torchvision_step(net, data, height, device, same_weights=preset == "torchvision")
+    frames = f"x{TSM_SEGMENTS}" if key == "tsm" else ""
+    shape = f"{batch}{frames}x{height}x{width}"
+    if tuple(inputs.shape[-2:]) != (height, width):
+        shape += f" (padded to {inputs.shape[-2]}x{inputs.shape[-1]})"
+    return steps, f"{NAMES[key]}, {shape}, {device}"
 
-        def torchvision_step() -> None:
-            losses = tv(tv_images, tv_targets)
-            sum(losses.values()).backward()
-            tv_opt.step()
-            tv_opt.zero_grad()
 
-        steps["torchvision"] = torchvision_step
+def torchvision_step(model: torch.nn.Module, data: dict, size: int, device: str,
+                     same_weights: bool) -> Callable[[], None]:
+    """torchvision's Faster R-CNN training step on the same images (as [0, 1] RGB floats) and boxes.
 
+    Args:
+        model: the oars Faster R-CNN; with ``same_weights`` it gets the torchvision model's weights (the same
+            proposals, the same work on both sides).
+        data: the batch the oars side trains on.
+        size: the images' side (torchvision's ``min_size``: no resize).
+        device: where both models run.
+        same_weights: load the torchvision weights into ``model`` (the torchvision preset).
+    """
+    from detection.models.convert_torchvision import rcnn_from_torchvision
+
+    tv = build_torchvision(size, device)
+    if same_weights:
+        model.load_state_dict(rcnn_from_torchvision(tv.state_dict(), "all"), strict=True)
+    tv_opt = torch.optim.SGD([p for p in tv.parameters() if p.requires_grad], lr=1e-5, momentum=0.9,
+                             weight_decay=5e-4)
+    images = [img.flip(0).float().div(255).to(device) for img in data["inputs"]]  # BGR -> RGB [0, 1]
+    targets = [dict(boxes=s.gt_instances.bboxes.to(device), labels=(s.gt_instances.labels + 1).to(device))
+               for s in data["data_samples"]]
+
+    def step() -> None:
+        losses = tv(images, targets)
+        sum(losses.values()).backward()
+        tv_opt.step()
+        tv_opt.zero_grad()
+
+    return step
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    steps, title = build_steps(args.model, args.preset, args.size, args.batch, args.device)
     try:
         medians = time_alternating(steps, args.repeats, args.device, args.warmup)
     except ValueError as err:
         if "Expected more than 1 value per channel" not in str(err):
             raise
-        raise SystemExit(f"{NAMES[key]} at batch {args.batch}: a BatchNorm layer sees one value per channel in "
-                         f"training (a global-pooling branch at batch 1); use --batch 2 or more ({err})") from None
-    frames = f"x{TSM_SEGMENTS}" if key == "tsm" else ""
-    shape = f"{args.batch}{frames}x{height}x{width}"
-    if tuple(inputs.shape[-2:]) != (height, width):
-        shape += f" (padded to {inputs.shape[-2]}x{inputs.shape[-1]})"
-    print(f"{NAMES[key]}, {shape}, {args.device}, {args.repeats} steps each "
-          f"(torch threads {torch.get_num_threads()})")
-    labels = {"bare": "bare PyTorch loop", "oars": "oars train_step", "torchvision": "torchvision model"}
-    print_step_times(medians, labels, args.device, {"bare": 1.05, "torchvision": 1.0})
+        raise SystemExit(f"{title}: a BatchNorm layer sees one value per channel in training (a global-pooling "
+                         f"branch at batch 1); use --batch 2 or more ({err})") from None
+    print(f"{title}, {args.repeats} steps each (torch threads {torch.get_num_threads()})")
+    print_step_times(medians, STEP_LABELS, args.device, GOALS)
+
 
 if __name__ == "__main__":
     main()

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from oars.errors import OarsError
 from oars_deploy.errors import UserError, user_message  # user_message: one implementation with oars-infer
@@ -41,8 +44,43 @@ def split_output_and_overrides(values: list[str], output_dir: str | None,
 def run_cli(main: Callable[[], object]) -> None:
     """Run a tool's main: user errors print their message (status 2, as oars_deploy's ``run_cli``), a user error
     with an ``exit_code`` exits with it (Ctrl-C during training: 130), and an error raised while a loop ran prints
-    where it happened with its type and message (status 1). OARS_DEBUG=1 shows the tracebacks instead."""
-    _print_user_errors(lambda: _print_run_errors(main))
+    where it happened with its type and message (status 1). OARS_DEBUG=1 shows the tracebacks instead.
+
+    Only the first Ctrl-C counts (:func:`_first_ctrl_c_only`): pressed again while the first one is handled, it
+    would otherwise end the tool with a KeyboardInterrupt traceback instead of the message that names the
+    checkpoint to resume from."""
+    with _first_ctrl_c_only():
+        _print_user_errors(lambda: _print_run_errors(main))
+
+
+@contextmanager
+def _first_ctrl_c_only() -> Iterator[None]:
+    """While the block runs, the first SIGINT raises KeyboardInterrupt (as Python's own handler does) and makes the
+    process ignore later ones: from then on the tool is ending, and what it does on the way out (removing an atomic
+    write's temporary file, finding the last good checkpoint, printing the resume command, exiting 130) finishes.
+
+    After a Ctrl-C, SIGINT stays ignored (the tool exits; restoring the handler would let a Ctrl-C land in the
+    interpreter's exit, e.g. while multiprocessing joins its workers). Without one, the handler that was there is
+    put back, for callers that run a tool's main in-process. Nothing changes outside the main thread (handlers
+    cannot be set there) or where SIGINT is not Python's default (ignored in a background job, or the embedding
+    program's own handler).
+    """
+    if threading.current_thread() is not threading.main_thread() \
+            or signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        yield
+        return
+    signal.signal(signal.SIGINT, _interrupt_once)
+    try:
+        yield
+    finally:
+        if signal.getsignal(signal.SIGINT) is _interrupt_once:  # no Ctrl-C came
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def _interrupt_once(signum: int, frame: object) -> None:
+    """SIGINT handler: ignore the ones after this, then stop what runs as Python's default handler does."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    raise KeyboardInterrupt
 
 
 def _print_run_errors(main: Callable[[], object]) -> None:
