@@ -125,7 +125,7 @@ def test_installed_predictor_writes_what_tools_infer_writes(venv, tmp_path, task
 def test_checkout_script_runs_with_the_runtime_only(venv, tmp_path):
     """``python deploy/python/infer.py`` from a checkout needs no path edit and no training packages."""
     proc = subprocess.run([osp.join(venv, "bin", "python"), osp.join(ROOT, "deploy", "python", "infer.py"),
-                           "--model-dir", str(tmp_path), "-i", str(tmp_path), "-o", str(tmp_path / "o")],
+                           "--model-dir", str(tmp_path), "-i", str(tmp_path / "images"), "-o", str(tmp_path / "o")],
                           capture_output=True, text=True, env=_clean_env(), cwd=str(tmp_path), timeout=120)
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.startswith("error: deploy file not found") and "Traceback" not in proc.stderr

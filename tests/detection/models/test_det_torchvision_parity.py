@@ -288,7 +288,7 @@ def test_cli_converts_and_checks_against_a_config(tmp_path, monkeypatch, capsys)
     assert ckpt["state_dict"]["roi_head.bbox_head.fc_cls.weight"].shape == (81, 64)
 
     monkeypatch.setattr(sys, "argv", [script, "torchvision2oars", "--input", str(src), "--out", str(out),
-                                      "--classes", "all", "-c", PRESETS["faster"], "-o", *small])
+                                      "--overwrite", "--classes", "all", "-c", PRESETS["faster"], "-o", *small])
     with pytest.raises(SystemExit) as exc:
         runpy.run_path(script, run_name="__main__")
     err = capsys.readouterr().err
