@@ -291,3 +291,12 @@ def test_image_model_inputs_name_a_video_or_feature_file_as_the_wrong_kind(tmp_p
             read(str(tmp_path / "feats.npz"))
     with pytest.raises(UserError, match=r"no images .* it holds 1 frame-feature file \(feats.npz\) and 1 video"):
         list_images(str(tmp_path))
+
+
+def test_eval_show_dir_may_not_go_into_the_data(demo_data, tmp_path):
+    """tools/eval.py --show-dir inside the test set's data_root: refused before the model is built."""
+    torch.save({"state_dict": {}}, tmp_path / "model.pth")
+    proc = run_in(tmp_path, "tools/eval.py", "-c", DEMO_CFG, "-w", "model.pth", "--show-dir",
+                  osp.join(demo_data, "images"), "-o", *demo_overrides(demo_data))
+    assert_user_error(proc, f"--show-dir {demo_data}/images is inside the input folder "
+                      f"test_dataloader.dataset.data_root {demo_data}")

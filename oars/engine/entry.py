@@ -70,13 +70,16 @@ def evaluate(config: str, checkpoint: str, overrides: Sequence[str] = (), *, wor
     ``report`` adds the task's ``EvaluationReportHook``, which writes ``<work_dir>/report.html``.
     """
     from oars.engine.checkpoint import check_checkpoint_file
+    from oars_deploy.output_paths import check_output_folder
 
     cfg = load(config, overrides)
     if report:
         _require_hook(cfg, "EvaluationReportHook", "--report")
     check_checkpoint_file(checkpoint)  # before the data is touched: a wrong -w is the likelier mistake
     cfg = prepare_config(cfg, work_dir=work_dir, load_from=checkpoint)
-    if show_dir:
+    if show_dir:  # pictures never go into the data they are drawn from
+        data_root = ((cfg.get("test_dataloader") or {}).get("dataset") or {}).get("data_root")
+        check_output_folder(show_dir, data_root, flag="--show-dir", input_flag="test_dataloader.dataset.data_root")
         cfg.custom_hooks.append({"type": "PredictionPicturesHook", "out_dir": show_dir, "max_images": max_show})
     report_file = None
     if report:
