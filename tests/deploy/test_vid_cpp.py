@@ -97,3 +97,24 @@ def test_cpp_refuses_3d_exports(oars_infer_ort, videos, tmp_path):
     export_model(cfg, checkpoint(cfg), model_dir)
     proc = _run(oars_infer_ort, model_dir, videos, str(tmp_path / "o"), "onnxruntime")
     assert proc.returncode == 1 and "input.layout" in proc.stderr and "NCTHW" in proc.stderr
+
+
+def test_cpp_refuses_still_images_and_one_frame_videos(oars_infer_ort, tmp_path):
+    """The rules of oars_deploy.video_inputs / video_sampling.check_frame_count in C++: a PNG named .mp4 is a still
+    image, not a one-frame video; fewer frames than deploy.yaml's sampling.min_frames (default 2) is refused."""
+    import cv2
+
+    from oars.data.demo_videos import render_clip, write_video
+    from oars.export import export_model
+
+    cfg = video_config(str(tmp_path), "tsn", "CenterCrop")
+    model_dir = str(tmp_path / "export")
+    export_model(cfg, checkpoint(cfg), model_dir)
+    still = tmp_path / "still.mp4"
+    still.write_bytes(cv2.imencode(".png", np.zeros((40, 40, 3), np.uint8))[1].tobytes())
+    proc = _run(oars_infer_ort, model_dir, str(still), str(tmp_path / "o"), "onnxruntime")
+    assert proc.returncode == 1 and f"{still} is a still image (png), not a video" in proc.stderr
+    one = str(tmp_path / "one.mp4")
+    write_video(one, render_clip(np.random.default_rng(0), 0, size=40, num_frames=1))
+    proc = _run(oars_infer_ort, model_dir, one, str(tmp_path / "o"), "onnxruntime")
+    assert proc.returncode == 1 and f"{one}: 1 frame, but the sampling needs at least 2" in proc.stderr

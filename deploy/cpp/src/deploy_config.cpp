@@ -167,8 +167,9 @@ void load_video(const YAML::Node& root, const std::string& file, DeployConfig& c
   if (oob != "loop" && oob != "repeat_last") fail(file, "sampling.out_of_bound_opt", "expected loop or repeat_last");
   sp.loop = oob == "loop";
   sp.twice_sample = get_or<bool>(s, "twice_sample", false);
-  if (sp.clip_len < 1 || sp.frame_interval < 1 || sp.num_clips < 1)
-    fail(file, "sampling", "clip_len, frame_interval and num_clips must be positive");
+  sp.min_frames = get_or<int>(s, "min_frames", 2);
+  if (sp.clip_len < 1 || sp.frame_interval < 1 || sp.num_clips < 1 || sp.min_frames < 1)
+    fail(file, "sampling", "clip_len, frame_interval, num_clips and min_frames must be positive");
   const std::string layout = get_or<std::string>(root["input"], "layout", "NTCHW");
   if (layout != "NTCHW" || cfg.input.shape.size() != 5)
     fail(file, "input.layout", "this predictor classifies videos with 2D recognizers (TSN/TSM: NTCHW, [B, V*T, 3, H, "

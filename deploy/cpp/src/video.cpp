@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 #include <map>
 #include <numeric>
 #include <stdexcept>
@@ -29,6 +30,27 @@ cv::Size resize_size(int w, int h, const VideoStep& s) {
 
 // torchvision's centre offset int(round(free / 2)): Python rounds ties to even, as nearbyint does by default
 int centre_offset(int free) { return static_cast<int>(std::nearbyint(free / 2.0)); }
+
+// The still-image format of a file's first bytes ("" when none), as oars_deploy.video_inputs.sniff_still_image:
+// FFmpeg opens a PNG or JPEG as a one-frame "video" whatever it is called, which would be classified into a motion
+// class. Animated PNG (an acTL chunk before the first IDAT) and WebP (VP8X animation flag) are not still images.
+std::string still_image_kind(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::string head(4096, '\0');
+  f.read(&head[0], static_cast<std::streamsize>(head.size()));
+  head.resize(static_cast<size_t>(f.gcount()));
+  auto starts = [&](const std::string& sig) { return head.compare(0, sig.size(), sig) == 0; };
+  if (starts(std::string("\x89PNG\r\n\x1a\n", 8))) {
+    const size_t actl = head.find("acTL"), idat = head.find("IDAT");
+    return actl != std::string::npos && (idat == std::string::npos || actl < idat) ? "" : "png";
+  }
+  if (starts("\xff\xd8\xff")) return "jpeg";
+  if (starts("BM") && head.size() >= 10 && head.compare(6, 4, std::string(4, '\0')) == 0) return "bmp";
+  if (starts(std::string("II*\0", 4)) || starts(std::string("MM\0*", 4))) return "tiff";
+  if (starts("RIFF") && head.size() >= 12 && head.compare(8, 4, "WEBP") == 0)
+    return head.size() > 20 && head.compare(12, 4, "VP8X") == 0 && (head[20] & 0x02) ? "" : "webp";
+  return "";
+}
 
 }  // namespace
 
@@ -63,12 +85,21 @@ std::vector<int64_t> sample_frame_indices(int total, const SamplingSpec& s) {
 
 VideoClip load_video_clip(const std::string& path, const DeployConfig& cfg) {
   VideoClip clip;
+  const std::string still = still_image_kind(path);
+  if (!still.empty())
+    throw std::runtime_error(path + " is a still image (" + still + "), not a video: a video model classifies the "
+                             "motion across a clip's frames; video models take video files");
   // pass 1: count the frames by reading forward (the container's count can be an estimate)
   cv::VideoCapture counter(path, cv::CAP_FFMPEG);
   if (!counter.isOpened()) throw std::runtime_error("cannot open video " + path);
   while (counter.grab()) ++clip.total_frames;
   counter.release();
   if (clip.total_frames == 0) throw std::runtime_error(path + ": the video holds no frames");
+  if (clip.total_frames < cfg.sampling.min_frames)
+    throw std::runtime_error(path + ": " + std::to_string(clip.total_frames) + " frame" +
+                             (clip.total_frames == 1 ? "" : "s") + ", but the sampling needs at least " +
+                             std::to_string(cfg.sampling.min_frames) + " (min_frames " +
+                             std::to_string(cfg.sampling.min_frames) + ")");
   clip.frame_inds = sample_frame_indices(clip.total_frames, cfg.sampling);
 
   // pass 2: decode forward, keep the sampled frames
