@@ -11,8 +11,9 @@ result is still a valid ONNX model for ONNX Runtime (the test compares both):
 - ``Where(cond, a, 0)`` -> ``a * Cast(cond, float)`` (OpenCV 4.6 has no Where).
 - ``Unsqueeze`` with negative axes -> the same axes counted from the front (OpenCV 4.6 asserts axis >= 0).
 
-Usage: ``python deploy/cpp/opencv_compat.py MODEL_DIR OUT_DIR`` copies deploy.yaml and writes the rewritten
-model.onnx. NonMaxSuppression (YOLOv3 with ``export.postprocess: true``) has no rewrite: export the raw graph.
+Usage: ``python deploy/cpp/opencv_compat.py MODEL_DIR OUT_DIR [--overwrite]`` copies deploy.yaml and writes the
+rewritten model.onnx (into a new folder: never over MODEL_DIR, nor over another export without --overwrite).
+NonMaxSuppression (YOLOv3 with ``export.postprocess: true``) has no rewrite: export the raw graph.
 """
 
 from __future__ import annotations
@@ -26,7 +27,11 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper, shape_inference
 
 from oars.export.deploy_config import write_deploy_yaml
+from oars.export.errors import ExportError
+from oars.export.guards import describe_export
 from oars_deploy.deploy_config import read_deploy_yaml
+from oars_deploy.errors import run_cli
+from oars_deploy.output_paths import check_output_folder
 
 
 def _constants(graph: onnx.GraphProto) -> dict[str, np.ndarray]:
@@ -100,9 +105,17 @@ def opencv_compatible(model: onnx.ModelProto) -> tuple[onnx.ModelProto, list[str
     return model, changes
 
 
-def convert_model_dir(model_dir: str, out_dir: str) -> list[str]:
+def convert_model_dir(model_dir: str, out_dir: str, overwrite: bool = False) -> list[str]:
     """MODEL_DIR (deploy.yaml + its FP32 graph) -> OUT_DIR with the rewritten graph as model.onnx and a deploy.yaml
-    that names it (OpenCV DNN runs FP32 graphs; an FP16/INT8 export keeps its FP32 graph as model.onnx_fp32)."""
+    that names it (OpenCV DNN runs FP32 graphs; an FP16/INT8 export keeps its FP32 graph as model.onnx_fp32).
+
+    OUT_DIR may not be, hold or lie inside MODEL_DIR (the source export would be rewritten in place), and an
+    OUT_DIR that holds an export is replaced only with ``overwrite``: the rule of tools/export.py."""
+    check_output_folder(out_dir, model_dir, flag="OUT_DIR", input_flag="MODEL_DIR")
+    existing = describe_export(out_dir)
+    if existing and not overwrite:
+        raise ExportError(f"OUT_DIR {out_dir} already holds an export: {existing}; nothing was written (pass "
+                          "--overwrite to replace it, or choose another OUT_DIR)")
     deploy = read_deploy_yaml(osp.join(model_dir, "deploy.yaml"))
     meta = deploy["model"]
     source = meta.get("onnx_fp32") or meta.get("onnx", "model.onnx")
@@ -121,10 +134,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("model_dir", help="folder written by tools/export.py (deploy.yaml + model.onnx)")
     parser.add_argument("out_dir", help="where to write deploy.yaml + the rewritten model.onnx")
+    parser.add_argument("--overwrite", action="store_true", help="replace the export already in OUT_DIR")
     args = parser.parse_args()
-    changes = convert_model_dir(args.model_dir, args.out_dir)
+    changes = convert_model_dir(args.model_dir, args.out_dir, overwrite=args.overwrite)
     print("\n".join(changes) if changes else "nothing to rewrite")
 
 
 if __name__ == "__main__":
-    main()
+    run_cli(main)
