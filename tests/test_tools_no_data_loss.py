@@ -180,7 +180,7 @@ def test_export_into_a_folder_holding_an_export_is_refused_then_replaced_with_ov
     model = yaml.safe_load((tmp_path / "export/deploy.yaml").read_text())["model"]
     assert model["name"] == "EncoderDecoder" and model["opset"] == DEFAULT_OPSET
     assert model["exported_at"] > "2026-11-30T10:00:00+00:00"
-    assert describe_export(str(tmp_path / "export")).endswith(f"(a EncoderDecoder export of {model['exported_at']})")
+    assert describe_export(str(tmp_path / "export")).endswith(f"(an EncoderDecoder export of {model['exported_at']})")
 
 
 def test_gan_export_applies_the_same_rule(tmp_path):

@@ -50,7 +50,8 @@ def describe_export(out_dir: str) -> str | None:
             model = (yaml.safe_load(f) or {}).get("model") or {}
         name, when = model.get("name"), model.get("exported_at")
         if name:
-            what += f" (a {name} export" + (f" of {when}" if when else "") + ")"
+            article = "an" if str(name)[:1].lower() in "aeiou" else "a"
+            what += f" ({article} {name} export" + (f" of {when}" if when else "") + ")"
     except (OSError, ValueError, AttributeError, yaml.YAMLError):
         pass  # a missing or damaged deploy.yaml still counts as an export there: the file list says what is there
     return what
