@@ -88,3 +88,14 @@ def test_export_generator_and_deployed_predictor(trained, tmp_path):
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     pictures = list(out_dir.rglob("*.png"))
     assert len(pictures) >= 4 and all(cv2.imread(str(p)) is not None for p in pictures)
+    # results.jsonl: tools/infer.py and the deployed predictor write the same gan_images records
+    from oars_deploy.records import read_results
+
+    torch_dir = tmp_path / "torch_infer"
+    _tool("infer.py", "-c", CFG, "-w", ckpt, "-i", str(data / "labels" / "val"), "-o", str(torch_dir), *opts)
+    ref, got = read_results(str(torch_dir)), read_results(str(out_dir))
+    assert len(got) == len(ref) == len(pictures) // 2 >= 2
+    assert got == ref  # inputs, written names and (no) attributes: the same lines
+    for rec in got:
+        assert rec["predictor"] == "gan_images" and len(rec["images"]) == 2
+        assert all((out_dir / name).is_file() and (torch_dir / name).is_file() for name in rec["images"])

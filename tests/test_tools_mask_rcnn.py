@@ -63,3 +63,6 @@ def test_infer_draws_masks(fitted, demo_data, tmp_path):
     records = json.loads((out_dir / "detections.json").read_text())
     dets = [d for r in records for d in r["detections"]]
     assert dets and all(set(d["segmentation"]) == {"size", "counts"} for d in dets)  # COCO RLE per detection
+    lines = [json.loads(line) for line in (out_dir / "results.jsonl").read_text().splitlines()]
+    assert [r["predictor"] for r in lines] == ["instance_masks"] * 16  # results.jsonl: one record per image
+    assert [(r["input"], r["detections"]) for r in lines] == [(r["image"], r["detections"]) for r in records]

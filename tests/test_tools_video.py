@@ -115,3 +115,16 @@ def test_export_and_deployed_predictor_agree_with_pytorch(trained, folder, tmp_p
     for a, b in zip(ours, deployed):
         assert a["frame_inds"] == b["frame_inds"] and a["label"] == b["label"]
         assert abs(a["score"] - b["score"]) < 1e-4
+    # results.jsonl: one clip_classes record per video from both, the same keys, inputs, frames and labels
+    from oars_deploy.records import read_results
+
+    ref, got = read_results(str(tmp_path / "infer")), read_results(str(tmp_path / "deploy_infer"))
+    assert len(ref) == len(got) == 3
+    for a, b, old in zip(ref, got, ours):
+        assert sorted(a) == sorted(b) == ["class", "frame_inds", "input", "label", "predictor", "score", "topk",
+                                          "total_frames"]
+        assert a["predictor"] == b["predictor"] == "clip_classes"
+        assert (a["input"], a["label"], a["class"], a["frame_inds"]) == (b["input"], b["label"], b["class"],
+                                                                          b["frame_inds"])
+        assert (a["label"], a["class"]) == (old["label"], old["label_name"]) and len(a["topk"]) == 5
+        assert abs(a["score"] - b["score"]) < 1e-4

@@ -13,7 +13,7 @@ from detection.evaluation.gt_utils import predicted_masks, predictions
 from oars.inference import batched_predict, build_test_pipeline, check_output_folder, init_model, list_images
 from oars_deploy.draw import draw_detection_sample, get_palette
 from oars_deploy.failures import Failures
-from oars_deploy.records import detection_record, write_records
+from oars_deploy.records import detection_result, detections_json, write_records, write_results
 
 ANNOTATION_LOADERS = ("LoadAnnotations",)
 
@@ -22,7 +22,8 @@ def run_inference(cfg: Config, checkpoint: str, inputs: str, out_dir: str, devic
                   draw_threshold: float = 0.3, failures: Failures | None = None) -> list[str]:
     """Predict every image under ``inputs``; writes ``<stem>_vis.png`` (boxes with class names and scores
     at or above ``draw_threshold``, instance masks filled in the class colour for mask models) and
-    ``detections.json`` (every kept detection, original pixels, xyxy; boxes only).
+    ``detections.json`` (every kept detection, original pixels, xyxy; masks as RLE) and ``results.jsonl`` (one
+    :class:`oars_deploy.records.DetectionBoxesRecord` / ``InstanceMasksRecord`` per image, as oars-infer writes it).
 
     An image that cannot be read is skipped and recorded in ``failures``; without ``failures`` their summary is
     raised (:class:`oars_deploy.failures.FolderFailuresError`) after everything readable was written.
@@ -36,7 +37,7 @@ def run_inference(cfg: Config, checkpoint: str, inputs: str, out_dir: str, devic
     pipeline = build_test_pipeline(cfg, drop=ANNOTATION_LOADERS)
     paths = list_images(inputs)
     os.makedirs(out_dir, exist_ok=True)
-    written, records = [], []
+    written, results = [], []
     for path, sample in tqdm(batched_predict(model, pipeline, paths, failures=failures), total=len(paths),
                              desc="infer"):
         stem = osp.splitext(osp.basename(path))[0]
@@ -47,8 +48,9 @@ def run_inference(cfg: Config, checkpoint: str, inputs: str, out_dir: str, devic
         drawn = pred if masks is None else {**pred, "masks": masks}
         cv2.imwrite(out, draw_detection_sample(img, drawn, classes, palette, draw_threshold))
         written.append(out)
-        records.append(detection_record(path, drawn, classes))
-    write_records(records, osp.join(out_dir, "detections.json"))
+        results.append(detection_result(path, drawn, classes, img.shape[:2]))
+    write_records(detections_json(results), osp.join(out_dir, "detections.json"))
+    write_results(results, out_dir)
     if own:
         failures.raise_if_any(total=len(paths))
     return written

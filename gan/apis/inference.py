@@ -3,7 +3,8 @@
 The model runs as the exported graph does (:class:`gan.export.GeneratorGraph`: the EMA generator when present,
 normalisation and denormalisation around it) on the numbers the predictor feeds it (deploy.yaml's resize and RGB
 steps, numpy-seeded noise, ``--attrs`` parsed by the same function), and the same files are written with the same
-helpers (oars_deploy.gan_cli), so tools/infer.py and oars-infer can be compared image by image.
+helpers (oars_deploy.gan_cli), with the same results.jsonl records, so tools/infer.py and oars-infer can be compared
+image by image.
 """
 
 from __future__ import annotations
@@ -18,11 +19,20 @@ from gan.export import build_export_spec, export_options, preprocess_steps
 from oars.inference import check_output_folder, init_model
 from oars_deploy.errors import DeployError
 from oars_deploy.failures import Failures
-from oars_deploy.gan_cli import DEFAULT_NUM, check_gan_args, write_samples, write_translation
-from oars_deploy.gan_config import make_labels, make_noise, parse_attrs, to_bgr_images
+from oars_deploy.gan_cli import (
+    DEFAULT_NUM,
+    attribute_vectors,
+    check_gan_args,
+    noise_records,
+    translation_record,
+    write_samples,
+    write_translation,
+)
+from oars_deploy.gan_config import make_labels, make_noise, to_bgr_images
 from oars_deploy.image_files import list_images
 from oars_deploy.outputs import read_image
 from oars_deploy.preprocess import preprocess_one
+from oars_deploy.records import GANImagesRecord, write_results
 
 BATCH = 8
 
@@ -32,7 +42,8 @@ def run_inference(cfg: Config, checkpoint: str, inputs: str | None, out_dir: str
                   seed: int = 0, num: int | None = None, label: int | None = None) -> list[str]:
     """Generate (noise models: ``seed``/``num``/``label``; ``inputs`` must be None) or translate every image under
     ``inputs`` (``attrs``/``src_attrs`` as ``"Black_Hair=1,Male=0"`` for attribute models); returns the written
-    paths (noise: ``sample_XXX.png`` + ``grid.png``; images: ``<stem>.png`` + ``<stem>_pair.png``).
+    paths (noise: ``sample_XXX.png`` + ``grid.png``; images: ``<stem>.png`` + ``<stem>_pair.png``); also writes
+    ``results.jsonl`` (one ``oars_deploy.records.GANImagesRecord`` per sample / image, as oars-infer does).
 
     An image that cannot be read is skipped and recorded in ``failures``; without ``failures`` their summary is
     raised after everything readable was written.
@@ -58,16 +69,15 @@ def run_inference(cfg: Config, checkpoint: str, inputs: str | None, out_dir: str
         if "label" in gx.input_names:
             feeds["label"] = make_labels(label, n, gan["num_classes"], gan.get("class_names", ()))
         images = [img for s in range(0, n, BATCH) for img in run({k: v[s:s + BATCH] for k, v in feeds.items()})]
-        return write_samples(images, out_dir)
-    names = gan.get("attr_names") or []
-    vectors = {}
-    if "attrs" in gx.input_names:
-        vectors["attrs"] = parse_attrs(attrs, names)
-    if "src_attrs" in gx.input_names:
-        vectors["src_attrs"] = parse_attrs(src_attrs, names, flag="--src-attrs")
+        written = write_samples(images, out_dir)
+        write_results(noise_records(written, seed, feeds.get("label"), gan), out_dir)
+        return written
+    attr_vec, src_vec = attribute_vectors(gan, attrs, src_attrs)
+    vectors = {k: v for k, v in (("attrs", attr_vec), ("src_attrs", src_vec)) if v is not None}
     steps = preprocess_steps(cfg, gan["input_size"])
     paths = list_images(inputs)
     written: list[str] = []
+    results: list[GANImagesRecord] = []
     for start in range(0, len(paths), BATCH):
         kept, arrays = [], []
         for path in paths[start:start + BATCH]:
@@ -81,7 +91,10 @@ def run_inference(cfg: Config, checkpoint: str, inputs: str | None, out_dir: str
         x = np.concatenate(arrays)
         feeds = {"image": x, **{k: np.repeat(v[None], len(x), axis=0) for k, v in vectors.items()}}
         for path, shown, out in zip(kept, to_bgr_images(x), run(feeds)):
-            written += write_translation(path, shown, out, out_dir)
+            pair = write_translation(path, shown, out, out_dir)
+            results.append(translation_record(path, pair, attr_vec, src_vec, gan))
+            written += pair
+    write_results(results, out_dir)
     if own:
         failures.raise_if_any(total=len(paths))
     return written

@@ -18,6 +18,7 @@ import yaml
 from oars.export.errors import ExportError
 from oars_deploy.atomic import atomic_write
 from oars_deploy.deploy_config import validate_deploy
+from oars_deploy.plugins import PREDICTOR_KEY, predictor_kind
 
 EXPORT_EXAMPLE = "export: {input_shape: [1, 3, 512, 512]}"
 
@@ -201,9 +202,22 @@ def _short_floats(values: Any) -> list[float]:
 
 # ----------------------------------------------------------------------------- writing
 def write_deploy_yaml(path: str, deploy: dict) -> str:
-    """Validate ``deploy`` (``oars_deploy.deploy_config.validate_deploy``) and write it to ``path`` atomically."""
+    """Validate ``deploy`` (``oars_deploy.deploy_config.validate_deploy``) and write it to ``path`` atomically.
+
+    Every exporter writes deploy.yaml here, so this is the one place that sets its ``predictor`` key (the runtime
+    plug-in that runs the model), from the content (:func:`oars_deploy.plugins.predictor_kind`) unless the
+    exporter named one; ``deploy`` gets the key too.
+
+    Raises:
+        DeployError: the content is not valid, or no predictor plug-in recognises it.
+    """
+    if PREDICTOR_KEY not in deploy:
+        validate_deploy(deploy, path)  # the content first, so that its errors name the key at fault
+        deploy[PREDICTOR_KEY] = predictor_kind(deploy)
     validate_deploy(deploy, path)
-    return atomic_write(path, yaml.safe_dump(_plain(deploy), sort_keys=False, default_flow_style=None, width=120))
+    front = {k: deploy[k] for k in ("version", PREDICTOR_KEY) if k in deploy}  # the key a reader looks for first
+    return atomic_write(path, yaml.safe_dump(_plain({**front, **deploy}), sort_keys=False, default_flow_style=None,
+                                             width=120))
 
 
 def _plain(value: Any) -> Any:

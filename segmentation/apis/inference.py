@@ -20,6 +20,7 @@ from tqdm import tqdm
 from oars.inference import batched_predict, build_test_pipeline, check_output_folder, init_model, list_images
 from oars_deploy.draw import draw_sample, get_palette, save_label_png
 from oars_deploy.failures import Failures
+from oars_deploy.records import semantic_labels_result, write_results
 from segmentation.apis.labels import upsample_argmax
 
 ANNOTATION_LOADERS = ("LoadSegAnnotations",)
@@ -55,7 +56,8 @@ def picture_inputs(img: np.ndarray, label: np.ndarray, max_side: int = PICTURE_M
 def run_inference(cfg: Config, checkpoint: str, inputs: str, out_dir: str, device: str = "cpu",
                   failures: Failures | None = None) -> list[str]:
     """Predict every image under ``inputs``; writes ``<stem>_vis.png`` (image | prediction | overlay,
-    with a legend) and ``<stem>.png`` (class ids); returns the picture paths.
+    with a legend), ``<stem>.png`` (class ids) and ``results.jsonl`` (one
+    :class:`oars_deploy.records.SemanticLabelsRecord` per image, as oars-infer writes it); returns the picture paths.
 
     An image that cannot be read is skipped and recorded in ``failures``; without ``failures`` their summary is
     raised (:class:`oars_deploy.failures.FolderFailuresError`) after everything readable was written.
@@ -69,18 +71,20 @@ def run_inference(cfg: Config, checkpoint: str, inputs: str, out_dir: str, devic
     pipeline = build_test_pipeline(cfg, drop=ANNOTATION_LOADERS)
     paths = list_images(inputs)
     os.makedirs(out_dir, exist_ok=True)
-    written = []
+    written, records = [], []
     for path, sample in tqdm(batched_predict(model, pipeline, paths, failures=failures, predict=predict_labels),
                              total=len(paths), desc="infer"):
         stem = osp.splitext(osp.basename(path))[0]
         label = sample.pred_sem_seg.data[0].cpu().numpy()
         del sample
         save_label_png(label, palette, osp.join(out_dir, f"{stem}.png"))
+        records.append(semantic_labels_result(path, label, classes, f"{stem}.png"))
         img, small = picture_inputs(cv2.imread(path, cv2.IMREAD_COLOR), label)
         del label
         out = osp.join(out_dir, f"{stem}_vis.png")
         cv2.imwrite(out, draw_sample(img, small, palette, class_names=list(classes)))
         written.append(out)
+    write_results(records, out_dir)
     if own:
         failures.raise_if_any(total=len(paths))
     return written

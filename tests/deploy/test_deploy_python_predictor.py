@@ -31,6 +31,7 @@ from oars.export.deploy_config import write_deploy_yaml
 from oars_deploy.cli import run as infer_main
 from oars_deploy.errors import DeployError, UserError
 from oars_deploy.predictor import Predictor
+from oars_deploy.records import read_results
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 INFER = osp.join(ROOT, "deploy/python/infer.py")
@@ -136,6 +137,10 @@ def test_segmentation_end_to_end_matches_tools_infer(tmp_path):
         vis_ref = cv2.imread(str(tmp_path / "torch" / f"img{i}_vis.png"))
         vis_got = cv2.imread(str(tmp_path / "deploy" / f"img{i}_vis.png"))
         np.testing.assert_array_equal(vis_got, vis_ref)
+    # results.jsonl: the same records from both (the same label maps, so the same sizes and pixel counts)
+    ref_results, got_results = read_results(str(tmp_path / "torch")), read_results(str(tmp_path / "deploy"))
+    assert got_results == ref_results and len(got_results) == 3
+    assert {r["predictor"] for r in got_results} == {"semantic_labels"}
 
 
 @pytest.mark.parametrize("in_graph_nms", [True, pytest.param(False, marks=pytest.mark.slow)], ids=["nms", "raw"])
@@ -161,6 +166,16 @@ def test_detection_end_to_end_matches_tools_infer(tmp_path, in_graph_nms):
             assert abs(a["score"] - b["score"]) <= 1e-4 + 1e-5
     for i in range(2):
         assert osp.isfile(tmp_path / "deploy" / f"img{i}_vis.png")
+    # results.jsonl: one detection_boxes record per image on both sides, with detections.json's detections
+    ref_results, got_results = read_results(str(tmp_path / "torch")), read_results(str(tmp_path / "deploy"))
+    for results, detections in ((ref_results, ref), (got_results, got)):
+        assert [sorted(r) for r in results] == [["detections", "image_size", "input", "predictor"]] * 2
+        assert [r["predictor"] for r in results] == ["detection_boxes"] * 2
+        assert [r["detections"] for r in results] == [d["detections"] for d in detections]
+    assert [r["input"] for r in got_results] == [r["input"] for r in ref_results]
+    assert [r["image_size"] for r in got_results] == [r["image_size"] for r in ref_results] == [[128, 128], [160, 160]]
+    for a, b in zip(got_results, ref_results):
+        assert [d["label"] for d in a["detections"]] == [d["label"] for d in b["detections"]]
 
 
 # ----------------------------------------------------------------------------- batching and errors (tiny ONNX)
@@ -215,7 +230,7 @@ def test_infer_cli_errors(tmp_path):
         with pytest.raises(DeployError, match="no CUDAExecutionProvider"):
             infer_main(["--model-dir", model_dir, "-i", img_dir, "-o", out, "--device", "cuda"])
     infer_main(["--model-dir", model_dir, "-i", img_dir, "-o", out])
-    assert sorted(os.listdir(out)) == ["img0.png", "img0_vis.png"]
+    assert sorted(os.listdir(out)) == ["img0.png", "img0_vis.png", "results.jsonl"]
 
 
 def test_infer_cli_reports_errors_without_traceback(tmp_path):
@@ -265,7 +280,8 @@ def test_folder_with_an_unreadable_file_writes_the_others(tmp_path, capsys):
         infer_main(["--model-dir", model_dir, "-i", img_dir, "-o", str(out), "--batch-size", "2"])
     assert str(err.value).startswith("1 of 3 images could not be read:")
     assert "broken.png" in str(err.value) and "unsupported or corrupt" in str(err.value)
-    assert sorted(os.listdir(out)) == ["img0.png", "img0_vis.png", "img1.png", "img1_vis.png"]
+    assert sorted(os.listdir(out)) == ["img0.png", "img0_vis.png", "img1.png", "img1_vis.png", "results.jsonl"]
+    assert [osp.basename(r["input"]) for r in read_results(str(out))] == ["img0.png", "img1.png"]
     with pytest.raises(SystemExit) as exit_info:
         main(["--model-dir", model_dir, "-i", img_dir, "-o", str(tmp_path / "out2")])
     assert exit_info.value.code == 2

@@ -19,6 +19,7 @@ from oars_deploy.failures import Failures, FolderFailuresError
 from oars_deploy.gan_cli import check_gan_args
 from oars_deploy.gan_config import image_grid, parse_attrs
 from oars_deploy.gan_predictor import GANPredictor
+from oars_deploy.records import read_results
 
 PIX2PIX = {"type": "Pix2Pix", "generator": {"type": "UNetGenerator", "ngf": 8, "num_downs": 5}}
 
@@ -68,6 +69,11 @@ def test_image_model_predictor_matches_pytorch(tmp_path):
     for i in range(3):
         a = cv2.imread(str(tmp_path / "infer" / f"im{i}.png")).astype(int)
         assert np.abs(a - cv2.imread(str(tmp_path / "pred" / f"im{i}.png")).astype(int)).max() <= 1
+    # results.jsonl: the same gan_images records from tools/infer.py and oars-infer (the unreadable file has none)
+    records = read_results(str(tmp_path / "pred"))
+    assert records == read_results(str(tmp_path / "infer"))
+    assert [(r["predictor"], r["input"], r["images"]) for r in records] == [
+        ("gan_images", str(folder / f"im{i}.png"), [f"im{i}.png", f"im{i}_pair.png"]) for i in range(3)]
     with pytest.raises(DeployError, match="give -i"):
         run(["--model-dir", str(out), "-o", str(tmp_path / "x")])
     with pytest.raises(DeployError, match="--attrs / --src-attrs apply to attribute models"):

@@ -51,7 +51,7 @@ def _deploy() -> dict:
 def test_deploy_yaml_round_trip(tmp_path):
     path = str(tmp_path / "deploy.yaml")
     write_deploy_yaml(path, _deploy())
-    assert read_deploy_yaml(path) == _deploy()
+    assert read_deploy_yaml(path) == {**_deploy(), "predictor": "semantic_labels"}  # the plug-in's name added
     assert [p.name for p in tmp_path.iterdir()] == ["deploy.yaml"]  # no temp file left behind
 
 

@@ -70,6 +70,14 @@ def test_cgan_export_ema_dynamic_and_infer_parity(tmp_path):
                                                       "grid.png"]
     for img, path in zip(deployed, written):
         assert np.abs(cv2.imread(path).astype(int) - img.astype(int)).max() <= 1
+    from oars_deploy.cli import run as oars_infer
+    from oars_deploy.records import read_results
+
+    oars_infer(["--model-dir", str(out), "-o", str(tmp_path / "cli"), "--seed", "3", "--num", "3", "--label", "2"])
+    records = read_results(str(tmp_path / "cli"))  # results.jsonl: one line per sample, the same from both
+    assert records == read_results(str(tmp_path / "infer"))
+    assert [(r["predictor"], r["input"], r["images"], r["seed"], r["index"], r["label"], r["class"])
+            for r in records] == [("gan_images", None, [f"sample_00{i}.png"], 3, i, 2, "2") for i in range(3)]
     with pytest.raises(Exception, match="takes no -i"):
         run_inference(cfg, str(ckpt), "x.png", str(tmp_path / "bad"))
     with pytest.raises(ExportError, match="--half / --int8"):

@@ -4,7 +4,8 @@ the model's ``predict``, and per video the top-k classes.
 Writes ``predictions.json`` in the deployed predictor's format (``oars_deploy.video_cli.record``: ``video``,
 ``label``, ``label_name``, ``score``, ``topk``, ``total_frames``, ``frame_inds``), so a PyTorch run and an ONNX run
 of the same model can be compared line by line, and ``<stem>_strip.png`` per video: the frames the model saw (first
-view) above its top-3 classes (``video.visualization.draw_clip_strip``).
+view) above its top-3 classes (``video.visualization.draw_clip_strip``), and ``results.jsonl`` (one
+``oars_deploy.records.ClipClassesRecord`` per video, as oars-infer writes it).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from oars.inference import build_test_pipeline, check_output_folder, init_model
 from oars_deploy.atomic import atomic_write
 from oars_deploy.errors import UserError
 from oars_deploy.failures import Failures
+from oars_deploy.records import ClipClassesRecord, write_results
 from oars_deploy.video_cli import PREDICTIONS_FILE, list_videos, record
 from video.engine.clip_pictures import clip_frames, clip_strip
 from video.visualization import top_predictions
@@ -66,7 +68,8 @@ def predict_video(model: torch.nn.Module, pipeline: Compose, path: str) -> tuple
 def run_inference(cfg: Config, checkpoint: str, inputs: str, out_dir: str, device: str = "cpu",
                   failures: Failures | None = None, topk: int = 5) -> list[str]:
     """Classify ``inputs`` (a video file or a folder of videos); print each video's top-1, write
-    ``OUT_DIR/predictions.json`` (top-``topk`` per video) and ``OUT_DIR/<stem>_strip.png``; returns the strip paths.
+    ``OUT_DIR/predictions.json`` (top-``topk`` per video), ``OUT_DIR/results.jsonl`` and ``OUT_DIR/<stem>_strip.png``;
+    returns the strip paths.
 
     A still image, a frame-feature file or a folder without videos is refused at once (``UserError`` saying what
     video models take; :func:`oars_deploy.video_cli.list_videos`). A video that cannot be read (a still image
@@ -83,7 +86,7 @@ def run_inference(cfg: Config, checkpoint: str, inputs: str, out_dir: str, devic
     classes: Sequence[str] = model.dataset_meta.get("classes") or [str(i) for i in range(model.num_classes)]
     pipeline = build_test_pipeline(cfg)
     os.makedirs(out_dir, exist_ok=True)
-    written, records, stems = [], [], {}
+    written, records, results, stems = [], [], [], {}
     for path in paths:
         try:
             sample, clip = predict_video(model, pipeline, path)
@@ -92,9 +95,11 @@ def run_inference(cfg: Config, checkpoint: str, inputs: str, out_dir: str, devic
             continue
         scores = sample.pred_score.detach().cpu().float().numpy()
         best = top_predictions(scores, min(topk, scores.shape[0]))
-        records.append(record({"path": path, "topk": [(i, str(classes[i]), s) for i, s in best],
-                               "total_frames": sample.metainfo.get("total_frames", 0),
-                               "frame_inds": np.asarray(sample.metainfo.get("frame_inds", [])).reshape(-1)}))
+        result = {"path": path, "topk": [(i, str(classes[i]), s) for i, s in best],
+                  "total_frames": sample.metainfo.get("total_frames", 0),
+                  "frame_inds": np.asarray(sample.metainfo.get("frame_inds", [])).reshape(-1)}
+        records.append(record(result))
+        results.append(ClipClassesRecord.from_result(result))
         print(f"{path}: {classes[best[0][0]]} ({best[0][1]:.4f})")
         stem = osp.splitext(osp.basename(path))[0]
         stems[stem] = stems.get(stem, -1) + 1
@@ -103,6 +108,7 @@ def run_inference(cfg: Config, checkpoint: str, inputs: str, out_dir: str, devic
         cv2.imwrite(out, clip_strip(sample, clip_frames(sample, clip), classes))
         written.append(out)
     atomic_write(osp.join(out_dir, PREDICTIONS_FILE), json.dumps(records, indent=1))
+    write_results(results, out_dir)
     if own:
         failures.raise_if_any(total=len(paths))
     return written

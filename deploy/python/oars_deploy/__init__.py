@@ -8,7 +8,11 @@ one implementation and the arrow never runs from the predictor back into trainin
 - ``predictor`` (``Predictor``), ``preprocess``, ``postprocess``, ``nms``, ``backends``, ``arrays``: the model's
   pre/post-processing and runtimes; ``deploy_config``: the deploy.yaml schema and reader;
 - ``draw``: the pictures (palettes, boxes, masks, panels, label PNGs) that tools/infer.py and evaluation draw too;
-- ``outputs``, ``records``, ``image_files``, ``failures``: the files a prediction run reads and writes;
+- ``plugins`` (the registry) and ``predictors`` (one plug-in per kind of output, chosen by deploy.yaml's
+  ``predictor`` key): each validates its deploy.yaml section, adds its ``oars-infer`` flags, runs the model and
+  returns result records;
+- ``outputs``, ``records`` (detections.json and results.jsonl), ``image_files``, ``failures``: the files a
+  prediction run reads and writes;
 - ``atomic``, ``errors``: atomic file writing and the user-error base with its command-line printing.
 
 tests/deploy/test_deploy_imports.py checks that no module imports anything else.

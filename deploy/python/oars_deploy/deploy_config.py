@@ -12,6 +12,11 @@ it from a training config. Step semantics, applied in order to the BGR uint8 HxW
 - ``Pad {size: [W, H], value, size_divisor}``: bottom/right to (W, H) with ``value`` (a number, or one per channel
   of the normalised image); ``size_divisor`` is informational (W and H are multiples of it).
 - ``Permute``: HWC -> CHW and a batch axis.
+
+``predictor`` (optional top-level key): the plug-in that runs the model (:mod:`oars_deploy.plugins`: it validates
+its own section, e.g. ``gan``, ``sampling``, ``features``, and the input and steps its models take). Exports
+written before the key existed are read with the plug-in their content implies
+(:func:`oars_deploy.plugins.predictor_kind`); a name no plug-in has is an error listing the known ones.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ STEP_KEYS = {
 TOP_KEYS = ("version", "model", "labels", "input", "preprocess", "outputs", "postprocess")
 MODEL_KEYS = ("name", "task", "onnx")
 INPUT_KEYS = ("name", "shape", "dtype", "layout", "color")
+PREDICTOR_KEY = "predictor"  # which plug-in runs the model: see oars_deploy.plugins (inferred when absent)
 SAMPLING_KEY = "sampling"  # present in the deploy.yaml of video (clip) models: see oars_deploy.video_config
 FEATURES_KEY = "features"  # present in the deploy.yaml of frame-feature models: see oars_deploy.video_features_config
 GAN_KEY = "gan"  # present in the deploy.yaml of GAN generators: see oars_deploy.gan_config
@@ -76,24 +82,7 @@ def validate_deploy(data: Any, path: str = DEPLOY_FILE) -> None:
                 isinstance(c, list) and len(c) == 3 for c in pal):
             raise DeployError(f"{path}: palette must have one [R, G, B] per label ({len(labels)}), got {pal!r}")
     _require(data["input"], INPUT_KEYS, path, "input")
-    if SAMPLING_KEY in data:  # a clip classifier: its own input rank and preprocess steps (video_config)
-        from oars_deploy.video_config import validate_video
-
-        validate_video(data, path)
-    elif FEATURES_KEY in data:  # a frame-feature classifier: one packed [B, T, sum D + 1] input, no preprocess steps
-        from oars_deploy.video_features_config import validate_features
-
-        validate_features(data, path)
-    elif GAN_KEY in data:  # a generator: noise / image / image + attribute inputs (gan_config)
-        from oars_deploy.gan_config import validate_gan
-
-        validate_gan(data, path)
-        if data["gan"]["kind"] != "noise":
-            _validate_image_input(data, path)
-        elif data["preprocess"]:
-            raise DeployError(f"{path}: preprocess of a noise generator must be empty, got {data['preprocess']!r}")
-    else:
-        _validate_image_input(data, path)
+    _plugin_for(data, path).validate(data, path)
     outputs = data["outputs"]
     if not isinstance(outputs, list) or not outputs:
         raise DeployError(f"{path}: outputs must be a non-empty list, got {outputs!r}")
@@ -101,6 +90,37 @@ def validate_deploy(data: Any, path: str = DEPLOY_FILE) -> None:
         _require(out, ("name", "shape", "dtype"), path, f"outputs[{i}]")
     _require(data["postprocess"], ("type",), path, "postprocess")
     check_label_count(data, path)
+
+
+def _plugin_for(data: dict, path: str) -> Any:
+    """The predictor plug-in that validates the kind-specific part of ``data`` (its section, input, steps).
+
+    ``predictor`` present: it must name a registered plug-in (a :class:`DeployError` lists the known ones). Absent
+    (an export written before the key existed): the plug-in :func:`oars_deploy.plugins.predictor_kind` infers;
+    when none recognises the content, the image-model checks run, as they did before plug-ins existed (the CLI
+    then says that no predictor runs the model).
+    """
+    from oars_deploy.plugins import predictor_for  # lazy: the plug-ins import this module
+
+    if PREDICTOR_KEY in data:
+        return predictor_for(data, path)
+    try:
+        return predictor_for(data, path)
+    except DeployError:
+        return _ImageChecks()
+
+
+class _ImageChecks:
+    """The kind-specific checks of a deploy.yaml no plug-in recognises: those of an image model."""
+
+    def validate(self, data: dict, path: str) -> None:
+        validate_image_input(data, path)
+
+
+def validate_image_input(data: dict, path: str) -> None:
+    """Check an image model's ``input.shape`` ([B, 3, H, W]) and ``preprocess`` steps (:data:`STEP_KEYS`); a
+    :class:`DeployError` naming ``path`` and the key. The image plug-ins (and image GANs) call it."""
+    _validate_image_input(data, path)
 
 
 def _validate_image_input(data: dict, path: str) -> None:

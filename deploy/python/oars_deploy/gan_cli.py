@@ -5,7 +5,9 @@
 - attribute models: also ``--attrs Black_Hair=1,Male=0`` (names from deploy.yaml's ``gan.attr_names``; unnamed
   attributes are 0) and, for STGAN, ``--src-attrs`` (the source image's attributes, default all 0).
 
-tools/infer.py writes the same files with the same helpers (gan.apis).
+tools/infer.py writes the same files with the same helpers (gan.apis), and the same results.jsonl records
+(:func:`noise_records`, :func:`translation_record`: one :class:`~oars_deploy.records.GANImagesRecord` per sample or
+image).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from oars_deploy.gan_config import image_grid, make_labels, make_noise, parse_at
 from oars_deploy.gan_predictor import GANPredictor
 from oars_deploy.image_files import list_images
 from oars_deploy.outputs import read_image
+from oars_deploy.records import GANImagesRecord, named_values
 
 DEFAULT_NUM = 16
 
@@ -47,6 +50,43 @@ def write_translation(path: str, shown: np.ndarray, output: np.ndarray, out_dir:
     cv2.imwrite(out, output)
     cv2.imwrite(pair, side_by_side(shown, output))
     return [out, pair]
+
+
+def attribute_vectors(gan: dict, attrs: str | None, src_attrs: str | None) -> tuple[np.ndarray | None,
+                                                                                  np.ndarray | None]:
+    """The ``attrs`` / ``src_attrs`` vectors the generator is fed (float32 [K], attr_names order; None for a graph
+    without that input). ``src_attrs`` not given is all 0, as the predictor feeds it; tools/infer.py and
+    oars-infer call this, so both feed and record the same numbers."""
+    names = gan.get("attr_names") or []
+    inputs = [spec["name"] for spec in gan["inputs"]]
+    vec = parse_attrs(attrs, names) if "attrs" in inputs else None
+    src = parse_attrs(src_attrs, names, flag="--src-attrs") if "src_attrs" in inputs else None
+    return vec, src
+
+
+def noise_records(written: list[str], seed: int, labels: np.ndarray | None, gan: dict) -> list[GANImagesRecord]:
+    """One record per sample of :func:`write_samples` (``written``: its paths, grid.png last, not a record).
+
+    Args:
+        written: the paths :func:`write_samples` returned. seed: the noise seed (row i of its noise is sample i).
+        labels: int [N] class ids of a class-conditional model, else None. gan: deploy.yaml's ``gan`` section.
+    """
+    names = list(gan.get("class_names") or [])
+    records = []
+    for i, path in enumerate(written[:-1]):
+        label = None if labels is None else int(labels[i])
+        records.append(GANImagesRecord(input=None, images=[osp.basename(path)], seed=int(seed), index=i, label=label,
+                                       class_name=names[label] if label is not None and label < len(names) else None))
+    return records
+
+
+def translation_record(path: str, written: list[str], attrs: np.ndarray | None, src_attrs: np.ndarray | None,
+                       gan: dict) -> GANImagesRecord:
+    """The record of one translated image (``written``: :func:`write_translation`'s two paths; ``attrs`` /
+    ``src_attrs``: the vectors fed, :func:`attribute_vectors`)."""
+    names = gan.get("attr_names") or []
+    return GANImagesRecord(input=path, images=[osp.basename(p) for p in written], attrs=named_values(attrs, names),
+                           src_attrs=named_values(src_attrs, names))
 
 
 def check_gan_args(args: argparse.Namespace, gan: dict) -> None:
@@ -76,25 +116,34 @@ def check_gan_args(args: argparse.Namespace, gan: dict) -> None:
         raise DeployError("--src-attrs applies to STGAN (a model fed the source attributes), not to this one")
 
 
-def run_gan(args: argparse.Namespace) -> list[str]:
-    """Generate or translate with the model of ``args.model_dir``; returns the written paths."""
+def run_gan(args: argparse.Namespace, failures: Failures | None = None,
+            results: list[GANImagesRecord] | None = None) -> list[str]:
+    """Generate or translate with the model of ``args.model_dir``; returns the written paths.
+
+    Args:
+        args: the ``oars-infer`` arguments.
+        failures: where unreadable images go; None raises their summary at the end (after writing the others).
+        results: when given, one :class:`~oars_deploy.records.GANImagesRecord` per sample / image is appended.
+    """
     predictor = GANPredictor(args.model_dir, device=args.device, backend=args.backend)
     gan = predictor.gan
     check_gan_args(args, gan)
+    results = [] if results is None else results
     if gan["kind"] == "noise":
         num = DEFAULT_NUM if args.num is None else args.num
         noise = make_noise(args.seed, num, gan["z_dim"])
         labels = make_labels(args.label, num, gan["num_classes"], gan.get("class_names", ())) \
             if gan.get("num_classes") else None
         written = write_samples(predictor.generate(noise, labels), args.output_dir)
+        results += noise_records(written, args.seed, labels, gan)
         print(f"wrote {num} samples and grid.png to {args.output_dir}")
         return written
-    names = gan.get("attr_names") or []
-    attrs = parse_attrs(args.attrs, names) if gan["kind"] == "image_attrs" else None
-    src = parse_attrs(args.src_attrs, names, flag="--src-attrs") if args.src_attrs is not None else None
+    attrs, src = attribute_vectors(gan, args.attrs, args.src_attrs)
     paths = list_images(args.input)
     step = args.batch_size or predictor.batch_size or 8
-    failures, written = Failures(), []
+    own = failures is None
+    failures = Failures() if own else failures
+    written = []
     for start in range(0, len(paths), step):
         kept, images = [], []
         for path in paths[start:start + step]:
@@ -107,7 +156,10 @@ def run_gan(args: argparse.Namespace) -> list[str]:
             continue
         shown, outputs = predictor.translate(images, attrs, src)
         for path, a, b in zip(kept, shown, outputs):
-            written += write_translation(path, a, b, args.output_dir)
+            pair = write_translation(path, a, b, args.output_dir)
+            results.append(translation_record(path, pair, attrs, src, gan))
+            written += pair
     print(f"wrote {len(written)} pictures to {args.output_dir}")
-    failures.raise_if_any(total=len(paths))
+    if own:
+        failures.raise_if_any(total=len(paths))
     return written

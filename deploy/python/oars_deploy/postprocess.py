@@ -184,11 +184,16 @@ def detection(outputs: dict[str, Any], metas: list[dict], post: dict) -> list[di
     return results
 
 
+POSTPROCESSORS = {"segmentation": segmentation, "detection": detection}  # by deploy.yaml postprocess.type
+
+
 def postprocess(outputs: dict[str, Any], metas: list[dict], post: dict) -> list[dict]:
-    """Dispatch on ``post['type']`` (deploy.yaml ``postprocess``)."""
+    """The post-processing function of ``post['type']`` (deploy.yaml ``postprocess``) applied to ``outputs``.
+
+    Kept for callers of this module; the predictor runs its plug-in's post-processing
+    (``oars_deploy.predictors``), which calls :func:`segmentation` / :func:`detection` directly.
+    """
     kind = post.get("type")
-    if kind == "segmentation":
-        return segmentation(outputs, metas, post)
-    if kind == "detection":
-        return detection(outputs, metas, post)
-    raise DeployError(f"deploy.yaml postprocess.type must be 'segmentation' or 'detection', got {kind!r}")
+    if kind not in POSTPROCESSORS:
+        raise DeployError(f"deploy.yaml postprocess.type must be one of {list(POSTPROCESSORS)}, got {kind!r}")
+    return POSTPROCESSORS[kind](outputs, metas, post)

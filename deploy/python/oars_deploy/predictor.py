@@ -20,7 +20,7 @@ from oars_deploy.backends import make_backend
 from oars_deploy.deploy_config import DEPLOY_FILE, read_deploy_yaml
 from oars_deploy.draw.palette import get_palette
 from oars_deploy.errors import DeployError
-from oars_deploy.postprocess import postprocess
+from oars_deploy.plugins import predictor_for
 from oars_deploy.preprocess import check_steps, preprocess
 
 
@@ -36,6 +36,10 @@ class Predictor:
         self.model_dir = model_dir
         self.deploy = read_deploy_yaml(osp.join(model_dir, DEPLOY_FILE))
         self.task = self.deploy["model"]["task"]
+        self.plugin = predictor_for(self.deploy, osp.join(model_dir, DEPLOY_FILE))
+        if not hasattr(self.plugin, "postprocess"):
+            raise DeployError(f"{model_dir}/{DEPLOY_FILE}: a {self.plugin.name} model ({self.plugin.describes}); "
+                              "Predictor runs image models (oars-infer runs every kind)")
         self.labels: list[str] = list(self.deploy["labels"])
         self.palette = get_palette(len(self.labels), self.deploy.get("palette"))
         self.steps = check_steps(self.deploy["preprocess"])
@@ -74,10 +78,11 @@ class Predictor:
         return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
 
     def postprocess(self, outputs: dict[str, np.ndarray], metas: list[dict]) -> list[dict]:
-        """Outputs -> results; segmentation's resize and argmax run with the array module (CuPy on the GPU)."""
-        if self.post.get("type") == "segmentation" and self.xp is not np:
+        """Outputs -> results by the plug-in's post-processing; a plug-in with ``array_postprocess`` (segmentation's
+        resize and argmax) runs it with the array module (CuPy on the GPU)."""
+        if self.plugin.array_postprocess and self.xp is not np:
             outputs = {k: self.xp.asarray(v) for k, v in outputs.items()}
-        return postprocess(outputs, metas, self.post)
+        return self.plugin.postprocess(outputs, metas, self.post)
 
     def predict(self, images: Sequence[np.ndarray]) -> list[dict]:
         """BGR uint8 images -> one result dict per image (see the module docstring)."""

@@ -4,7 +4,8 @@
 ``path: name (score), ...`` (the top-k, highest first) and writes ``OUT_DIR/predictions.json``: a list of
 ``{"video", "label", "label_name", "score", "topk": [{"class_id", "label", "score"}], "total_frames",
 "frame_inds"}`` in the order of the files. A video that cannot be decoded is skipped and listed at the end
-(exit status 2), as images are.
+(exit status 2), as images are. With the plug-in (:mod:`oars_deploy.predictors.clip_classes`) the CLI also
+writes results.jsonl (one :class:`~oars_deploy.records.ClipClassesRecord` per video).
 """
 
 from __future__ import annotations
@@ -13,10 +14,12 @@ import argparse
 import json
 import os
 import os.path as osp
+from collections.abc import Callable
 
 from oars_deploy.atomic import atomic_write
 from oars_deploy.errors import DeployError, UserError
 from oars_deploy.failures import Failures
+from oars_deploy.records import ClipClassesRecord, ResultRecord
 from oars_deploy.video_inputs import VIDEO_MODELS_TAKE, VIDEO_SUFFIXES, folder_contents, not_a_video
 from oars_deploy.video_predictor import VideoPredictor
 
@@ -72,15 +75,23 @@ def check_classify_args(args: argparse.Namespace, kind: str) -> None:
         raise DeployError(f"--draw-threshold applies to detection models, not to {kind} classifiers")
 
 
-def classify_files(predictor, paths: list[str], args: argparse.Namespace, what: str, default_batch: int) -> list[dict]:
+def classify_files(predictor, paths: list[str], args: argparse.Namespace, what: str, default_batch: int,
+                   failures: Failures | None = None, results: list[ResultRecord] | None = None,
+                   make_record: Callable[[dict], ResultRecord] | None = None) -> list[dict]:
     """Classify ``paths`` in batches with ``predictor`` (a :class:`VideoPredictor` or a ``FeaturePredictor``: both
     have ``load(path) -> (input, meta)``, ``infer(batch) -> scores [B, C]``, ``result(meta, row, k)`` and
     ``batch_size``), print each top-k, write ``predictions.json``; unreadable files are skipped and listed at the
-    end (``what``: their plural noun in that list). Returns the JSON records."""
+    end (``what``: their plural noun in that list). Returns the JSON records.
+
+    Args:
+        failures: where unreadable files go; None raises their summary at the end (after predictions.json).
+        results: with ``make_record``, one result record per classified file is appended (for results.jsonl).
+    """
     import numpy as np
 
     batch_size = args.batch_size or predictor.batch_size or default_batch
-    failures = Failures(what=what, verb="could not be classified")
+    own = failures is None
+    failures = Failures(what=what, verb="could not be classified") if own else failures
     records = []
     for start in range(0, len(paths), batch_size):
         loaded = []
@@ -96,17 +107,27 @@ def classify_files(predictor, paths: list[str], args: argparse.Namespace, what: 
             result = predictor.result(meta, row, args.topk)
             print(format_result(result))
             records.append(record(result))
+            if results is not None and make_record is not None:
+                results.append(make_record(result))
     os.makedirs(args.output_dir, exist_ok=True)
     out = osp.join(args.output_dir, PREDICTIONS_FILE)
     atomic_write(out, json.dumps(records, indent=1))
     print(f"wrote {len(records)} predictions to {out}")
-    failures.raise_if_any(total=len(paths))
+    if own:
+        failures.raise_if_any(total=len(paths))
     return records
 
 
-def run_video(args: argparse.Namespace) -> list[dict]:
-    """Classify ``args.input`` with the model of ``args.model_dir``; returns the JSON records."""
+def run_video(args: argparse.Namespace, failures: Failures | None = None,
+              results: list[ResultRecord] | None = None) -> list[dict]:
+    """Classify ``args.input`` with the model of ``args.model_dir``; returns the JSON records of predictions.json.
+
+    Args:
+        failures: where undecodable videos go (None: their summary is raised at the end).
+        results: when given, one :class:`~oars_deploy.records.ClipClassesRecord` per video is appended.
+    """
     check_classify_args(args, "video")
     paths = list_videos(args.input)  # before loading the model: a wrong input is told at once
     predictor = VideoPredictor(args.model_dir, device=args.device, backend=args.backend)
-    return classify_files(predictor, paths, args, "videos", default_batch=4)
+    return classify_files(predictor, paths, args, "videos", default_batch=4, failures=failures, results=results,
+                          make_record=ClipClassesRecord.from_result)

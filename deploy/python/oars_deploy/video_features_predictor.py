@@ -24,6 +24,8 @@ import numpy as np
 from oars_deploy.backends import make_backend
 from oars_deploy.deploy_config import DEPLOY_FILE, read_deploy_yaml
 from oars_deploy.errors import DeployError, UserError
+from oars_deploy.failures import Failures
+from oars_deploy.records import FeatureClassesRecord, ResultRecord
 from oars_deploy.video_cli import check_classify_args, classify_files
 from oars_deploy.video_features_config import FEATURES_KEY, packed_width
 from oars_deploy.video_features_io import FeatureFileError, load_features, read_feature_arrays
@@ -112,10 +114,17 @@ class FeaturePredictor(ScorePredictor):
         return feature_input(path, self.section)
 
 
+def run_features(args: argparse.Namespace, failures: Failures | None = None,
+                 results: list[ResultRecord] | None = None) -> list[dict]:
+    """``oars-infer`` on feature files: classify ``args.input`` with ``args.model_dir``; returns the records of
+    predictions.json.
 
-def run_features(args: argparse.Namespace) -> list[dict]:
-    """``oars-infer`` on feature files: classify ``args.input`` with ``args.model_dir``; returns the records."""
+    Args:
+        failures: where unreadable files go (None: their summary is raised at the end).
+        results: when given, one :class:`~oars_deploy.records.FeatureClassesRecord` per file is appended.
+    """
     check_classify_args(args, "feature")
     paths = list_feature_files(args.input)  # before loading the model: a wrong input is told at once
     predictor = FeaturePredictor(args.model_dir, device=args.device, backend=args.backend)
-    return classify_files(predictor, paths, args, "feature files", default_batch=8)
+    return classify_files(predictor, paths, args, "feature files", default_batch=8, failures=failures,
+                          results=results, make_record=FeatureClassesRecord.from_result)

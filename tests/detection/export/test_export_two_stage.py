@@ -312,6 +312,12 @@ def test_predictor_on_exported_mask_rcnn(mask_export, tmp_path):
     for det, mask in zip(dets, got["masks"]):
         rle = mask_utils.frPyObjects(det["segmentation"], *det["segmentation"]["size"])
         assert np.array_equal(mask_utils.decode(rle).astype(bool), mask)
+    from oars_deploy.records import read_results
+
+    lines = read_results(str(tmp_path / "vis"))  # results.jsonl: the instance_masks record, the same detections
+    assert [(r["predictor"], r["input"], r["image_size"]) for r in lines] == [("instance_masks", path,
+                                                                              [2 * SIZE, 2 * SIZE])]
+    assert lines[0]["detections"] == dets
 
 
 def _demo_image(tmp_path) -> str:

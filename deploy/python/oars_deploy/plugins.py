@@ -1,0 +1,189 @@
+"""Predictor plug-ins: one per kind of output, found by deploy.yaml's ``predictor`` key.
+
+The runtime core (deploy.yaml's common schema, pre-processing, backends, files) names no task; what differs
+between kinds of models lives in a plug-in: :class:`PredictorPlugin` validates its own deploy.yaml section, adds
+its ``oars-infer`` flags, runs the model over the inputs, writes its pictures (and its compatibility files such as
+detections.json) and returns one :class:`~oars_deploy.records.ResultRecord` per input, which the CLI writes to
+results.jsonl. The built-in plug-ins (:mod:`oars_deploy.predictors`) are ``detection_boxes``, ``instance_masks``,
+``semantic_labels``, ``clip_classes``, ``feature_classes`` and ``gan_images``; another one is added with
+:func:`register_predictor` and named in its exports' deploy.yaml.
+
+deploy.yaml's ``predictor`` key is written by ``oars.export.deploy_config.write_deploy_yaml`` from
+:func:`predictor_kind`; an export written before the key existed gets the same answer from the same function
+(:func:`predictor_name`), so old export folders keep loading.
+"""
+
+from __future__ import annotations
+
+import argparse
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, TypeVar
+
+from oars_deploy.deploy_config import PREDICTOR_KEY
+from oars_deploy.errors import DeployError
+from oars_deploy.failures import Failures
+from oars_deploy.records import ResultRecord
+
+__all__ = ["PREDICTOR_KEY", "PredictorPlugin", "PredictorRun", "add_all_arguments", "add_flag", "get_predictor",
+           "predictor_for", "predictor_kind", "predictor_name", "predictor_names", "register_predictor"]
+
+
+@dataclass
+class PredictorRun:
+    """What one ``oars-infer`` run of a plug-in produced.
+
+    Attributes:
+        records: one result record per input, in input order (the CLI writes them to results.jsonl).
+        failures: the inputs that could not be handled (the CLI raises their summary after writing the records).
+        total: how many inputs there were in all (failed ones included), for "N of M".
+    """
+
+    records: list[ResultRecord] = field(default_factory=list)
+    failures: Failures = field(default_factory=Failures)
+    total: int = 0
+
+
+class PredictorPlugin(ABC):
+    """One kind of output: its deploy.yaml section, its flags, its run and its records.
+
+    Class attributes:
+        name: the deploy.yaml ``predictor`` value (registered with :func:`register_predictor`).
+        section: the top-level deploy.yaml key this kind owns (``gan``, ``sampling``, ``features``), or None; an
+            export that has the key belongs to this plug-in (how old exports without ``predictor`` are read).
+        describes: what the models are, for messages (``GAN generators``, ``video classifiers``).
+        needs_input: whether ``-i`` is required (noise generators read nothing).
+    """
+
+    name: ClassVar[str] = ""
+    section: ClassVar[str | None] = None
+    describes: ClassVar[str] = ""
+    needs_input: ClassVar[bool] = True
+
+    def claims(self, deploy: dict) -> bool:
+        """Whether an export without a ``predictor`` key is of this kind (see :func:`predictor_kind`).
+
+        The default: the export has this plug-in's :attr:`section`. Plug-ins without a section (image models)
+        override it; they are asked only when no section plug-in claimed the export."""
+        return self.section is not None and self.section in deploy
+
+    def validate(self, deploy: dict, path: str) -> None:
+        """Check this kind's part of ``deploy`` (its section, input and pre-processing); raise
+        :class:`DeployError` naming ``path`` and the key. The common keys are checked already."""
+        return None
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        """Add this kind's ``oars-infer`` flags to ``parser`` (use :func:`add_flag`: a flag two kinds share, such
+        as ``--topk``, is added once)."""
+        return None
+
+    @abstractmethod
+    def run(self, args: argparse.Namespace, deploy: dict) -> PredictorRun:
+        """Predict ``args.input`` with the model of ``args.model_dir`` (deploy.yaml already read as ``deploy``):
+        check this kind's flags, write the pictures into ``args.output_dir``, return the records and failures.
+
+        Raises:
+            DeployError / UserError: a flag that does not apply, an input of the wrong kind (before anything is
+                predicted).
+        """
+
+
+_PLUGINS: dict[str, PredictorPlugin] = {}
+_BUILTINS_LOADED = False
+P = TypeVar("P", bound=type[PredictorPlugin])
+
+
+def register_predictor(name: str) -> Callable[[P], P]:
+    """Class decorator: register a :class:`PredictorPlugin` subclass under ``name`` (deploy.yaml ``predictor``).
+
+    Raises:
+        ValueError: ``name`` is registered already (a duplicate is an error, not a silent overwrite).
+    """
+
+    def decorate(cls: P) -> P:
+        if name in _PLUGINS and type(_PLUGINS[name]) is not cls:
+            raise ValueError(f"predictor {name!r} is registered already ({type(_PLUGINS[name]).__qualname__})")
+        cls.name = name
+        _PLUGINS[name] = cls()
+        return cls
+
+    return decorate
+
+
+def _load_builtins() -> None:
+    """Import the built-in plug-ins once (lazily: they import the modules that import this one)."""
+    global _BUILTINS_LOADED
+    if not _BUILTINS_LOADED:
+        _BUILTINS_LOADED = True
+        import oars_deploy.predictors  # noqa: F401  (registers the built-in plug-ins)
+
+
+def predictor_names() -> list[str]:
+    """The registered predictor names, built-ins first."""
+    _load_builtins()
+    return list(_PLUGINS)
+
+
+def get_predictor(name: str) -> PredictorPlugin:
+    """The plug-in registered under ``name``.
+
+    Raises:
+        DeployError: no plug-in has that name; the message lists the known ones.
+    """
+    _load_builtins()
+    if name not in _PLUGINS:
+        raise DeployError(f"unknown predictor {name!r}; known predictors: {', '.join(_PLUGINS)}")
+    return _PLUGINS[name]
+
+
+def predictor_kind(deploy: dict) -> str:
+    """The predictor a deploy.yaml's content implies, whatever its ``predictor`` key says.
+
+    A plug-in whose section is present (``gan`` -> gan_images, ``sampling`` -> clip_classes, ``features`` ->
+    feature_classes) wins; else the first plug-in that claims it (task detection with a masks output ->
+    instance_masks, other detection -> detection_boxes, segmentation -> semantic_labels). The exporter writes
+    this as deploy.yaml's ``predictor``; exports written before that key existed are read with it.
+
+    Raises:
+        DeployError: no plug-in recognises the content.
+    """
+    _load_builtins()
+    plugins = list(_PLUGINS.values())
+    for plugin in [p for p in plugins if p.section is not None] + [p for p in plugins if p.section is None]:
+        if plugin.claims(deploy):
+            return plugin.name
+    model = deploy.get("model") if isinstance(deploy.get("model"), dict) else {}
+    raise DeployError(f"cannot tell which predictor runs this model (model.task {model.get('task')!r}, "
+                      f"postprocess.type {(deploy.get('postprocess') or {}).get('type')!r}); add "
+                      f"`{PREDICTOR_KEY}: NAME` to deploy.yaml, one of: {', '.join(_PLUGINS)}")
+
+
+def predictor_name(deploy: dict) -> str:
+    """deploy.yaml's ``predictor``, or :func:`predictor_kind` for an export written before the key existed."""
+    name = deploy.get(PREDICTOR_KEY)
+    return name if name is not None else predictor_kind(deploy)
+
+
+def predictor_for(deploy: dict, path: str = "deploy.yaml") -> PredictorPlugin:
+    """The plug-in of a deploy.yaml (its ``predictor`` key, else inferred); an unknown name is a
+    :class:`DeployError` naming ``path`` and listing the known predictors."""
+    name = predictor_name(deploy)
+    if not isinstance(name, str) or name not in predictor_names():
+        raise DeployError(f"{path}: unknown predictor {name!r}; known predictors: {', '.join(predictor_names())}")
+    return _PLUGINS[name]
+
+
+def add_flag(parser: argparse.ArgumentParser, *flags: str, **kwargs: Any) -> None:
+    """``parser.add_argument(*flags, **kwargs)`` unless the flag is there already (two plug-ins sharing it)."""
+    if any(f in parser._option_string_actions for f in flags):  # noqa: SLF001  (argparse has no public lookup)
+        return
+    parser.add_argument(*flags, **kwargs)
+
+
+def add_all_arguments(parser: argparse.ArgumentParser) -> None:
+    """Every registered plug-in's flags (the CLI parses before it reads deploy.yaml, so all are known; a flag
+    that does not apply to the model is refused by its plug-in's :meth:`PredictorPlugin.run`)."""
+    _load_builtins()
+    for plugin in _PLUGINS.values():
+        plugin.add_arguments(parser)

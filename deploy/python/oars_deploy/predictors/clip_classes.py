@@ -1,0 +1,48 @@
+"""``clip_classes``: video (clip) classifiers, whose deploy.yaml has a ``sampling`` section.
+
+Validation: :func:`oars_deploy.video_config.validate_video`. Run: :func:`oars_deploy.video_cli.run_video` (decode,
+sample, preprocess, classify; the top-k printed per video and ``predictions.json``), one
+:class:`~oars_deploy.records.ClipClassesRecord` per video. Flag: ``--topk``.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from oars_deploy.failures import Failures
+from oars_deploy.plugins import PredictorPlugin, PredictorRun, add_flag, register_predictor
+from oars_deploy.records import ResultRecord
+
+DEFAULT_TOPK = 5
+
+
+def add_topk(parser: argparse.ArgumentParser) -> None:
+    """``--topk`` (shared by the clip and feature classifiers)."""
+    add_flag(parser, "--topk", type=int, default=DEFAULT_TOPK, help="video models: how many labels to print and write")
+
+
+@register_predictor("clip_classes")
+class ClipClasses(PredictorPlugin):
+    """Top-k classes per video file (see the module docstring)."""
+
+    section = "sampling"
+    describes = "video classifiers"
+
+    def validate(self, deploy: dict, path: str) -> None:
+        """The ``sampling`` section, the clip input and the video steps (:mod:`oars_deploy.video_config`)."""
+        from oars_deploy.video_config import validate_video
+
+        validate_video(deploy, path)
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        """``--topk``."""
+        add_topk(parser)
+
+    def run(self, args: argparse.Namespace, deploy: dict) -> PredictorRun:
+        """:func:`oars_deploy.video_cli.run_video` with its failures and records collected."""
+        from oars_deploy.video_cli import list_videos, run_video
+
+        failures = Failures(what="videos", verb="could not be classified")
+        results: list[ResultRecord] = []
+        run_video(args, failures=failures, results=results)
+        return PredictorRun(records=results, failures=failures, total=len(list_videos(args.input)))

@@ -1,0 +1,75 @@
+"""``detection_boxes``: detectors that output boxes (YOLOv3, Faster R-CNN ...).
+
+Post-processing: :func:`oars_deploy.postprocess.detection` (NMS in the graph, or the runtime's multi-class NMS on
+raw outputs). Per image: ``<stem>_vis.png`` (boxes at or above ``--draw-threshold``,
+:func:`oars_deploy.draw.draw_detection_sample`) and a :class:`~oars_deploy.records.DetectionBoxesRecord`; at the
+end ``detections.json`` (:mod:`oars_deploy.records`, the file tools/infer.py writes too). Flag: ``--draw-threshold``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os.path as osp
+from typing import Any
+
+import cv2
+import numpy as np
+
+from oars_deploy.draw import draw_detection_sample
+from oars_deploy.plugins import add_flag, register_predictor
+from oars_deploy.postprocess import detection
+from oars_deploy.predictors.images import ImagePlugin, image_task
+from oars_deploy.records import ResultRecord, detection_result, detections_json, write_records
+
+DEFAULT_DRAW_THRESHOLD = 0.3  # as tools/infer.py
+DETECTIONS_FILE = "detections.json"
+
+
+def has_masks(deploy: dict) -> bool:
+    """Whether a detection export predicts instance masks: ``postprocess.masks`` or an output named ``masks``."""
+    post = deploy.get("postprocess") if isinstance(deploy.get("postprocess"), dict) else {}
+    outputs = deploy.get("outputs") if isinstance(deploy.get("outputs"), list) else []
+    return bool(post.get("masks")) or any(isinstance(o, dict) and o.get("name") == "masks" for o in outputs)
+
+
+def add_draw_threshold(parser: argparse.ArgumentParser) -> None:
+    """``--draw-threshold`` (shared by the box and mask plug-ins)."""
+    add_flag(parser, "--draw-threshold", type=float, default=None,
+             help=f"detection: draw boxes with a score at or above this (default {DEFAULT_DRAW_THRESHOLD})")
+
+
+@register_predictor("detection_boxes")
+class DetectionBoxes(ImagePlugin):
+    """Boxes, scores and labels per image (see the module docstring)."""
+
+    describes = "detection models"
+
+    def claims(self, deploy: dict) -> bool:
+        """An old export of task detection without a masks output."""
+        return image_task(deploy) == "detection" and not has_masks(deploy)
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        """``--draw-threshold``."""
+        add_draw_threshold(parser)
+
+    def postprocess(self, outputs: dict[str, Any], metas: list[dict], post: dict) -> list[dict]:
+        """:func:`oars_deploy.postprocess.detection`."""
+        return detection(outputs, metas, post)
+
+    def write(self, out_dir: str, path: str, img: np.ndarray, result: dict, predictor: Any,
+              args: argparse.Namespace) -> tuple[str, ResultRecord]:
+        """``<stem>_vis.png`` with the boxes (and masks) at or above the draw threshold; the image's record."""
+        threshold = DEFAULT_DRAW_THRESHOLD if args.draw_threshold is None else args.draw_threshold
+        pred = {"bboxes": result["bboxes"].astype(np.float64), "scores": result["scores"].astype(np.float64),
+                "labels": result["labels"].astype(np.int64)}
+        if "masks" in result:  # instance segmentation: masks filled under the boxes, RLEs in the records
+            pred["masks"] = result["masks"]
+        stem = osp.splitext(osp.basename(path))[0]
+        out = osp.join(out_dir, f"{stem}_vis.png")
+        cv2.imwrite(out, draw_detection_sample(img, pred, predictor.labels, predictor.palette, threshold))
+        return out, detection_result(path, pred, predictor.labels, img.shape[:2])
+
+    def finish(self, out_dir: str, records: list[ResultRecord], predictor: Any) -> None:
+        """``detections.json``: every image's detections (the results.jsonl entries in tools/infer.py's form)."""
+        write_records(detections_json(records), osp.join(out_dir, DETECTIONS_FILE))
+

@@ -1,0 +1,114 @@
+"""What the image plug-ins share (``detection_boxes``, ``instance_masks``, ``semantic_labels``): the loop over a
+folder of images in batches, the unreadable-file handling and ``--benchmark``.
+
+A plug-in adds its post-processing (:meth:`ImagePlugin.postprocess`), the pictures and record of one image
+(:meth:`ImagePlugin.write`) and what is written once at the end (:meth:`ImagePlugin.finish`, e.g. detections.json).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from abc import abstractmethod
+from typing import Any, ClassVar
+
+import numpy as np
+
+from oars_deploy.deploy_config import validate_image_input
+from oars_deploy.errors import DeployError
+from oars_deploy.failures import Failures
+from oars_deploy.image_files import list_images
+from oars_deploy.outputs import read_image
+from oars_deploy.plugins import PredictorPlugin, PredictorRun
+from oars_deploy.records import ResultRecord
+
+
+def image_task(deploy: dict) -> str | None:
+    """The image task an export without ``predictor`` was written for: ``model.task`` when it is 'detection' or
+    'segmentation', else ``postprocess.type`` (the post-processing the predictor runs); None when neither says."""
+    model = deploy.get("model") if isinstance(deploy.get("model"), dict) else {}
+    post = deploy.get("postprocess") if isinstance(deploy.get("postprocess"), dict) else {}
+    task = model.get("task")
+    return task if task in ("detection", "segmentation") else post.get("type")
+
+
+def read_batch(paths: list[str], failures: Failures) -> tuple[list[str], list[np.ndarray]]:
+    """The images of ``paths`` that can be read (and their paths); the others go to ``failures``."""
+    kept, images = [], []
+    for path in paths:
+        try:
+            images.append(read_image(path))
+        except DeployError as err:
+            failures.add(path, str(err))
+            continue
+        kept.append(path)
+    return kept, images
+
+
+def print_benchmark(stats: dict[str, float], device: str, backend: str) -> None:
+    """The ``--benchmark`` table: median / p90 latency and images/s, end to end and of the model call alone."""
+    print(f"benchmark ({backend}, {device}, batch {int(stats['batch'])}, {int(stats['runs'])} runs):")
+    print(f"  {'':<12} {'median ms':>10} {'p90 ms':>10} {'images/s':>10}")
+    for name in ("end_to_end", "model"):
+        print(f"  {name:<12} {stats[f'{name}_median_ms']:>10.2f} {stats[f'{name}_p90_ms']:>10.2f} "
+              f"{stats[f'{name}_images_per_s']:>10.1f}")
+
+
+class ImagePlugin(PredictorPlugin):
+    """A model fed one BGR image per input ([B, 3, H, W] after deploy.yaml's steps), run by
+    :class:`oars_deploy.predictor.Predictor`."""
+
+    #: run the post-processing with the array module (CuPy on the GPU) rather than NumPy
+    array_postprocess: ClassVar[bool] = False
+
+    def validate(self, deploy: dict, path: str) -> None:
+        """An image input and image pre-processing steps (``oars_deploy.deploy_config``)."""
+        validate_image_input(deploy, path)
+
+    @abstractmethod
+    def postprocess(self, outputs: dict[str, Any], metas: list[dict], post: dict) -> list[dict]:
+        """Model outputs of a batch -> one result dict per image (original pixels); see
+        :mod:`oars_deploy.predictor`."""
+
+    def check_args(self, args: argparse.Namespace, deploy: dict) -> None:
+        """Refuse the flags that do not fit this kind (before the model is loaded)."""
+
+    @abstractmethod
+    def write(self, out_dir: str, path: str, img: np.ndarray, result: dict, predictor: Any,
+              args: argparse.Namespace) -> tuple[str, ResultRecord]:
+        """Write one image's pictures into ``out_dir``; return (the picture path, the image's record)."""
+
+    def finish(self, out_dir: str, records: list[ResultRecord], predictor: Any) -> None:
+        """Write what covers every image (after the last one), e.g. detections.json."""
+
+    def run(self, args: argparse.Namespace, deploy: dict) -> PredictorRun:
+        """Predict every image of ``args.input`` in batches; unreadable images are listed, the others written."""
+        from oars_deploy.predictor import Predictor  # lazy: the predictor module imports the plug-in registry
+
+        self.check_args(args, deploy)
+        predictor = Predictor(args.model_dir, device=args.device, backend=args.backend,
+                              array_module_name=args.array_module)
+        if args.batch_size is not None and args.batch_size < 1:
+            raise DeployError(f"--batch-size must be >= 1, got {args.batch_size}")
+        batch_size = args.batch_size or predictor.batch_size or 8
+        paths = list_images(args.input)
+        os.makedirs(args.output_dir, exist_ok=True)
+        failures = Failures()
+        written: list[str] = []
+        records: list[ResultRecord] = []
+        first: list[np.ndarray] = []
+        for start in range(0, len(paths), batch_size):
+            chunk, images = read_batch(paths[start:start + batch_size], failures)
+            if not images:
+                continue
+            first = first or images
+            for path, img, result in zip(chunk, images, predictor.predict(images)):
+                out, record = self.write(args.output_dir, path, img, result, predictor, args)
+                written.append(out)
+                records.append(record)
+        self.finish(args.output_dir, records, predictor)
+        print(f"wrote {len(written)} pictures to {args.output_dir}")
+        if args.benchmark and first:
+            print_benchmark(predictor.benchmark(first, args.warmup, args.runs), args.device, args.backend)
+        return PredictorRun(records=records, failures=failures, total=len(paths))
+

@@ -1,0 +1,56 @@
+"""``semantic_labels``: segmentors (a class per pixel).
+
+Post-processing: :func:`oars_deploy.postprocess.segmentation` (crop the padding, resize to the original size,
+argmax), with the array module (CuPy on the GPU). Per image: ``<stem>_vis.png``
+(:func:`oars_deploy.draw.draw_sample`), ``<stem>.png`` (class ids as a palette PNG,
+:func:`oars_deploy.draw.save_label_png`) and a :class:`~oars_deploy.records.SemanticLabelsRecord` naming that PNG.
+No flags of its own; ``--draw-threshold`` is refused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os.path as osp
+from typing import Any
+
+import cv2
+import numpy as np
+
+from oars_deploy.draw import draw_sample, save_label_png
+from oars_deploy.errors import DeployError
+from oars_deploy.plugins import register_predictor
+from oars_deploy.postprocess import segmentation
+from oars_deploy.predictors.images import ImagePlugin, image_task
+from oars_deploy.records import ResultRecord, semantic_labels_result
+
+
+@register_predictor("semantic_labels")
+class SemanticLabels(ImagePlugin):
+    """A label map per image (see the module docstring)."""
+
+    describes = "segmentation models"
+    array_postprocess = True
+
+    def claims(self, deploy: dict) -> bool:
+        """An old export of task segmentation."""
+        return image_task(deploy) == "segmentation"
+
+    def check_args(self, args: argparse.Namespace, deploy: dict) -> None:
+        """``--draw-threshold`` is for detection models."""
+        if getattr(args, "draw_threshold", None) is not None:
+            raise DeployError(f"--draw-threshold applies to detection models, not to task "
+                              f"{deploy['model']['task']!r}")
+
+    def postprocess(self, outputs: dict[str, Any], metas: list[dict], post: dict) -> list[dict]:
+        """:func:`oars_deploy.postprocess.segmentation`."""
+        return segmentation(outputs, metas, post)
+
+    def write(self, out_dir: str, path: str, img: np.ndarray, result: dict, predictor: Any,
+              args: argparse.Namespace) -> tuple[str, ResultRecord]:
+        """``<stem>_vis.png`` and the label PNG ``<stem>.png``; the image's record."""
+        label = result["label"]
+        stem = osp.splitext(osp.basename(path))[0]
+        out = osp.join(out_dir, f"{stem}_vis.png")
+        cv2.imwrite(out, draw_sample(img, label, predictor.palette, class_names=predictor.labels))
+        save_label_png(label, predictor.palette, osp.join(out_dir, f"{stem}.png"))
+        return out, semantic_labels_result(path, label, predictor.labels, f"{stem}.png")
