@@ -68,7 +68,7 @@ demo-seg: demo-data
 demo-det: demo-yolo demo-mask
 
 demo-video-data: $(STAMP)
-	$(PY) -m oars.data.demo_videos --out data/demo_videos
+	$(PY) -m video.demo_data --out data/demo_videos
 
 demo-video: demo-video-data
 	$(PY) tools/train.py -c $(VID_CFG) --work-dir $(VID_DIR) --overwrite
@@ -101,7 +101,7 @@ demo-int8:
 demo-gan: demo-pix2pix demo-cgan
 
 demo-gan-data: $(STAMP)
-	$(PY) -m oars.data.demo_gan --out data/demo_gan
+	$(PY) -m gan.demo_data --out data/demo_gan
 
 demo-pix2pix: demo-data
 	$(PY) tools/train.py -c $(PIX_CFG) --work-dir $(PIX_DIR) --overwrite

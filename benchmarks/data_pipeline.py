@@ -17,7 +17,7 @@ Resize short side 64, CenterCrop 56, FormatShape NCHW, PackActionInputs) with ea
     python benchmarks/data_pipeline.py --task video [--clips 80] [--batches 20] [--batch-size 8] [--data DIR]
 
 ``--data DIR`` reads a set generated earlier (``python -m oars.data.demo_shapes --out DIR``, or
-``oars.data.demo_videos.generate`` for ``--task video``) as it is, instead of data/demo_shapes or data/demo_videos
+``video.demo_data.generate`` for ``--task video``) as it is, instead of data/demo_shapes or data/demo_videos
 (written there with the default sizes when missing). The cheapest run of each task, to check that it works:
 ``--batches 1 --batch-size 1 --workers 0`` (video: also ``--clips 1``).
 """
@@ -174,12 +174,12 @@ def video_root(data: str | None) -> str:
     Returns:
         The folder holding the clips and their train_list.txt / val_list.txt.
     """
-    from oars.data.demo_videos import generate
+    from video.demo_data import generate
 
     if data is not None:
         if not os.path.isfile(os.path.join(data, "val_list.txt")):
             raise SystemExit(f"--data {data}: no val_list.txt there; expected a demo video set "
-                             "(oars.data.demo_videos.generate)")
+                             "(video.demo_data.generate)")
         print(f"demo videos: {data} (as it is)")
         return data
     start = time.perf_counter()

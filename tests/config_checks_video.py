@@ -118,7 +118,7 @@ def run_all_modes(model: torch.nn.Module, num_classes: int) -> None:
 
 
 def _synthetic_video(path, num_frames: int = 24, size=(48, 64)) -> str:
-    from oars.data.demo_videos import write_video
+    from video.demo_data import write_video
 
     rng = np.random.default_rng(0)
     frames = rng.integers(0, 256, (num_frames, *size, 3), dtype=np.uint8)

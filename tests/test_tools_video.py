@@ -31,7 +31,7 @@ def _overrides(data_root: str) -> list[str]:
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
-    from oars.data.demo_videos import generate
+    from video.demo_data import generate
 
     data = tmp_path_factory.mktemp("demo_videos")
     generate(data, num_train=16, num_val=8, size=64, num_frames=16)

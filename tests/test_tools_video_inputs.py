@@ -16,7 +16,7 @@ import pytest
 from demo_utils import ROOT
 from vid_export_cases import checkpoint, video_config
 
-from oars.data.demo_videos import render_clip
+from video.demo_data import render_clip
 
 
 @pytest.fixture(scope="module")

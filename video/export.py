@@ -254,8 +254,8 @@ def build_export_spec(model: nn.Module, cfg: Config, options: ExportOptions) -> 
 # ----------------------------------------------------------------------------- the self-check's input
 def synthetic_video(path: str, h: int, w: int, num_frames: int, seed: int = 0) -> str:
     """Write a BGR video of ``num_frames`` frames h x w (even) with a moving, noisy pattern; returns ``path``."""
-    from oars.data.demo_videos import write_video
     from oars.export.check import synthetic_image
+    from video.demo_data import write_video
 
     base = synthetic_image(h, w, seed)
     frames = [np.roll(base, shift=(2 * t, 3 * t), axis=(0, 1)) for t in range(num_frames)]

@@ -1,7 +1,7 @@
 """Bookkeeping of a generated (never downloaded) demo data set: its ``meta.json`` stamp, reuse and replacement.
 
-Why one helper: every demo generator (``demo_shapes``, ``demo_videos``, ``demo_gan``) must reuse a complete set
-written with the same parameters and format version (so ``make demo`` does not regenerate it), replace a set it
+Why one helper: every demo generator (``oars.data.demo_shapes``, ``video.demo_data``, ``gan.demo_data``) must
+reuse a complete set written with the same parameters and format version (so ``make demo`` does not regenerate it), replace a set it
 wrote earlier with other parameters or a half-written one, and refuse to delete files in a folder it did not
 write. ``meta.json`` carries ``generator`` (who wrote it), ``format_version``, ``params`` and ``complete``; it is
 written first with ``complete: false`` (which marks a half-written set as the generator's own) and rewritten
@@ -37,7 +37,7 @@ class GeneratedSet:
 
     Args:
         root: output folder.
-        generator: the generator's module name (``oars.data.demo_gan``), stored in and checked against meta.json.
+        generator: the name the generator writes into meta.json (``oars.data.demo_gan``) and checks there.
         format_version: bump it when the generated content changes, so old sets are regenerated.
         params: the generation parameters (JSON-serialisable); a set with other ones is replaced.
         owned: every path the generator writes (files or folders), the only ones ever deleted; ``meta.json`` is

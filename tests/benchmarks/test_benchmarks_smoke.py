@@ -91,7 +91,7 @@ def test_data_pipeline_detection_runs(demo_data):
 
 
 def test_data_pipeline_video_runs(tmp_path):
-    from oars.data.demo_videos import generate
+    from video.demo_data import generate
 
     videos = str(tmp_path / "videos")
     generate(videos, num_train=2, num_val=2, num_frames=8)

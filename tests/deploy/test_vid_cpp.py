@@ -42,7 +42,7 @@ def oars_infer_ort() -> str:
 
 @pytest.fixture(scope="module")
 def videos(tmp_path_factory) -> str:
-    from oars.data.demo_videos import render_clip, write_video
+    from video.demo_data import render_clip, write_video
 
     folder = tmp_path_factory.mktemp("vid_cpp_videos")
     rng = np.random.default_rng(0)
@@ -104,8 +104,8 @@ def test_cpp_refuses_still_images_and_one_frame_videos(oars_infer_ort, tmp_path)
     image, not a one-frame video; fewer frames than deploy.yaml's sampling.min_frames (default 2) is refused."""
     import cv2
 
-    from oars.data.demo_videos import render_clip, write_video
     from oars.export import export_model
+    from video.demo_data import render_clip, write_video
 
     cfg = video_config(str(tmp_path), "tsn", "CenterCrop")
     model_dir = str(tmp_path / "export")

@@ -19,12 +19,12 @@ from mmengine.config import Config
 from mmengine.dataset import pseudo_collate
 from vid_feature_cases import CLASSES, DIMS, MAX_FRAMES, checkpoint, feature_config
 
-from oars.data.demo_videos import render_clip, write_video
 from oars.export import export_model
 from oars.inference import build_test_pipeline, init_model
 from oars_deploy.cli import run
 from oars_deploy.failures import FolderFailuresError
 from oars_deploy.video_features_predictor import FeaturePredictor
+from video.demo_data import render_clip, write_video
 from video.export_features import pack_features
 
 # (name, frames, quantised): longer than max_frames (segment centres kept), shorter (padding), exactly max_frames

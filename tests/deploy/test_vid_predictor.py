@@ -18,7 +18,6 @@ from mmengine.config import Config
 from mmengine.dataset import pseudo_collate
 from vid_export_cases import CLASSES, checkpoint, video_config
 
-from oars.data.demo_videos import render_clip, write_video
 from oars.export import export_model
 from oars.inference import build_test_pipeline, init_model
 from oars_deploy.cli import run
@@ -26,6 +25,7 @@ from oars_deploy.failures import FolderFailuresError
 from oars_deploy.video_decode import VideoFile
 from oars_deploy.video_predictor import VideoPredictor
 from video.datasets.decoders import PyAVReader
+from video.demo_data import render_clip, write_video
 
 pytestmark = pytest.mark.slow  # one export (about 10 s) shared by the module
 

@@ -8,7 +8,7 @@ import cv2
 import pytest
 
 from gan.datasets import ImageFolderGANDataset
-from oars.data.demo_gan import CLASSES, generate, main
+from gan.demo_data import CLASSES, generate, main
 
 
 def test_layout_loads_reproduces_reuses_and_refuses(tmp_path, capsys):

@@ -33,7 +33,7 @@ def frame_index(img: np.ndarray) -> int:
 @pytest.fixture(scope='session')
 def index_clip(tmp_path_factory) -> str:
     """30 frames, H.264 (keyframe every 5 frames, B-frames), 48x64."""
-    from oars.data.demo_videos import write_video
+    from video.demo_data import write_video
 
     path = tmp_path_factory.mktemp('clips') / 'index.mp4'
     write_video(path, index_frames(), fps=10, gop=5)
@@ -44,7 +44,7 @@ def index_clip(tmp_path_factory) -> str:
 def bad_files(tmp_path_factory, index_clip) -> dict[str, str]:
     """Truncated MP4s (index at the end: 40% of the bytes; index first: 60%), a text file named .mp4, an empty
     file."""
-    from oars.data.demo_videos import write_video
+    from video.demo_data import write_video
 
     root = tmp_path_factory.mktemp('bad')
     data = Path(index_clip).read_bytes()

@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from oars.data import demo_videos
-from oars.data.demo_videos import CLASSES, generate
+from video import demo_data as demo_videos
 from video.datasets import FeatureDataset, VideoDataset, dequantize, open_video
+from video.demo_data import CLASSES, generate
 
 SMALL = dict(num_train=8, num_val=2, size=48, num_frames=12)
 

@@ -15,12 +15,12 @@ import pytest
 from conftest import index_frames
 
 from oars.data.dataset import BadSampleWarning
-from oars.data.demo_videos import write_video
 from oars.errors import DataError
 from oars_deploy.video_inputs import sniff_still_image, still_image_demuxer
 from video.datasets import FeatureDataset, VideoDataset
 from video.datasets.check import check_video, check_video_list
 from video.datasets.decoders import PyAVReader, open_video, torchcodec_available
+from video.demo_data import write_video
 from video.transforms import SampleFrames
 
 CLASSES = ['a', 'b']

@@ -26,7 +26,7 @@ Layout written under ``out_dir``::
 Every clip comes from its own generator seeded with ``(seed, split, index)`` and its class is ``index % 8``, so a
 set is reproducible byte for byte and a clip does not depend on how many others were asked for.
 
-Run ``python -m oars.data.demo_videos --out data/demo_videos`` to write it.
+Run ``python -m video.demo_data --out data/demo_videos`` to write it.
 """
 
 from __future__ import annotations
@@ -47,6 +47,8 @@ CLASSES: tuple[str, ...] = ('left', 'right', 'up', 'down', 'rotate_cw', 'rotate_
 SPLITS: tuple[str, ...] = ('train', 'val')
 FORMAT_VERSION = 2  # 2: twice the motion per frame (version 1's was too slight for TSM to learn in minutes)
 RGB_DIM, AUDIO_DIM = 1024, 128
+# the writer's name in meta.json since the first version (the module lived in oars.data): kept, so that sets
+# written before the move are still recognised and reused
 _GENERATOR_NAME = 'oars.data.demo_videos'
 _FEATURE_SEED = 20240611  # the fixed projection (the same for every set, so features of two sets are comparable)
 _SHIFT, _SCALE = 4, 16.0  # sub-pixel polygon drawing (4 fractional bits)
@@ -309,7 +311,7 @@ def generate(
 
 def main(argv: list[str] | None = None) -> int:
     """CLI: generate the set and print what was written (or that an identical set was reused)."""
-    parser = argparse.ArgumentParser(prog='python -m oars.data.demo_videos', description=__doc__.split('\n')[0])
+    parser = argparse.ArgumentParser(prog='python -m video.demo_data', description=__doc__.split('\n')[0])
     parser.add_argument('--out', default='data/demo_videos', help='output root (default: data/demo_videos)')
     parser.add_argument('--num-train', type=int, default=240)
     parser.add_argument('--num-val', type=int, default=80)

@@ -12,7 +12,7 @@ Layout written under ``out_dir`` (the ``ImageFolderGANDataset`` layout: one fold
     meta.json                generation parameters; a matching complete set skips regeneration
 
 Every image comes from its own generator seeded with ``(seed, split, digit, index)``, so a set is reproducible
-byte for byte. Run ``python -m oars.data.demo_gan --out data/demo_gan`` to write it (about a second).
+byte for byte. Run ``python -m gan.demo_data --out data/demo_gan`` to write it (about a second).
 """
 
 from __future__ import annotations
@@ -29,6 +29,8 @@ from oars.data.generated_set import GeneratedSet, check_int_arg, count_files
 CLASSES: tuple[str, ...] = tuple(str(d) for d in range(10))
 SPLITS: tuple[str, ...] = ('train', 'val')
 FORMAT_VERSION = 1
+# the writer's name in meta.json since the first version (the module lived in oars.data): kept, so that sets
+# written before the move are still recognised and reused
 _GENERATOR_NAME = 'oars.data.demo_gan'
 _FONTS = (cv2.FONT_HERSHEY_SIMPLEX, cv2.FONT_HERSHEY_DUPLEX, cv2.FONT_HERSHEY_COMPLEX, cv2.FONT_HERSHEY_TRIPLEX)
 _MIN_CONTRAST = 120.0  # L2 distance (0-255 units) wanted between glyph and background colours
@@ -133,7 +135,7 @@ def generate(out_dir: str | Path, num_per_class_train: int = 100, num_per_class_
 
 def main(argv: list[str] | None = None) -> int:
     """CLI: generate the set and print what was written (or that an identical set was reused)."""
-    parser = argparse.ArgumentParser(prog='python -m oars.data.demo_gan', description=__doc__.split('\n')[0])
+    parser = argparse.ArgumentParser(prog='python -m gan.demo_data', description=__doc__.split('\n')[0])
     parser.add_argument('--out', default='data/demo_gan', help='output root (default: data/demo_gan)')
     parser.add_argument('--num-per-class-train', type=int, default=100)
     parser.add_argument('--num-per-class-val', type=int, default=20)
