@@ -31,6 +31,8 @@ from mmengine.registry import VISUALIZERS as MMENGINE_VISUALIZERS
 from mmengine.registry import WEIGHT_INITIALIZERS as MMENGINE_WEIGHT_INITIALIZERS
 from mmengine.registry import Registry
 
+from oars.tasks import TASKS as TASKS  # the task contracts (oars.tasks, DESIGN §9), beside the scoped registries
+
 CORE_LOCATIONS = {
     "model": ["oars.models"],
     "dataset": ["oars.data"],

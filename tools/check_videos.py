@@ -3,28 +3,17 @@ tools/check_videos.py LIST [--root DIR] [--backend pyav|torchcodec|rawframes] [-
 file cannot be read."""
 
 import argparse
+from collections.abc import Sequence
 
 from oars.cli import run_cli
-from oars.errors import DataError
+from oars.tasks import tool_command
 
 
-def main() -> None:
-    from video.datasets.check import CHECK_BACKENDS, check_video_list, format_video_report
-
+def main(argv: Sequence[str] | None = None) -> None:
+    command = tool_command("check_videos")  # given by the task that reads videos (oars.tasks)
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("list", help="annotation list: `path label ...` lines (`frame_dir total_frames label` for "
-                        "rawframes)")
-    parser.add_argument("--root", default="", help="folder the list's paths are relative to (default: the list's)")
-    parser.add_argument("--backend", choices=CHECK_BACKENDS, default="pyav")
-    parser.add_argument("--workers", type=int, default=0, help="processes decoding in parallel (default: 0, this one)")
-    parser.add_argument("--filename-tmpl", default="img_{:05d}.jpg", help="frame file names (rawframes)")
-    parser.add_argument("--start-index", type=int, default=1, help="number of the first frame file (rawframes)")
-    args = parser.parse_args()
-    report = check_video_list(args.list, args.root, args.backend, args.workers, args.filename_tmpl, args.start_index)
-    print(format_video_report(report))
-    if report.failures:
-        raise DataError(f"{len(report.failures)} of {report.num_files} file(s) in {args.list} cannot be read "
-                        "(listed above); fix or remove them, or train with `on_bad_video: skip`")
+    command.add_arguments(parser)
+    command.run(parser.parse_args(argv))
 
 
 if __name__ == "__main__":

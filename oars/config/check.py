@@ -34,6 +34,7 @@ from oars.config.registry_lookup import visible_names as visible_names  # re-exp
 from oars.config.registry_map import _LAYER_TABLES, Path_, _key_text, _typed_nodes, registry_kind
 from oars.config.structure import structure_problems
 from oars.config.values import value_problems
+from oars.tasks import known_tasks
 
 # Keys that a builder pops before calling the class, so they are not constructor arguments.
 _BUILDER_KEYS = {
@@ -108,8 +109,8 @@ def config_problems(cfg: Config | Mapping) -> list[str]:
 
     default_scope = data.get("default_scope")
     if default_scope is not None and not isinstance(default_scope, str):
-        return [f"{describe(('default_scope',))[0]}: default_scope: expected a scope name such as "
-                f"'segmentation', got {default_scope!r}"]
+        return [f"{describe(('default_scope',))[0]}: default_scope: expected the name of a task (known tasks: "
+                f"{known_tasks()}), got {default_scope!r}"]
     registries = _Registries()
     problems: list[str] = []
     for key in data:

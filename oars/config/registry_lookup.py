@@ -7,13 +7,13 @@ Separate from the checks themselves so ``--list`` and the problem messages share
 from __future__ import annotations
 
 import difflib
-import importlib
 from typing import Any
 
 import mmengine.registry as mm_registry
 from mmengine.registry import Registry
 
 from oars.config.errors import ConfigError
+from oars.tasks import TASKS, find_task, known_tasks
 
 
 def _registry_constants() -> dict[str, Registry]:
@@ -23,6 +23,19 @@ def _registry_constants() -> dict[str, Registry]:
 
 def _scope_known(scope: str) -> bool:
     return any(root._search_child(scope) is not None for root in _registry_constants().values())
+
+
+def _import_task_registries(scope: str) -> str:
+    """Let the task of ``scope`` create its registries (``Task.import_registries``); why not, or ""."""
+    task = find_task(scope)
+    if task is None:
+        return TASKS.broken().get(scope) or ("no registered task has this scope; `pip install -e .` registers the "
+                                             "tasks of a checkout")
+    try:
+        task.import_registries()
+    except Exception as err:  # noqa: BLE001 - reported to the user with its cause
+        return f"importing the {scope} task's registries failed: {type(err).__name__}: {err}"
+    return ""
 
 
 class _Registries:
@@ -39,14 +52,10 @@ class _Registries:
             root: Registry = getattr(mm_registry, kind)
             found = root if scope is None else root._search_child(scope)
             if found is None:
-                try:
-                    importlib.import_module(f"{scope}.registry")
-                except Exception as err:  # noqa: BLE001 - reported to the user with its cause
-                    if not _scope_known(scope):
-                        raise ConfigError(
-                            f"default_scope {scope!r}: no registries for this scope (importing '{scope}.registry' "
-                            f"failed: {type(err).__name__}: {err}); use the name of a task package, e.g. "
-                            "segmentation or detection") from None
+                why = _import_task_registries(scope)
+                if why and not _scope_known(scope):
+                    raise ConfigError(f"default_scope {scope!r}: no registries for this scope ({why}); use the "
+                                      f"name of a task (known tasks: {known_tasks()})")
                 # mmengine falls back to the root registry when a scope has no child of this kind
                 found = root._search_child(scope)
                 if found is None:  # (not `or`: an empty Registry is falsy)

@@ -208,12 +208,16 @@ def _make_checkpoints_atomic(cfg: Config) -> None:
 
 def check_dataset_agreement(cfg: Config) -> None:
     """Fail at build time when a dataset disagrees with the model: class count versus
-    ``model.num_classes``, and (segmentation) the dataset's ``ignore_index`` versus the heads',
-    the label padding value and the evaluators'."""
+    ``model.num_classes``, then what the config's task checks (``Task.check_dataset``; segmentation: the
+    dataset's ``ignore_index`` versus the heads', the label padding value and the evaluators')."""
     num_classes = cfg.get("model", {}).get("num_classes")
     if num_classes is None:
         return
     from mmengine.registry import DATASETS
+
+    from oars.tasks import find_task
+
+    task = find_task(cfg.get("default_scope"))  # a scope without a registered task has no checks of its own
 
     for split in ("train_dataloader", "val_dataloader", "test_dataloader"):
         loader = cfg.get(split)
@@ -232,30 +236,8 @@ def check_dataset_agreement(cfg: Config) -> None:
                 f"{cfg.filename}: {split}.dataset ({ds_cfg['type']}) has {len(classes)} classes "
                 f"{list(classes)} but model.num_classes is {num_classes}; make them agree "
                 f"(e.g. -o model.num_classes={len(classes)})")
-        ignore = dataset.metainfo.get("ignore_index")
-        if ignore is not None:
-            _check_ignore_index(cfg, f"{split}.dataset.ignore_index", ignore)
-
-
-def _check_ignore_index(cfg: Config, source: str, value: int) -> None:
-    model = cfg.get("model", {})
-    aux = model.get("auxiliary_head")
-    heads = {"model.decode_head": model.get("decode_head")}
-    heads.update({f"model.auxiliary_head.{i}": h for i, h in enumerate(aux if isinstance(aux, list) else [aux])})
-    users = {f"{k}.ignore_index": h.get("ignore_index", 255) for k, h in heads.items() if isinstance(h, dict)}
-    if isinstance(model.get("data_preprocessor"), dict) and "seg_pad_val" in model["data_preprocessor"]:
-        users["model.data_preprocessor.seg_pad_val"] = model["data_preprocessor"]["seg_pad_val"]
-    for split in ("val_evaluator", "test_evaluator"):
-        evaluator = cfg.get(split)
-        for i, metric in enumerate(evaluator if isinstance(evaluator, list) else [evaluator]):
-            if isinstance(metric, dict) and metric.get("type") == "IoUMetric":
-                users[f"{split}{f'.{i}' if isinstance(evaluator, list) else ''}.ignore_index"] = metric.get(
-                    "ignore_index", 255)
-    wrong = {k: v for k, v in users.items() if v != value}
-    if wrong:
-        listed = ", ".join(f"{k}={v}" for k, v in wrong.items())
-        raise OarsError(f"{cfg.filename}: {source} is {value} but {listed}; pixels to ignore must carry the same "
-                        "value everywhere (set them all, e.g. with -o)")
+        if task is not None:
+            task.check_dataset(cfg, split, dataset)
 
 
 def build_runner(cfg: Config, before_writing: Callable[[Config], None] | None = None) -> OarsRunner:

@@ -22,7 +22,7 @@ import torch
 from mmengine.config import Config
 
 from oars.export.check import compare_outputs, ort_outputs, ort_session, sample_inputs, torch_outputs
-from oars.export.deploy_config import EXPORT_EXAMPLE, export_input_hw, preprocess_steps, write_deploy_yaml
+from oars.export.deploy_config import EXPORT_EXAMPLE, export_input_hw, write_deploy_yaml
 from oars.export.errors import ExportError
 from oars.export.guards import DEFAULT_OPSET, check_export_target, exported_at
 from oars.export.precision import (
@@ -37,6 +37,7 @@ from oars.export.precision import (
     quantize_int8,
 )
 from oars.export.spec import ExportOptions, ExportSpec
+from oars.tasks import ENTRY_POINT_GROUP, TASKS, Task, find_task, known_tasks
 from oars_deploy.deploy_config import validate_deploy
 
 FORMATS = ("onnx", "tensorrt")
@@ -80,12 +81,14 @@ def export_model(config: str | Config, checkpoint: str, out_dir: str, *, fmt: st
     check_export_target(out_dir, overwrite, opset)
     check_checkpoint_file(checkpoint)
     cfg = _load_config(config, overrides)
-    task = _task_export_module(cfg)
-    if hasattr(task, "export_model"):  # a task whose graph has several inputs (GANs: noise + label, image + attrs)
-        return task.export_model(cfg, checkpoint, out_dir, fmt=fmt, dynamic=dynamic, opset=opset, half=half,
+    task = _export_task(cfg)
+    # a task whose graph has several inputs (GANs: noise + label, image + attrs) exports itself
+    exported = task.export_model(cfg, checkpoint, out_dir, fmt=fmt, dynamic=dynamic, opset=opset, half=half,
                                  int8=int8, check=check, device=device, overwrite=overwrite)
+    if exported is not None:
+        return exported
     # a task whose input is not one image (video clips) reads its export section and test pipeline itself
-    options = getattr(task, "export_options", export_options)(cfg, dynamic=dynamic, opset=opset)
+    options = task.export_options(cfg, dynamic=dynamic, opset=opset)
     if precision != "fp32":
         agreement_threshold(precision, options.extra.get("min_agreement"))  # a bad value fails before the export
     if int8 and len(options.input_shape) != 4:  # calibration reads images; clips/features have no calibration set
@@ -96,7 +99,7 @@ def export_model(config: str | Config, checkpoint: str, out_dir: str, *, fmt: st
     if str(device).startswith("cuda") and not _cuda_available():
         raise ExportError(f"--device {device}: CUDA is not available on this machine")
     # before the model: a pipeline that cannot be exported is a cheap, early error
-    steps = getattr(task, "preprocess_steps", preprocess_steps)(cfg)
+    steps = task.preprocess_steps(cfg)
 
     from oars.inference import init_model
 
@@ -197,15 +200,15 @@ def _cuda_available() -> bool:
     return torch.cuda.is_available()
 
 
-def _task_export_module(cfg: Config) -> Any:
+def _export_task(cfg: Config) -> Task:
+    """The task of the config's ``default_scope`` (:data:`oars.tasks.TASKS`): it builds the export spec."""
     scope = cfg.get("default_scope")
-    if not scope or importlib.util.find_spec(scope) is None or importlib.util.find_spec(f"{scope}.export") is None:
-        raise ExportError(f"{cfg.filename}: default_scope {scope!r} has no export support "
-                          f"(expected {scope}/export.py with build_export_spec(model, cfg, options))")
-    module = importlib.import_module(f"{scope}.export")
-    if not hasattr(module, "build_export_spec"):
-        raise ExportError(f"{scope}/export.py has no build_export_spec(model, cfg, options)")
-    return module
+    task = find_task(scope)
+    if task is None:
+        why = TASKS.broken().get(scope or "") or f"known tasks: {known_tasks()}"
+        raise ExportError(f"{cfg.filename}: default_scope {scope!r} has no export support (expected {scope}/task.py "
+                          f"with an oars.tasks.Task registered as an {ENTRY_POINT_GROUP!r} entry point; {why})")
+    return task
 
 
 def export_spec_to_onnx(spec: ExportSpec, image: torch.Tensor, path: str, options: ExportOptions) -> None:

@@ -1,7 +1,8 @@
-"""The contract between the export core and a task's ``<task>/export.py``.
+"""The contract between the export core and a task's export code.
 
-The core loads the model, calls ``<task>.export.build_export_spec(model, cfg, options)`` and does everything
-else (ONNX, deploy.yaml, self-check); the task only says which module to trace and what its outputs mean.
+The core loads the model, calls the task's ``build_export_spec(model, cfg, options)`` (:class:`oars.tasks.Task`,
+found by the config's ``default_scope``) and does everything else (ONNX, deploy.yaml, self-check); the task only
+says which module to trace and what its outputs mean.
 """
 
 from __future__ import annotations

@@ -356,8 +356,13 @@ def test_helpers_and_cli(cfg_files, capsys):
     assert "CfgCheckSegmentor" in capsys.readouterr().out.split()
 
 
-def test_scope_registry_imported_on_demand(cfg_files, tmp_path, monkeypatch):
-    """``{scope}.registry`` is imported when the scope is not known yet; its (empty) child registry is used."""
+def test_scope_registry_imported_on_demand(cfg_files, tmp_path, monkeypatch, request):
+    """A scope not known yet has its registries made by its task (``Task.import_registries``, found through
+    oars.tasks.TASKS, not by importing ``{scope}.registry``); its (empty) child registry is used."""
+    import importlib
+
+    from oars.tasks import TASKS, Task
+
     scope = "oars_cfgcheck_lazy"
     write(tmp_path, f"pkgs/{scope}/__init__.py", "")
     write(tmp_path, f"pkgs/{scope}/registry.py", f"""
@@ -366,6 +371,20 @@ def test_scope_registry_imported_on_demand(cfg_files, tmp_path, monkeypatch):
         HOOKS = Registry("hook", parent=oars.registry.HOOKS, scope="{scope}")
         """)
     monkeypatch.syspath_prepend(str(tmp_path / "pkgs"))
+
+    class LazyTask(Task):
+        def import_registries(self) -> None:
+            importlib.import_module(f"{scope}.registry")
+
+        def build_export_spec(self, model, cfg, options):
+            raise NotImplementedError
+
+        def infer(self, cfg, weights, inputs, output, *, device, failures, args):
+            raise NotImplementedError
+
+    LazyTask.scope = scope
+    TASKS.register(LazyTask())
+    request.addfinalizer(lambda: TASKS.unregister(scope))  # registered for this test only
     msg = problems_for(cfg_files["top"], [f"default_scope={scope}"])
     assert "default_hooks.timer.type: unknown hook type" not in msg  # found through the lazy scope's HOOKS
     assert re.search(f"model.type: unknown model type 'CfgCheckSegmentor'. 'CfgCheckSegmentor' is registered in "

@@ -1,0 +1,86 @@
+"""The video task's contract object (:class:`oars.tasks.Task`), registered as the ``oars.tasks`` entry point
+``video``: export of clip classifiers through :mod:`video.export` and of frame-feature classifiers through
+:mod:`video.export_features` (its functions choose by the config), inference through :mod:`video.apis`, and the
+``tools/check_videos.py`` command. Everything heavy is imported inside the methods.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING
+
+from oars.tasks import Subcommand, Task
+
+if TYPE_CHECKING:
+    import torch
+    from mmengine.config import Config
+
+    from oars.export.spec import ExportOptions, ExportSpec
+    from oars_deploy.failures import Failures
+
+
+class VideoTask(Task):
+    """Action recognition: clips (Recognizer2D/3D) and pre-extracted frame features (FeatureRecognizer)."""
+
+    scope = "video"
+
+    def import_registries(self) -> None:
+        """Creates the ``video`` child registries."""
+        import video.registry  # noqa: F401
+
+    def export_options(self, cfg: Config, dynamic: bool, opset: int) -> ExportOptions:
+        """The clip (or packed features) shape of the test pipeline: :func:`video.export.export_options`."""
+        from video.export import export_options
+
+        return export_options(cfg, dynamic=dynamic, opset=opset)
+
+    def preprocess_steps(self, cfg: Config) -> list[dict]:
+        """Video preprocess steps (none for a feature model): :func:`video.export.preprocess_steps`."""
+        from video.export import preprocess_steps
+
+        return preprocess_steps(cfg)
+
+    def build_export_spec(self, model: torch.nn.Module, cfg: Config, options: ExportOptions) -> ExportSpec:
+        """:func:`video.export.build_export_spec` (clips -> scores, with the ``sampling`` section)."""
+        from video.export import build_export_spec
+
+        return build_export_spec(model, cfg, options)
+
+    def infer(self, cfg: Config, weights: str, inputs: str | None, output: str, *, device: str,
+              failures: Failures, args: argparse.Namespace) -> list[str]:
+        """:func:`video.apis.run_inference` (top-5 per video)."""
+        from video.apis import run_inference
+
+        return run_inference(cfg, weights, inputs, output, device=device, failures=failures)
+
+    def subcommands(self) -> list[Subcommand]:
+        """``tools/check_videos.py``."""
+        return [Subcommand("check_videos", "check_videos", "decode every video of an annotation list and list the "
+                           "unreadable ones", _check_videos_arguments, _run_check_videos)]
+
+
+def _check_videos_arguments(parser: argparse.ArgumentParser) -> None:
+    from video.datasets.check import CHECK_BACKENDS
+
+    parser.add_argument("list", help="annotation list: `path label ...` lines (`frame_dir total_frames label` for "
+                        "rawframes)")
+    parser.add_argument("--root", default="", help="folder the list's paths are relative to (default: the list's)")
+    parser.add_argument("--backend", choices=CHECK_BACKENDS, default="pyav")
+    parser.add_argument("--workers", type=int, default=0, help="processes decoding in parallel (default: 0, this one)")
+    parser.add_argument("--filename-tmpl", default="img_{:05d}.jpg", help="frame file names (rawframes)")
+    parser.add_argument("--start-index", type=int, default=1, help="number of the first frame file (rawframes)")
+
+
+def _run_check_videos(args: argparse.Namespace) -> None:
+    """Decode every listed file; print the report; a :class:`DataError` (exit status 2) when any cannot be read."""
+    from oars.errors import DataError
+    from video.datasets.check import check_video_list, format_video_report
+
+    report = check_video_list(args.list, args.root, args.backend, args.workers, args.filename_tmpl, args.start_index)
+    print(format_video_report(report))
+    if report.failures:
+        raise DataError(f"{len(report.failures)} of {report.num_files} file(s) in {args.list} cannot be read "
+                        "(listed above); fix or remove them, or train with `on_bad_video: skip`")
+
+
+TASK = VideoTask()
