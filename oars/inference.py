@@ -17,6 +17,7 @@ from mmengine.registry import MODELS, DefaultScope
 
 from oars.engine.checkpoint import checkpoint_mismatch, load_checkpoint_file, state_dict_from_checkpoint
 from oars.errors import OarsError
+from oars.tasks import activate
 from oars_deploy.errors import UserError
 from oars_deploy.failures import Failures
 from oars_deploy.image_files import IMAGE_SUFFIXES, list_images  # noqa: F401  (part of this module's API)
@@ -29,6 +30,7 @@ def init_model(cfg: Config, checkpoint: str, device: str = "cpu") -> torch.nn.Mo
     The model gets ``dataset_meta`` (classes, palette) from the checkpoint when it has them.
     """
     ckpt = load_checkpoint_file(checkpoint)
+    activate(cfg.get("default_scope"))
     with DefaultScope.overwrite_default_scope(cfg.get("default_scope")):
         model = MODELS.build(copy.deepcopy(cfg.model))
     state = state_dict_from_checkpoint(ckpt)
@@ -47,6 +49,7 @@ def build_test_pipeline(cfg: Config, drop: Sequence[str] = ()) -> Compose:
     if not loader:
         raise OarsError(f"{cfg.filename}: no test_dataloader/val_dataloader to take the test pipeline from")
     steps = [copy.deepcopy(t) for t in loader["dataset"]["pipeline"] if t.get("type") not in set(drop)]
+    activate(cfg.get("default_scope"))
     with DefaultScope.overwrite_default_scope(cfg.get("default_scope")):
         return Compose(steps)
 

@@ -310,6 +310,20 @@ def find_task(scope: str | None) -> Task | None:
     return TASKS.get(scope) if scope else None
 
 
+def activate(scope: str | None) -> Task | None:
+    """Let the task of ``scope`` create its registries before anything is built in that scope; returns the task
+    (None for a scope no task serves: the build then reports the unknown types itself).
+
+    Why: mmengine finds a scope's registries by importing ``<scope>.registry``, which only works when a task's
+    package is named like its scope; every place that builds a model, a pipeline or a data preprocessor from a
+    config calls this first, so a task installed under any package name works.
+    """
+    task = find_task(scope)
+    if task is not None:
+        task.import_registries()
+    return task
+
+
 def get_task(scope: str | None, where: str | None = None) -> Task:
     """The task registered for ``scope`` (a config's ``default_scope``).
 

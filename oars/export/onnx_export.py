@@ -208,6 +208,7 @@ def _export_task(cfg: Config) -> Task:
         why = TASKS.broken().get(scope or "") or f"known tasks: {known_tasks()}"
         raise ExportError(f"{cfg.filename}: default_scope {scope!r} has no export support (expected {scope}/task.py "
                           f"with an oars.tasks.Task registered as an {ENTRY_POINT_GROUP!r} entry point; {why})")
+    task.import_registries()  # before the pre-processing steps and the model are built in its scope
     return task
 
 

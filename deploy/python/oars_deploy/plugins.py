@@ -91,6 +91,7 @@ class PredictorPlugin(ABC):
 
 _PLUGINS: dict[str, PredictorPlugin] = {}
 _BUILTINS_LOADED = False
+_BROKEN: dict[str, str] = {}  # entry-point plug-ins that failed to load: name -> why
 P = TypeVar("P", bound=type[PredictorPlugin])
 
 
@@ -111,12 +112,33 @@ def register_predictor(name: str) -> Callable[[P], P]:
     return decorate
 
 
+ENTRY_POINT_GROUP = "oars.predictors"  # ``name = "module:PluginClass"`` of installed tasks' runtime plug-ins
+
+
 def _load_builtins() -> None:
-    """Import the built-in plug-ins once (lazily: they import the modules that import this one)."""
+    """Import the built-in plug-ins once (lazily: they import the modules that import this one), then the plug-ins
+    other distributions declare in the ``oars.predictors`` entry-point group (a task installed beside oars names
+    its own predictor in its exports; ``oars-infer`` must find it without an edit here). A plug-in that fails to
+    load is reported when its name is asked for, not at start-up, so one broken package does not stop the others."""
     global _BUILTINS_LOADED
-    if not _BUILTINS_LOADED:
-        _BUILTINS_LOADED = True
-        import oars_deploy.predictors  # noqa: F401  (registers the built-in plug-ins)
+    if _BUILTINS_LOADED:
+        return
+    _BUILTINS_LOADED = True
+    from importlib.metadata import entry_points
+
+    import oars_deploy.predictors  # noqa: F401  (registers the built-in plug-ins)
+
+    for entry in entry_points(group=ENTRY_POINT_GROUP):
+        if entry.name in _PLUGINS:
+            continue
+        try:
+            plugin = entry.load()  # importing its module may register it already (@register_predictor)
+            if entry.name not in _PLUGINS:
+                if not (isinstance(plugin, type) and issubclass(plugin, PredictorPlugin)):
+                    raise TypeError(f"expected a PredictorPlugin subclass, got {plugin!r}")
+                register_predictor(entry.name)(plugin)
+        except Exception as err:  # a third-party package: name it and carry on
+            _BROKEN[entry.name] = f"{entry.value}: {type(err).__name__}: {err}"
 
 
 def predictor_names() -> list[str]:
@@ -132,6 +154,8 @@ def get_predictor(name: str) -> PredictorPlugin:
         DeployError: no plug-in has that name; the message lists the known ones.
     """
     _load_builtins()
+    if name in _BROKEN:
+        raise DeployError(f"predictor {name!r} (entry point {ENTRY_POINT_GROUP}) failed to load: {_BROKEN[name]}")
     if name not in _PLUGINS:
         raise DeployError(f"unknown predictor {name!r}; known predictors: {', '.join(_PLUGINS)}")
     return _PLUGINS[name]
