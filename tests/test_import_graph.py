@@ -130,3 +130,11 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 def test_cycle_finder_finds_a_cycle():
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_the_deploy_tools_import_no_training_code():
+    """deploy/cpp/opencv_compat.py rewrites exports on a deployment machine: runtime and onnx only."""
+    path = osp.join(ROOT, "deploy", "cpp", "opencv_compat.py")
+    bad = [f"{path}:{line}: imports {target}" for target, line in _imports(path, module_level_only=False)
+           if target.split(".")[0] != "oars_deploy"]
+    assert not bad, "\n".join(bad)

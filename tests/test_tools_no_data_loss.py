@@ -22,8 +22,8 @@ import yaml
 from demo_utils import DEMO_CFG, ROOT, demo_overrides, random_checkpoint
 
 from oars.export.errors import ExportError
-from oars.export.guards import DEFAULT_OPSET, MIN_OPSET, check_opset, describe_export, max_opset
-from oars_deploy.output_paths import OutputPathError, check_new_file, check_output_folder
+from oars.export.guards import DEFAULT_OPSET, MIN_OPSET, check_opset, max_opset
+from oars_deploy.output_paths import OutputPathError, check_new_file, check_output_folder, describe_export
 
 VIDEO_CFG = osp.join(ROOT, "configs/video/tsm/tsm_r18_demo_videos.yaml")
 SEG_SHRINK = ["model.backbone.base_channels=4", "model.decode_head.channels=4"]

@@ -26,12 +26,10 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper, shape_inference
 
-from oars.export.deploy_config import write_deploy_yaml
-from oars.export.errors import ExportError
-from oars.export.guards import describe_export
 from oars_deploy.deploy_config import read_deploy_yaml
+from oars_deploy.deploy_writer import write_deploy_yaml
 from oars_deploy.errors import run_cli
-from oars_deploy.output_paths import check_output_folder
+from oars_deploy.output_paths import check_export_folder, check_output_folder
 
 
 def _constants(graph: onnx.GraphProto) -> dict[str, np.ndarray]:
@@ -112,10 +110,7 @@ def convert_model_dir(model_dir: str, out_dir: str, overwrite: bool = False) -> 
     OUT_DIR may not be, hold or lie inside MODEL_DIR (the source export would be rewritten in place), and an
     OUT_DIR that holds an export is replaced only with ``overwrite``: the rule of tools/export.py."""
     check_output_folder(out_dir, model_dir, flag="OUT_DIR", input_flag="MODEL_DIR")
-    existing = describe_export(out_dir)
-    if existing and not overwrite:
-        raise ExportError(f"OUT_DIR {out_dir} already holds an export: {existing}; nothing was written (pass "
-                          "--overwrite to replace it, or choose another OUT_DIR)")
+    check_export_folder(out_dir, overwrite, flag="OUT_DIR")
     deploy = read_deploy_yaml(osp.join(model_dir, "deploy.yaml"))
     meta = deploy["model"]
     source = meta.get("onnx_fp32") or meta.get("onnx", "model.onnx")

@@ -12,7 +12,11 @@ from __future__ import annotations
 import os
 import os.path as osp
 
+import yaml
+
 from oars_deploy.errors import UserError
+
+EXPORT_FILES = ("deploy.yaml", "model.onnx", "model_fp16.onnx", "model_int8.onnx", "model.engine")
 
 
 class OutputPathError(UserError):
@@ -95,3 +99,41 @@ def check_new_file(path: str, overwrite: bool, flag: str = "--out", inputs: tupl
         raise OutputPathError(f"{flag} {path} exists already; nothing was written (pass --overwrite to replace it, "
                               "or choose another path)")
     return path
+
+
+def describe_export(out_dir: str) -> str | None:
+    """What export ``out_dir`` holds, in words (its files, and the model name and ``exported_at`` time from its
+    deploy.yaml when readable), or None when it holds none of :data:`EXPORT_FILES`."""
+    present = [name for name in EXPORT_FILES if osp.isfile(osp.join(out_dir, name))]
+    if not present:
+        return None
+    what = ", ".join(present)
+    try:
+        with open(osp.join(out_dir, "deploy.yaml"), encoding="utf-8") as f:
+            model = (yaml.safe_load(f) or {}).get("model") or {}
+        name, when = model.get("name"), model.get("exported_at")
+        if name:
+            article = "an" if str(name)[:1].lower() in "aeiou" else "a"
+            what += f" ({article} {name} export" + (f" of {when}" if when else "") + ")"
+    except (OSError, ValueError, AttributeError, yaml.YAMLError):
+        pass  # a missing or damaged deploy.yaml still counts as an export there: the file list says what is there
+    return what
+
+
+def check_export_folder(out_dir: str, overwrite: bool, flag: str = "-o",
+                        error: type[Exception] = OutputPathError) -> str:
+    """Raise ``error`` when an export may not be written into ``out_dir``: it is a file (or inside one), or it holds
+    another export and ``overwrite`` is false (exports never replace exports unasked); returns ``out_dir``.
+
+    Args:
+        out_dir: the export folder (need not exist).
+        overwrite: the user passed ``--overwrite``.
+        flag: how the user named ``out_dir``, for the message.
+        error: the exception class (the exporter raises its ExportError).
+    """
+    check_output_folder(out_dir, flag=flag)
+    existing = describe_export(out_dir)
+    if existing and not overwrite:
+        raise error(f"{out_dir} already holds an export: {existing}; nothing was written (pass --overwrite to "
+                    f"replace it, or choose another {flag} folder)")
+    return out_dir

@@ -8,7 +8,7 @@ results.jsonl. The built-in plug-ins (:mod:`oars_deploy.predictors`) are ``detec
 ``semantic_labels``, ``clip_classes``, ``feature_classes`` and ``gan_images``; another one is added with
 :func:`register_predictor` and named in its exports' deploy.yaml.
 
-deploy.yaml's ``predictor`` key is written by ``oars.export.deploy_config.write_deploy_yaml`` from
+deploy.yaml's ``predictor`` key is written by ``oars_deploy.deploy_writer.write_deploy_yaml`` from
 :func:`predictor_kind`; an export written before the key existed gets the same answer from the same function
 (:func:`predictor_name`), so old export folders keep loading.
 """
