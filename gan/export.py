@@ -229,14 +229,14 @@ def self_check(gx: GANExport, onnx_path: str, options: ExportOptions) -> dict:
 def deploy_dict(cfg: Config, model: nn.Module, gx: GANExport, checkpoint: str, onnx_path: str) -> dict:
     """deploy.yaml of a generator (schema: oars_deploy.deploy_config + oars_deploy.gan_config)."""
     from oars.export.guards import exported_at
-    from oars.export.onnx_export import _onnx_opset
+    from oars.export.onnx_export import onnx_opset
 
     section = gx.spec.deploy_sections[GAN_KEY]
     labels = section.get("class_names") or section.get("attr_names") or ["image"]
     return {
         "version": 1,
         "model": {"name": str(cfg.model.get("type")), "task": "gan", "config": osp.basename(cfg.filename or ""),
-                  "checkpoint": osp.basename(checkpoint), "onnx": "model.onnx", "opset": _onnx_opset(onnx_path),
+                  "checkpoint": osp.basename(checkpoint), "onnx": "model.onnx", "opset": onnx_opset(onnx_path),
                   "precision": "fp32", "exported_at": exported_at()},
         "labels": [str(v) for v in labels],
         "input": gx.spec.deploy_input,
@@ -256,7 +256,7 @@ def export_model(config: str | Config, checkpoint: str, out_dir: str, *, fmt: st
     from oars.engine.checkpoint import check_checkpoint_file
     from oars.export.deploy_config import write_deploy_yaml
     from oars.export.guards import check_export_target
-    from oars.export.onnx_export import _load_config
+    from oars.export.onnx_export import load_export_config
     from oars.inference import init_model
     from oars_deploy.atomic import temp_path
     from oars_deploy.deploy_config import validate_deploy
@@ -268,7 +268,7 @@ def export_model(config: str | Config, checkpoint: str, out_dir: str, *, fmt: st
                           "not scores to agree on); export FP32")
     check_export_target(out_dir, overwrite, opset)  # refuses an existing export unless overwrite, a bad opset
     check_checkpoint_file(checkpoint)
-    cfg = _load_config(config, overrides)
+    cfg = load_export_config(config, overrides)
     options = export_options(cfg, dynamic=dynamic, opset=opset)
     model = init_model(cfg, checkpoint, device)
     gx = build_export_spec(model, cfg, options)

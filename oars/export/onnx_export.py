@@ -80,7 +80,7 @@ def export_model(config: str | Config, checkpoint: str, out_dir: str, *, fmt: st
                           "with an NVIDIA GPU); --format onnx works without it")
     check_export_target(out_dir, overwrite, opset)
     check_checkpoint_file(checkpoint)
-    cfg = _load_config(config, overrides)
+    cfg = load_export_config(config, overrides)
     task = _export_task(cfg)
     # a task whose graph has several inputs (GANs: noise + label, image + attrs) exports itself
     exported = task.export_model(cfg, checkpoint, out_dir, fmt=fmt, dynamic=dynamic, opset=opset, half=half,
@@ -172,7 +172,9 @@ def _precision_check_inputs(files: list[str], deploy: dict, deploy_image: Any, o
 
 
 # ----------------------------------------------------------------------------- steps
-def _load_config(config: str | Config, overrides: Sequence[str]) -> Config:
+def load_export_config(config: str | Config, overrides: Sequence[str]) -> Config:
+    """The config to export: ``config`` itself (a loaded Config, ``overrides`` applied to it) or the file loaded and
+    validated with ``overrides``. Public: a task with its own ``export_model`` loads its config the same way."""
     if isinstance(config, Config):
         if overrides:
             from oars.config import apply_overrides
@@ -250,7 +252,7 @@ def dynamo_export(module: torch.nn.Module, args: tuple[torch.Tensor, ...], path:
     finally:
         for lg, level in zip(loggers, levels):
             lg.setLevel(level)
-    written = _onnx_opset(path)
+    written = onnx_opset(path)
     if written != opset:  # the exporter writes 18 and converts; a failed conversion silently keeps 18
         name = type(getattr(module, "model", module)).__name__
         raise ExportError(f"--opset {opset}: the exporter could not convert the {name} graph to opset {opset} (it "
@@ -344,7 +346,7 @@ def deploy_dict(cfg: Config, model: torch.nn.Module, spec: ExportSpec, options: 
         "version": 1,
         "model": {"name": str(cfg.model.get("type")), "task": str(cfg.get("default_scope")),
                   "config": osp.basename(cfg.filename or ""), "checkpoint": osp.basename(checkpoint),
-                  "onnx": "model.onnx", "opset": _onnx_opset(onnx_path),
+                  "onnx": "model.onnx", "opset": onnx_opset(onnx_path),
                   "precision": "fp32", "exported_at": exported_at()},
         "labels": labels,
         "palette": palette,
@@ -365,7 +367,8 @@ def _image_input(spec: ExportSpec, options: ExportOptions) -> dict:
             "color": "BGR"}
 
 
-def _onnx_opset(path: str) -> int | None:
+def onnx_opset(path: str) -> int | None:
+    """The default-domain opset of the ONNX file ``path`` (what deploy.yaml records), or None when it has none."""
     import onnx
 
     model = onnx.load(path, load_external_data=False)
