@@ -1,7 +1,7 @@
-"""Predict images with a trained model: tools/infer.py -c CONFIG -w CKPT -i IMAGE_OR_DIR -o OUT_DIR.
+"""Predict with a trained model: tools/infer.py -c CONFIG -w CKPT -i INPUT_FILE_OR_DIR -o OUT_DIR [TASK FLAGS].
 
-GANs: image models take -i (attribute editors also --attrs Black_Hair=1,Male=0 [--src-attrs ...]); noise models
-(DCGAN/CGAN) take no -i but --seed S --num N [--label K].
+The config's task says what -i takes (images, videos, feature files; nothing for a model that generates from
+noise) and adds its own flags: tools/infer.py -c CONFIG --help lists them.
 
 ``-o`` takes both the output folder and ``key=value`` config overrides, as on every tool:
 ``-o out/ test_dataloader.dataset.pipeline.1.scale=[256,256]``.
@@ -28,7 +28,7 @@ def common_parser(add_help: bool = True) -> argparse.ArgumentParser:
                                             f"of the config's task (tasks: {known_tasks()}).")
     parser.add_argument("-c", "--config", required=True, help="YAML config file")
     parser.add_argument("-w", "--weights", required=True, help="checkpoint")
-    parser.add_argument("-i", "--input", default=None, help="an image or a folder of images (not for noise GANs)")
+    parser.add_argument("-i", "--input", default=None, help="a file or a folder of the inputs the config's task reads")
     parser.add_argument("-o", "--opt", dest="values", nargs="+", action="extend", default=[],
                         metavar="OUT_DIR|KEY=VALUE", help="output folder and/or config overrides")
     parser.add_argument("--output-dir", default=None, help="output folder (alternative to -o OUT_DIR)")

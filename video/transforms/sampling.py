@@ -65,6 +65,7 @@ class SampleFrames:
         self.test_mode = bool(test_mode)
         self.out_of_bound_opt = out_of_bound_opt
         self.twice_sample = bool(twice_sample)
+        self._sampling = self.sampling()  # built once: every sample's frame-count check reads it
 
     def _train_offsets(self, total: int) -> np.ndarray:
         """Random clip starts int64 [num_clips]: one per segment of the ``total - span + 1`` start positions."""
@@ -104,7 +105,7 @@ class SampleFrames:
         if not isinstance(total, (int, np.integer)) or isinstance(total, bool) or total < 1:
             raise DataError(f'{where}: SampleFrames needs total_frames >= 1 (set by VideoInit or the raw-frame '
                             f'annotation), got {total!r}')
-        check_frame_count(where, int(total), self.sampling(), DataError)
+        check_frame_count(where, int(total), self._sampling, DataError)
         results['frame_inds'] = self.frame_indices(int(total))
         results['clip_len'] = self.clip_len
         results['frame_interval'] = self.frame_interval

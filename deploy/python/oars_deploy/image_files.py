@@ -22,7 +22,7 @@ def list_images(path: str) -> list[str]:
     if not files:
         from oars_deploy.video_inputs import folder_contents  # video_inputs imports this module
 
-        held = folder_contents(path).replace("it holds none of those", "it holds no videos or feature files either")
+        held = folder_contents(path, nothing="it holds no videos or feature files either")
         raise UserError(f"no images ({', '.join(IMAGE_SUFFIXES)}) in folder {path}: {held}")
     return files
 

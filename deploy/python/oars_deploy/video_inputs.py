@@ -125,7 +125,7 @@ def not_a_feature_file(path: str) -> str | None:
     return None
 
 
-def folder_contents(folder: str) -> str:
+def folder_contents(folder: str, nothing: str = "it holds none of those") -> str:
     """What a folder holds instead of the inputs a model wanted, for the "no videos in folder" messages:
     e.g. ``'it holds 3 still images (a.png, b.jpg, c.png)'``, or ``'it holds none of those'``."""
     names = sorted(os.listdir(folder))
@@ -136,4 +136,4 @@ def folder_contents(folder: str) -> str:
         if hits:
             shown = ", ".join(hits[:3]) + (", ..." if len(hits) > 3 else "")
             found.append(f"{len(hits)} {noun}{'s' if len(hits) != 1 else ''} ({shown})")
-    return "it holds " + " and ".join(found) if found else "it holds none of those"
+    return "it holds " + " and ".join(found) if found else nothing
