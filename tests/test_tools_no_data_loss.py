@@ -300,3 +300,16 @@ def test_eval_show_dir_may_not_go_into_the_data(demo_data, tmp_path):
                   osp.join(demo_data, "images"), "-o", *demo_overrides(demo_data))
     assert_user_error(proc, f"--show-dir {demo_data}/images is inside the input folder "
                       f"test_dataloader.dataset.data_root {demo_data}")
+
+
+def test_opencv_compat_never_rewrites_its_source_nor_another_export(tmp_path):
+    """deploy/cpp/opencv_compat.py MODEL_DIR OUT_DIR: OUT_DIR may not be the source export, nor hold another one
+    unless --overwrite (checked before the model is read)."""
+    before = _fake_export(tmp_path / "export")
+    proc = run_in(tmp_path, "deploy/cpp/opencv_compat.py", "export", "export")
+    assert_user_error(proc, "OUT_DIR export is the input folder MODEL_DIR export")
+    _fake_export(tmp_path / "other")
+    proc = run_in(tmp_path, "deploy/cpp/opencv_compat.py", "export", "other")
+    assert_user_error(proc, "other already holds an export: deploy.yaml, model.onnx (a MaskRCNN export of",
+                      "pass --overwrite")
+    assert digest(tmp_path / "export") == before
