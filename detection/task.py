@@ -37,6 +37,13 @@ class DetectionTask(Task):
 
         return build_export_spec(model, cfg, options)
 
+    def export_arguments(self, parser: ArgumentContainer) -> None:
+        """``--no-nms``: ``export.postprocess: false`` (one-stage graphs stop after decoding; the predictor runs the
+        NMS, as some runtimes prefer)."""
+        parser.add_argument("--no-nms", dest="postprocess", action="store_const", const=False, default=None,
+                            help="detection: leave NMS out of the graph (export.postprocess: false; one-stage "
+                                 "detectors such as YOLOv3); the predictors then run it")
+
     def infer_arguments(self, parser: ArgumentContainer) -> None:
         """``--draw-threshold``."""
         parser.add_argument("--draw-threshold", type=float, default=None,

@@ -25,6 +25,7 @@ import cv2
 import numpy as np
 
 from oars.data.generated_set import GeneratedSet, check_int_arg, count_files
+from oars.errors import OarsError
 
 CLASSES: tuple[str, ...] = tuple(str(d) for d in range(10))
 SPLITS: tuple[str, ...] = ('train', 'val')
@@ -133,22 +134,28 @@ def generate(out_dir: str | Path, num_per_class_train: int = 100, num_per_class_
     return _result(root, params, skipped=False)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """CLI: generate the set and print what was written (or that an identical set was reused)."""
-    parser = argparse.ArgumentParser(prog='python -m gan.demo_data', description=__doc__.split('\n')[0])
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The generator's flags (``python -m gan.demo_data`` and ``tools/demo_data.py``)."""
     parser.add_argument('--out', default='data/demo_gan', help='output root (default: data/demo_gan)')
     parser.add_argument('--num-per-class-train', type=int, default=100)
     parser.add_argument('--num-per-class-val', type=int, default=20)
     parser.add_argument('--size', type=int, default=32, help='image side in pixels')
     parser.add_argument('--seed', type=int, default=0)
     parser.add_argument('--overwrite', action='store_true', help='regenerate even if an identical set exists')
-    args = parser.parse_args(argv)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Generate the set of ``args`` and print what was written (or that an identical set was reused).
+
+    Raises:
+        OarsError: bad sizes or counts, or ``--out`` holding other files (naming the folder).
+    """
     start = time.perf_counter()
     try:
         res = generate(args.out, args.num_per_class_train, args.num_per_class_val, args.size, args.seed,
                        args.overwrite)
     except (ValueError, FileExistsError) as err:
-        parser.error(str(err))
+        raise OarsError(str(err)) from err
     if res['skipped']:
         print(f'demo_gan: {res["out_dir"]} already holds this set (same parameters); nothing written')
     else:
@@ -157,6 +164,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f'  {split}: {res["num_images"][split]} images in {len(CLASSES)} class folders -> '
               f'{res["folders"][split]}')
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """CLI: generate the set and print what was written (or that an identical set was reused)."""
+    parser = argparse.ArgumentParser(prog='python -m gan.demo_data', description=__doc__.split('\n')[0])
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        return run(args)
+    except OarsError as err:
+        parser.error(str(err))
 
 
 if __name__ == '__main__':

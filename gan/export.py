@@ -10,17 +10,14 @@ normalisation and its inverse inside, so a deployed predictor feeds plain number
   -> ``fake_img``.
 
 The graph inputs are whatever ``model.export_inputs(batch, img_size)`` names (``img`` is called ``image`` in the
-graph), so a new generator exports without a change here. Unlike the image tasks the graph has several inputs, so
-:func:`export_model` runs the export and the ONNX Runtime vs PyTorch self-check itself with the core's pieces
-(``compare_outputs``, the deploy.yaml schema and writer, atomic temp files).
+graph), so a new generator exports without a change here. The export itself is the core's
+(``oars.export.export_model``, as for every task): :func:`build_export_spec` gives it the module, the named graph
+inputs, the self-check's sample feeds (:func:`sample_feeds`) and deploy.yaml's ``gan`` section.
 """
 
 from __future__ import annotations
 
-import os
-import os.path as osp
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -28,7 +25,7 @@ import torch
 from mmengine.config import Config
 from torch import nn
 
-from oars.export.check import compare_outputs, ort_session, synthetic_image
+from oars.export.check import synthetic_image
 from oars.export.errors import ExportError
 from oars.export.guards import DEFAULT_OPSET
 from oars.export.spec import ExportOptions, ExportSpec
@@ -37,8 +34,8 @@ from oars_deploy.preprocess import preprocess_one
 
 GRAPH_NAMES = {"img": "image"}  # model input key -> graph input name (the rest keep their names)
 OUTPUT_NAME = "fake_img"  # the data-sample field; not ``image``: ONNX refuses an output named like an input
-DYNAMIC_CHECK_BATCH = 3
 DEFAULT_IMG_SIZE = 256
+PREDICTOR = "gan_images"  # the runtime plug-in that runs a generator export (oars_deploy.predictors.gan_images)
 
 
 class GeneratorGraph(nn.Module):
@@ -66,17 +63,6 @@ class GeneratorGraph(nn.Module):
         out = self.model.export_forward(inputs).float()
         out = out * self.std + self.mean
         return (out.flip(1) if self.bgr_to_rgb else out).clamp(0.0, 255.0)
-
-
-@dataclass
-class GANExport:
-    """What :func:`export_model` needs: the core's :class:`ExportSpec` (module, outputs, tolerance, deploy.yaml
-    sections), the graph input names (in the module's argument order) and the model keys behind them."""
-
-    spec: ExportSpec
-    input_names: list[str]
-    model_keys: list[str]
-    kind: str
 
 
 def export_options(cfg: Config, dynamic: bool = False, opset: int = DEFAULT_OPSET) -> ExportOptions:
@@ -109,8 +95,14 @@ def preprocess_steps(cfg: Config, img_size: Sequence[int] | None = None) -> list
             {"type": "Permute"}]
 
 
-def build_export_spec(model: nn.Module, cfg: Config, options: ExportOptions) -> GANExport:
-    """The generator graph of ``model`` (a BaseGAN) and its deploy.yaml description (see the module docstring)."""
+def build_export_spec(model: nn.Module, cfg: Config, options: ExportOptions) -> ExportSpec:
+    """The generator graph of ``model`` (a BaseGAN) and its deploy.yaml description (see the module docstring).
+
+    Returns:
+        The core's :class:`ExportSpec`: ``input_names`` the graph inputs in the module's argument order (``noise``,
+        ``label``; ``image``, ``attrs``, ...), ``sample_inputs`` :func:`sample_feeds`, ``preprocess`` the image
+        steps at the generator's input size, ``labels`` the class or attribute names, predictor ``gan_images``.
+    """
     if not hasattr(model, "export_inputs"):
         raise ExportError(f"{cfg.filename}: {type(model).__name__} has no export_inputs(); GAN export needs a "
                           "BaseGAN model")
@@ -147,14 +139,23 @@ def build_export_spec(model: nn.Module, cfg: Config, options: ExportOptions) -> 
                     "layout": "NCHW" if first["name"] == "image" else "NC",
                     "color": "RGB" if first["name"] == "image" else "none",
                     "dynamic_axes": {0: "batch"} if options.dynamic else {}}
-    spec = ExportSpec(
-        module=module, input_name=first["name"], output_names=[OUTPUT_NAME],
+    labels = section.get("class_names") or section.get("attr_names") or ["image"]
+
+    def sample_inputs(batch: int, seed: int) -> tuple[tuple[torch.Tensor, ...], dict[str, np.ndarray], float]:
+        feeds = sample_feeds(section, batch, seed)
+        device = _device(model)
+        # both sides get the same deploy-preprocessed arrays: no second pre-processing path to compare
+        return tuple(torch.from_numpy(feeds[n]).to(device) for n in names), feeds, 0.0
+
+    return ExportSpec(
+        module=module, input_name=first["name"], input_names=names, output_names=[OUTPUT_NAME],
         outputs=[{"name": OUTPUT_NAME, "shape": [dyn, 3, *out_hw], "dtype": "float32",
                   "meaning": "generated images, RGB, 0..255 (denormalised in the graph)"}],
         postprocess={"type": "gan_image", "range": [0, 255], "color": "RGB", "layout": "NCHW",
                      "in_graph": "input normalisation, generator (EMA when trained with it), denormalisation"},
-        atol=1e-4, deploy_input=deploy_input, deploy_sections={GAN_KEY: section})
-    return GANExport(spec=spec, input_names=names, model_keys=keys, kind=kind)
+        atol=1e-4, deploy_input=deploy_input, deploy_sections={GAN_KEY: section}, sample_inputs=sample_inputs,
+        preprocess=preprocess_steps(cfg, section.get("input_size")), labels=[str(v) for v in labels],
+        predictor=PREDICTOR)
 
 
 def _device(model: nn.Module) -> torch.device:
@@ -168,10 +169,10 @@ def _class_names(cfg: Config, model: nn.Module) -> list[str]:
     return [str(n) for n in names[:int(model.num_classes)]]
 
 
-def sample_feeds(gx: GANExport, batch: int, seed: int = 0) -> dict[str, np.ndarray]:
-    """Deterministic check inputs by graph name: images are synthetic BGR pictures (2H x 3W, another aspect ratio)
-    through deploy.yaml's steps, as a predictor reads them; noise N(0, 1); labels a class sweep; attrs 0/1."""
-    section = gx.spec.deploy_sections[GAN_KEY]
+def sample_feeds(section: dict, batch: int, seed: int = 0) -> dict[str, np.ndarray]:
+    """Deterministic check inputs by graph name for deploy.yaml's ``gan`` ``section``: images are synthetic BGR
+    pictures (2H x 3W, another aspect ratio) through deploy.yaml's steps, as a predictor reads them; noise N(0, 1);
+    labels a class sweep; attrs 0/1."""
     rng = np.random.default_rng(seed)
     feeds = {}
     for spec in section["inputs"]:
@@ -188,105 +189,3 @@ def sample_feeds(gx: GANExport, batch: int, seed: int = 0) -> dict[str, np.ndarr
         else:  # attrs / src_attrs: 0/1 rows
             feeds[name] = (rng.random((batch, *tail)) < 0.5).astype(np.float32)
     return feeds
-
-
-def torch_outputs(gx: GANExport, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """The PyTorch graph module on ``feeds`` -> ``{'fake_img': float32 [N, 3, H, W] 0..255}``."""
-    device = _device(gx.spec.module)
-    with torch.no_grad():
-        out = gx.spec.module(*[torch.from_numpy(feeds[n]).to(device) for n in gx.input_names])
-    return {OUTPUT_NAME: out.cpu().numpy()}
-
-
-def export_onnx(gx: GANExport, feeds: dict[str, np.ndarray], path: str, options: ExportOptions) -> None:
-    """torch.onnx.export (dynamo) of the generator graph with its named inputs (axis 0 dynamic when asked)."""
-    from oars.export.onnx_export import dynamo_export
-
-    device = _device(gx.spec.module)
-    args = tuple(torch.from_numpy(feeds[n]).to(device) for n in gx.input_names)
-    dynamic = None
-    if options.dynamic:
-        batch = torch.export.Dim("batch", min=1, max=4096)
-        dynamic = (tuple({0: batch} for _ in args),)  # forward(*tensors): one varargs entry
-    dynamo_export(gx.spec.module, args, path, gx.input_names, [OUTPUT_NAME], options.opset, dynamic_shapes=dynamic)
-
-
-def self_check(gx: GANExport, onnx_path: str, options: ExportOptions) -> dict:
-    """ONNX Runtime vs PyTorch on the same inputs (batch B, and 3 when dynamic); ExportCheckError on a mismatch."""
-    session = ort_session(onnx_path)
-    result = {}
-    runs = [("outputs", options.input_shape[0], 0, "")]
-    if options.dynamic:
-        runs.append(("dynamic_batch", DYNAMIC_CHECK_BATCH, 100, f"dynamic batch {DYNAMIC_CHECK_BATCH}: "))
-    for key, batch, seed, what in runs:
-        feeds = sample_feeds(gx, batch, seed)
-        actual = dict(zip([o.name for o in session.get_outputs()], session.run(None, feeds)))
-        compared = compare_outputs(gx.spec, torch_outputs(gx, feeds), actual, feeds[gx.input_names[0]], what=what)
-        result[key] = compared if key == "outputs" else {"batch": batch, "outputs": compared}
-    return result
-
-
-def deploy_dict(cfg: Config, model: nn.Module, gx: GANExport, checkpoint: str, onnx_path: str) -> dict:
-    """deploy.yaml of a generator (schema: oars_deploy.deploy_config + oars_deploy.gan_config)."""
-    from oars.export.guards import exported_at
-    from oars.export.onnx_export import onnx_opset
-
-    section = gx.spec.deploy_sections[GAN_KEY]
-    labels = section.get("class_names") or section.get("attr_names") or ["image"]
-    return {
-        "version": 1,
-        "model": {"name": str(cfg.model.get("type")), "task": "gan", "config": osp.basename(cfg.filename or ""),
-                  "checkpoint": osp.basename(checkpoint), "onnx": "model.onnx", "opset": onnx_opset(onnx_path),
-                  "precision": "fp32", "exported_at": exported_at()},
-        "labels": [str(v) for v in labels],
-        "input": gx.spec.deploy_input,
-        "preprocess": preprocess_steps(cfg, section.get("input_size")),
-        "outputs": gx.spec.outputs,
-        "postprocess": gx.spec.postprocess,
-        GAN_KEY: section,
-    }
-
-
-def export_model(config: str | Config, checkpoint: str, out_dir: str, *, fmt: str = "onnx", dynamic: bool = False,
-                 opset: int = DEFAULT_OPSET, half: bool = False, int8: bool = False, overrides: Sequence[str] = (),
-                 check: bool = True, device: str = "cpu", overwrite: bool = False, **_: Any) -> dict:
-    """Write ``out_dir/model.onnx`` + ``deploy.yaml`` for a GAN config; the files get their final names only after
-    the self-check passed. Returns ``{'onnx', 'deploy', 'check': {'outputs', 'dynamic_batch' (dynamic),
-    'preprocess_max_abs_diff'}}`` like ``oars.export.export_model``."""
-    from oars.engine.checkpoint import check_checkpoint_file
-    from oars.export.deploy_config import write_deploy_yaml
-    from oars.export.guards import check_export_target
-    from oars.export.onnx_export import load_export_config
-    from oars.inference import init_model
-    from oars_deploy.atomic import temp_path
-    from oars_deploy.deploy_config import validate_deploy
-
-    if fmt != "onnx":
-        raise ExportError(f"GAN generators export to --format onnx only (got {fmt!r})")
-    if half or int8:
-        raise ExportError("--half / --int8 are not supported for GAN generators yet (their output is an image, "
-                          "not scores to agree on); export FP32")
-    check_export_target(out_dir, overwrite, opset)  # refuses an existing export unless overwrite, a bad opset
-    check_checkpoint_file(checkpoint)
-    cfg = load_export_config(config, overrides)
-    options = export_options(cfg, dynamic=dynamic, opset=opset)
-    model = init_model(cfg, checkpoint, device)
-    gx = build_export_spec(model, cfg, options)
-    gx.spec.module.eval()
-    os.makedirs(out_dir, exist_ok=True)
-    onnx_path, deploy_path = osp.join(out_dir, "model.onnx"), osp.join(out_dir, "deploy.yaml")
-    tmp = temp_path(onnx_path)
-    try:
-        export_onnx(gx, sample_feeds(gx, options.input_shape[0]), tmp, options)
-        result: dict[str, Any] = {"onnx": onnx_path, "deploy": deploy_path}
-        if check:
-            result["check"] = self_check(gx, tmp, options)
-            result["check"]["preprocess_max_abs_diff"] = 0.0  # both runs are fed the same deploy-preprocessed arrays
-        deploy = deploy_dict(cfg, model, gx, checkpoint, tmp)
-        validate_deploy(deploy, deploy_path)
-        os.replace(tmp, onnx_path)
-    finally:
-        if osp.exists(tmp):
-            os.remove(tmp)
-    write_deploy_yaml(deploy_path, deploy)
-    return result

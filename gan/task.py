@@ -1,7 +1,8 @@
 """The GAN task's contract object (:class:`oars.tasks.Task`), registered as the ``oars.tasks`` entry point ``gan``:
-the generator's export (several named graph inputs: noise + label, image + attributes) through
-:func:`gan.export.export_model`, inference through :mod:`gan.apis` and its ``tools/infer.py`` flags (``--attrs``,
-``--src-attrs`` for attribute editors; ``--seed``, ``--num``, ``--label`` for noise models, which take no ``-i``).
+the generator's export (several named graph inputs: noise + label, image + attributes) through the core exporter
+with :func:`gan.export.build_export_spec`, inference through :mod:`gan.apis` and its ``tools/infer.py`` flags
+(``--attrs``, ``--src-attrs`` for attribute editors; ``--seed``, ``--num``, ``--label`` for noise models, which take
+no ``-i``).
 Everything heavy is imported inside the methods.
 """
 
@@ -10,13 +11,13 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from oars.tasks import ArgumentContainer, Task
+from oars.tasks import ArgumentContainer, Subcommand, Task
 
 if TYPE_CHECKING:
     import torch
     from mmengine.config import Config
 
-    from oars.export.spec import ExportOptions
+    from oars.export.spec import ExportOptions, ExportSpec
     from oars_deploy.failures import Failures
 
 INFER_FLAGS = ("attrs", "src_attrs", "seed", "num", "label")
@@ -43,21 +44,23 @@ class GANTask(Task):
 
         return preprocess_steps(cfg)
 
-    def build_export_spec(self, model: torch.nn.Module, cfg: Config, options: ExportOptions):  # -> GANExport
-        """:func:`gan.export.build_export_spec`: a ``GANExport`` (the ExportSpec plus the graph's input names);
-        the export itself runs in :meth:`export_model`, as the graph has several inputs."""
+    def build_export_spec(self, model: torch.nn.Module, cfg: Config, options: ExportOptions) -> ExportSpec:
+        """:func:`gan.export.build_export_spec`: the generator graph with its named inputs (noise + label, image +
+        attributes), its sample feeds and deploy.yaml's ``gan`` section, exported by the core like every task."""
         from gan.export import build_export_spec
 
         return build_export_spec(model, cfg, options)
 
-    def export_model(self, cfg: Config, checkpoint: str, out_dir: str, *, fmt: str, dynamic: bool, opset: int,
-                     half: bool, int8: bool, check: bool, device: str, overwrite: bool) -> dict:
-        """:func:`gan.export.export_model`: the multi-input graph, its self-check and deploy.yaml (``gan``
-        section)."""
-        from gan.export import export_model
+    def check_export(self, cfg: Config, fmt: str, precision: str) -> None:
+        """ONNX FP32 only: a generator's output is a picture, not scores an FP16/INT8 graph could be checked to
+        agree on, and no TensorRT engine of a generator has been built and checked."""
+        from oars.export.errors import ExportError
 
-        return export_model(cfg, checkpoint, out_dir, fmt=fmt, dynamic=dynamic, opset=opset, half=half, int8=int8,
-                            check=check, device=device, overwrite=overwrite)
+        if fmt != "onnx":
+            raise ExportError(f"{cfg.filename}: GAN generators export to --format onnx only (got {fmt!r})")
+        if precision != "fp32":
+            raise ExportError(f"{cfg.filename}: --half / --int8 are not supported for GAN generators yet (their output "
+                              "is an image, not scores to agree on); export FP32")
 
     def infer_arguments(self, parser: ArgumentContainer) -> None:
         """``--attrs``, ``--src-attrs``, ``--seed``, ``--num``, ``--label``."""
@@ -79,6 +82,24 @@ class GANTask(Task):
 
         extra = {name: getattr(args, name) for name in INFER_FLAGS if getattr(args, name, None) is not None}
         return run_inference(cfg, weights, inputs, output, device=device, failures=failures, **extra)
+
+    def subcommands(self) -> list[Subcommand]:
+        """``tools/demo_data.py digits``: the CGAN demo's coloured digits (python -m gan.demo_data)."""
+        return [Subcommand("demo_data", "digits", "coloured digit images in 10 class folders (the CGAN demo; python "
+                           "-m gan.demo_data)", _demo_arguments, _run_demo,
+                           usage="tools/demo_data.py digits --out data/demo_gan")]
+
+
+def _demo_arguments(parser: argparse.ArgumentParser) -> None:
+    from gan.demo_data import add_arguments
+
+    add_arguments(parser)
+
+
+def _run_demo(args: argparse.Namespace) -> int:
+    from gan.demo_data import run
+
+    return run(args)
 
 
 TASK = GANTask()

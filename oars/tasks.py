@@ -9,11 +9,13 @@ installed distribution) register one with :meth:`TaskRegistry.register`.
 
 What a task declares here (each method says who calls it and why):
 
-- export: :meth:`Task.build_export_spec` (abstract), :meth:`Task.export_options`, :meth:`Task.preprocess_steps`,
-  :meth:`Task.export_model` (a task whose graph the core exporter cannot write itself, e.g. several inputs);
+- export (always through the core exporter, any number of named graph inputs): :meth:`Task.build_export_spec`
+  (abstract), :meth:`Task.export_options`, :meth:`Task.preprocess_steps`, :meth:`Task.check_export`, and the
+  task's ``tools/export.py`` flags :meth:`Task.export_arguments`;
 - ``tools/infer.py``: :meth:`Task.infer_arguments` (its own flags), :meth:`Task.requires_input`,
   :meth:`Task.infer` (abstract);
-- registries and data checks: :meth:`Task.import_registries` (abstract), :meth:`Task.check_dataset`;
+- registries, data checks and the report: :meth:`Task.import_registries` (abstract), :meth:`Task.check_dataset`,
+  :meth:`Task.report_hook` (what ``tools/eval.py --report`` adds to the run);
 - its own commands: :meth:`Task.subcommands` (converters, data checks) that the thin ``tools/*.py`` entry points
   look up with :func:`tool_commands` / :func:`tool_command`.
 
@@ -147,16 +149,25 @@ class Task(abc.ABC):
 
         return preprocess_steps(cfg)
 
-    def export_model(self, cfg: Config, checkpoint: str, out_dir: str, *, fmt: str, dynamic: bool, opset: int,
-                     half: bool, int8: bool, check: bool, device: str, overwrite: bool) -> dict | None:
-        """Export the whole model itself instead of through the core exporter; None (the default): the core does.
+    def check_export(self, cfg: Config, fmt: str, precision: str) -> None:
+        """Refuse an export the task cannot make (a format or a precision its graphs do not support), before the
+        model is built. The core has checked the flags themselves. The default accepts everything.
 
-        For a graph the core's one-input exporter cannot write (a GAN generator: noise + label, image +
-        attributes). Called after the core checked the format, the output folder and the checkpoint.
+        Args:
+            cfg: the resolved config.
+            fmt: ``--format`` (``onnx`` or ``tensorrt``).
+            precision: ``fp32``, ``fp16`` (``--half``) or ``int8`` (``--int8``).
 
-        Returns:
-            None, or the result ``oars.export.export_model`` documents (``{'onnx', 'deploy', 'check': ...}``).
+        Raises:
+            oars.export.ExportError: naming the config, what is not supported and what to do instead.
         """
+        return None
+
+    def export_arguments(self, parser: ArgumentContainer) -> None:
+        """Add the task's own ``tools/export.py`` flags to ``parser`` (an argument group shown by
+        ``tools/export.py -c CONFIG --help``). Give each a ``default=None``: the values that were given reach
+        :meth:`export_options` / :meth:`build_export_spec` in ``ExportOptions.extra`` under their ``dest``, over the
+        same key of ``cfg.export``. The default adds none."""
         return None
 
     # ----------------------------------------------------------------------------------------- tools/infer.py
@@ -205,9 +216,20 @@ class Task(abc.ABC):
         """
         return None
 
+    # ---------------------------------------------------------------------------------------------------- report
+    def report_hook(self, cfg: Config, out_file: str) -> dict:
+        """The hook config ``tools/eval.py --report`` adds to the test run to write ``out_file`` (report.html).
+
+        The default is the scope's registered ``EvaluationReportHook`` (shared HTML layout in
+        ``oars.visualization.html_report``, the task's own tables and pictures); a task without one overrides this
+        to raise :class:`oars.errors.OarsError` saying so.
+        """
+        return {"type": "EvaluationReportHook", "out_file": out_file}
+
     # --------------------------------------------------------------------------------------------- subcommands
     def subcommands(self) -> list[Subcommand]:
-        """The commands the task adds to ``tools/*.py`` entry points (converters, data checks); default none."""
+        """The commands the task adds to ``tools/*.py`` entry points: converters (``tools/convert.py``), data checks
+        (``tools/check_videos.py``), its demo-data generators (``tools/demo_data.py``). Default none."""
         return []
 
 

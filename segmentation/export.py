@@ -70,7 +70,7 @@ def build_export_spec(model: nn.Module, cfg: Config, options: ExportOptions) -> 
                                f"{list(test_cfg['stride'])}); exported as whole-image inference at {h}x{w}")
     compare = _label_compare(module) if op == "argmax" else None
     return ExportSpec(module=module, input_name="image", output_names=[name], outputs=[output],
-                      postprocess=postprocess, atol=1e-4, compare=compare)
+                      postprocess=postprocess, atol=1e-4, compare=compare, predictor="semantic_labels")
 
 
 def _label_compare(module: SegmentorExport):

@@ -10,7 +10,7 @@ import argparse
 from typing import TYPE_CHECKING, Any
 
 from oars.errors import OarsError
-from oars.tasks import Subcommand, Task
+from oars.tasks import ArgumentContainer, Subcommand, Task
 
 if TYPE_CHECKING:
     import torch
@@ -36,6 +36,14 @@ class SegmentationTask(Task):
         from segmentation.export import build_export_spec
 
         return build_export_spec(model, cfg, options)
+
+    def export_arguments(self, parser: ArgumentContainer) -> None:
+        """``--output-op``: ``export.output_op`` (what the graph ends with)."""
+        from segmentation.export import OUTPUT_OPS
+
+        parser.add_argument("--output-op", choices=list(OUTPUT_OPS), default=None,
+                            help="segmentation: the graph's last op (export.output_op): argmax -> a label map "
+                                 "(default), softmax -> class probabilities, none -> logits")
 
     def infer(self, cfg: Config, weights: str, inputs: str | None, output: str, *, device: str,
               failures: Failures, args: argparse.Namespace) -> list[str]:

@@ -183,14 +183,6 @@ def test_export_into_a_folder_holding_an_export_is_refused_then_replaced_with_ov
     assert describe_export(str(tmp_path / "export")).endswith(f"(an EncoderDecoder export of {model['exported_at']})")
 
 
-def test_gan_export_applies_the_same_rule(tmp_path):
-    from gan.export import export_model
-
-    _fake_export(tmp_path / "export")
-    with pytest.raises(ExportError, match="already holds an export"):
-        export_model("unused.yaml", "unused.pth", str(tmp_path / "export"))
-
-
 # ----------------------------------------------------------------------------- opset
 def test_unsupported_opset_is_refused_with_the_range(tmp_path):
     proc = run_in(tmp_path, "tools/export.py", "-c", DEMO_CFG, "-w", "none.pth", "-o", "out", "--opset", "5")

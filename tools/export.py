@@ -1,5 +1,6 @@
 """Export a trained model: tools/export.py -c CONFIG -w CKPT --format onnx|tensorrt [-o OUT_DIR] [--dynamic]
-[--half | --int8 --calib-dir DIR [--calib-num N] [--calib-method entropy|minmax|percentile]] [--opset N] [--overwrite].
+[--half | --int8 --calib-dir DIR [--calib-num N] [--calib-method entropy|minmax|percentile]] [--opset N] [--overwrite]
+[TASK FLAGS].
 
 Writes OUT_DIR/model.onnx and OUT_DIR/deploy.yaml (default OUT_DIR: work_dirs/<config name>/export), and
 model.engine for --format tensorrt. A folder that already holds an export is left alone unless --overwrite is given
@@ -9,17 +10,19 @@ model_int8.onnx (the precision is in the graph: FP16 tensors, or Q/DQ nodes cali
 for image models), which must agree with the FP32 graph (export.min_agreement, default 0.99 / 0.9); deploy.yaml
 then points the predictors and TensorRT at that file.
 ``-o`` also takes ``key=value`` config overrides, as on every tool:
-``-o out/ export.input_shape=[1,3,256,256] export.output_op=softmax``.
+``-o out/ export.input_shape=[1,3,256,256] export.output_op=softmax``. The config's task may add flags of its own
+(each one sets the ``export`` key of the same name): tools/export.py -c CONFIG --help lists them.
 """
 
 import argparse
 import os.path as osp
+from collections.abc import Sequence
 
 from oars.cli import run_cli, split_output_and_overrides
 from oars.export.guards import DEFAULT_OPSET, MIN_OPSET
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-c", "--config", required=True, help="YAML config file")
     parser.add_argument("-w", "--weights", required=True, help="checkpoint")
@@ -42,18 +45,23 @@ def main() -> None:
                         help="replace the export already in the output folder (default: stop and say what is there)")
     parser.add_argument("--device", default="cpu", help="cpu or cuda (the device the model is traced on)")
     parser.add_argument("--no-check", action="store_true", help="skip the ONNX Runtime vs PyTorch self-check")
-    args = parser.parse_args()
+    from oars.config import load_config
+    from oars.task_flags import parse_task_command_line
+
+    line = parse_task_command_line(parser, argv, lambda task, group: task.export_arguments(group), "export",
+                                   load_config)
+    args = line.args
     stem = osp.splitext(osp.basename(args.config))[0]
-    out_dir, overrides = split_output_and_overrides(args.values, args.output_dir,
+    out_dir, _ = split_output_and_overrides(args.values, args.output_dir,
                                                     default=osp.join("work_dirs", stem, "export"))
 
     from oars.export import export_model
 
-    result = export_model(args.config, args.weights, out_dir, fmt=args.format, dynamic=args.dynamic,
+    result = export_model(line.cfg, args.weights, out_dir, fmt=args.format, dynamic=args.dynamic,
                           opset=args.opset, half=args.half, int8=args.int8, calib_dir=args.calib_dir,
                           calib_method=args.calib_method, calib_num=args.calib_num,
-                          overrides=overrides, check=not args.no_check, device=args.device,
-                          overwrite=args.overwrite)
+                          check=not args.no_check, device=args.device,
+                          overwrite=args.overwrite, task_options=line.task_values)
     for key in ("onnx", "precision_onnx", "deploy", "engine"):
         if key in result:
             print(f"wrote {result[key]}")

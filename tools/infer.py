@@ -16,7 +16,8 @@ from collections.abc import Sequence
 from oars.cli import run_cli, split_output_and_overrides
 from oars.engine.entry import load
 from oars.errors import OarsError
-from oars.tasks import TASKS, Task, get_task, known_tasks
+from oars.task_flags import parse_task_command_line
+from oars.tasks import known_tasks
 from oars_deploy.failures import Failures
 
 
@@ -37,23 +38,10 @@ def common_parser(add_help: bool = True) -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    # first the config (and its -o overrides): its default_scope names the task whose flags the parser then takes
-    pre = argparse.ArgumentParser(add_help=False)
-    pre.add_argument("-c", "--config", default=None)
-    pre.add_argument("-o", "--opt", dest="values", nargs="+", action="extend", default=[])
-    known, _ = pre.parse_known_args(argv)
-    parser = common_parser()
-    cfg = task = None
-    if known.config:  # without -c, the full parse below says it is required (and --help lists the common flags)
-        cfg = load(known.config, [v for v in known.values if "=" in v])
-        scope = cfg.get("default_scope")
-        task = get_task(scope, where=known.config)
-        task.infer_arguments(parser.add_argument_group(f"{scope} flags"))
-    args, unknown = parser.parse_known_args(argv)
-    if unknown:
-        _refuse_unknown(parser, unknown, task, args.config)
-    if cfg is None or task is None:  # not reached: -c is required, so parse_known_args stopped already
-        parser.error("the following arguments are required: -c/--config")
+    # the config's default_scope names the task whose flags the parser then takes
+    line = parse_task_command_line(common_parser(), argv, lambda task, group: task.infer_arguments(group), "infer",
+                                   load)
+    args, cfg, task = line.args, line.cfg, line.task
     output, _ = split_output_and_overrides(args.values, args.output_dir)
     if args.input is None and task.requires_input(cfg):  # only generative tasks make pictures from nothing
         raise OarsError("-i/--input is required: an image or a folder of images")
@@ -61,23 +49,6 @@ def main(argv: Sequence[str] | None = None) -> None:
     written = task.infer(cfg, args.weights, args.input, output, device=args.device, failures=failures, args=args)
     print(f"wrote {len(written)} pictures to {output}")
     failures.raise_if_any(total=len(written) + len(failures))
-
-
-def _refuse_unknown(parser: argparse.ArgumentParser, unknown: list[str], task: Task | None, config: str) -> None:
-    """A flag of another task is a clear error naming the config's scope; anything else is argparse's own."""
-    for flag in (u.split("=", 1)[0] for u in unknown if u.startswith("--")):
-        owners = [scope for scope in sorted(TASKS) if TASKS[scope] is not task and flag in _infer_flags(TASKS[scope])]
-        if owners and task is not None:
-            raise OarsError(f"{flag} does not apply to default_scope {task.scope!r} (it is a flag of "
-                            f"{', '.join(owners)}; see tools/infer.py -c {config} --help)")
-    parser.error(f"unrecognized arguments: {' '.join(unknown)}")
-
-
-def _infer_flags(task: Task) -> set[str]:
-    """The option strings ``task`` adds to tools/infer.py."""
-    probe = argparse.ArgumentParser(add_help=False)
-    task.infer_arguments(probe)
-    return {s for action in probe._actions for s in action.option_strings}
 
 
 if __name__ == "__main__":

@@ -42,6 +42,7 @@ import numpy as np
 
 from oars.data.demo_shapes import _background, _pick_colour
 from oars.data.generated_set import GeneratedSet, check_int_arg, count_files
+from oars.errors import OarsError
 
 CLASSES: tuple[str, ...] = ('left', 'right', 'up', 'down', 'rotate_cw', 'rotate_ccw', 'grow', 'shrink')
 SPLITS: tuple[str, ...] = ('train', 'val')
@@ -309,9 +310,8 @@ def generate(
     return _result(root, params, codec, skipped=False)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """CLI: generate the set and print what was written (or that an identical set was reused)."""
-    parser = argparse.ArgumentParser(prog='python -m video.demo_data', description=__doc__.split('\n')[0])
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The generator's flags (``python -m video.demo_data`` and ``tools/demo_data.py``)."""
     parser.add_argument('--out', default='data/demo_videos', help='output root (default: data/demo_videos)')
     parser.add_argument('--num-train', type=int, default=240)
     parser.add_argument('--num-val', type=int, default=80)
@@ -319,12 +319,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument('--num-frames', type=int, default=16)
     parser.add_argument('--seed', type=int, default=0)
     parser.add_argument('--overwrite', action='store_true', help='regenerate even if an identical set exists')
-    args = parser.parse_args(argv)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Generate the set of ``args`` and print what was written (or that an identical set was reused).
+
+    Raises:
+        OarsError: bad sizes or counts, or ``--out`` holding other files (naming the folder).
+    """
     start = time.perf_counter()
     try:
         res = generate(args.out, args.num_train, args.num_val, args.size, args.num_frames, args.seed, args.overwrite)
     except (ValueError, FileExistsError) as err:
-        parser.error(str(err))
+        raise OarsError(str(err)) from err
     elapsed = time.perf_counter() - start
     if res['skipped']:
         print(f'demo_videos: {res["out_dir"]} already holds this set (same parameters); nothing written')
@@ -335,6 +342,17 @@ def main(argv: list[str] | None = None) -> int:
               f'{res["feature_lists"][split]}')
     print(f'  classes ({res["classes_file"]}): {", ".join(CLASSES)}')
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """CLI: generate the set and print what was written (or that an identical set was reused)."""
+    parser = argparse.ArgumentParser(prog='python -m video.demo_data', description=__doc__.split('\n')[0])
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        return run(args)
+    except OarsError as err:
+        parser.error(str(err))
 
 
 if __name__ == '__main__':

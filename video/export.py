@@ -248,7 +248,7 @@ def build_export_spec(model: nn.Module, cfg: Config, options: ExportOptions) -> 
 
     return ExportSpec(module=module, input_name=INPUT_NAME, output_names=[OUTPUT_NAME], outputs=outputs,
                       postprocess=postprocess, atol=1e-4, sample_inputs=sample, deploy_input=deploy_input,
-                      deploy_sections={"sampling": desc["sampling"]})
+                      deploy_sections={"sampling": desc["sampling"]}, predictor="clip_classes")
 
 
 # ----------------------------------------------------------------------------- the self-check's input

@@ -188,7 +188,7 @@ def build_feature_export_spec(model: nn.Module, cfg: Config, options: ExportOpti
 
     return ExportSpec(module=module, input_name=INPUT_NAME, output_names=[OUTPUT_NAME], outputs=outputs,
                       postprocess=postprocess, atol=1e-4, sample_inputs=sample, deploy_input=deploy_input,
-                      deploy_sections={"features": section})
+                      deploy_sections={"features": section}, predictor="feature_classes")
 
 
 # ----------------------------------------------------------------------------- the self-check's input

@@ -54,9 +54,24 @@ class VideoTask(Task):
         return run_inference(cfg, weights, inputs, output, device=device, failures=failures)
 
     def subcommands(self) -> list[Subcommand]:
-        """``tools/check_videos.py``."""
+        """``tools/check_videos.py``; ``tools/demo_data.py videos`` (the demo clips and features)."""
         return [Subcommand("check_videos", "check_videos", "decode every video of an annotation list and list the "
-                           "unreadable ones", _check_videos_arguments, _run_check_videos)]
+                           "unreadable ones", _check_videos_arguments, _run_check_videos),
+                Subcommand("demo_data", "videos", "moving-shape clips (7 classes) with their lists and per-clip "
+                           "features (python -m video.demo_data)", _demo_arguments, _run_demo,
+                           usage="tools/demo_data.py videos --out data/demo_videos")]
+
+
+def _demo_arguments(parser: argparse.ArgumentParser) -> None:
+    from video.demo_data import add_arguments
+
+    add_arguments(parser)
+
+
+def _run_demo(args: argparse.Namespace) -> int:
+    from video.demo_data import run
+
+    return run(args)
 
 
 def _check_videos_arguments(parser: argparse.ArgumentParser) -> None:

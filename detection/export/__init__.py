@@ -177,6 +177,7 @@ def _two_stage_spec(model: nn.Module, cfg: Any, options: ExportOptions) -> Expor
         compare=DetectionCompare(settings, module.mask_thr_binary if module.with_masks else None),
         agreement=detection_agreement,
         custom_translation_table=dict(ONNX_TRANSLATIONS),  # oars::nms, oars::roi_align -> ONNX ops
+        predictor="instance_masks" if module.with_masks else "detection_boxes",
     )
 
 
@@ -231,6 +232,7 @@ def build_export_spec(model: nn.Module, cfg: Any, options: ExportOptions) -> Exp
             compare=DetectionCompare(settings),
             agreement=detection_agreement,
             custom_translation_table=dict(ONNX_TRANSLATIONS),  # oars::nms -> ONNX NonMaxSuppression
+            predictor="detection_boxes",
         )
     else:
         c = int(head.num_classes)
@@ -263,5 +265,6 @@ def build_export_spec(model: nn.Module, cfg: Any, options: ExportOptions) -> Exp
             output_names=["boxes", "scores"],
             outputs=outputs,
             postprocess=postprocess,
+            predictor="detection_boxes",
         )
     return spec

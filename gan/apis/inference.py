@@ -52,21 +52,21 @@ def run_inference(cfg: Config, checkpoint: str, inputs: str | None, out_dir: str
     own = failures is None
     failures = Failures() if own else failures
     model = init_model(cfg, checkpoint, device)
-    gx = build_export_spec(model, cfg, export_options(cfg))
-    gan = gx.spec.deploy_sections["gan"]
+    spec = build_export_spec(model, cfg, export_options(cfg))
+    gan = spec.deploy_sections["gan"]
     args = argparse.Namespace(input=inputs, attrs=attrs, src_attrs=src_attrs, num=num, label=label,
                               draw_threshold=None)
     check_gan_args(args, gan)
 
     def run(feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
         with torch.no_grad():
-            out = gx.spec.module(*[torch.from_numpy(feeds[n]).to(device) for n in gx.input_names])
+            out = spec.module(*[torch.from_numpy(feeds[n]).to(device) for n in spec.graph_inputs])
         return to_bgr_images(out.cpu().numpy())
 
     if gan["kind"] == "noise":
         n = DEFAULT_NUM if num is None else num
         feeds = {"noise": make_noise(seed, n, gan["z_dim"])}
-        if "label" in gx.input_names:
+        if "label" in spec.graph_inputs:
             feeds["label"] = make_labels(label, n, gan["num_classes"], gan.get("class_names", ()))
         images = [img for s in range(0, n, BATCH) for img in run({k: v[s:s + BATCH] for k, v in feeds.items()})]
         written = write_samples(images, out_dir)

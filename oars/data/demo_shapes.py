@@ -30,6 +30,7 @@ import cv2
 import numpy as np
 
 from oars.data.generated_set import GeneratedSet, check_int_arg, count_files
+from oars.errors import OarsError
 from oars_deploy.draw import save_label_png
 
 CLASSES: tuple[str, ...] = ('background', 'circle', 'square', 'triangle')
@@ -250,21 +251,27 @@ def generate(
     return _result(root, params, counts, skipped=False)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """CLI: generate the set and print what was written (or that an identical set was reused)."""
-    parser = argparse.ArgumentParser(prog='python -m oars.data.demo_shapes', description=__doc__.split('\n')[0])
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The generator's flags (``python -m oars.data.demo_shapes`` and ``tools/demo_data.py``)."""
     parser.add_argument('--out', default='data/demo_shapes', help='output root (default: data/demo_shapes)')
     parser.add_argument('--num-train', type=int, default=300)
     parser.add_argument('--num-val', type=int, default=60)
     parser.add_argument('--size', type=int, default=128, help='image side in pixels')
     parser.add_argument('--seed', type=int, default=0)
     parser.add_argument('--overwrite', action='store_true', help='regenerate even if an identical set exists')
-    args = parser.parse_args(argv)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Generate the set of ``args`` and print what was written (or that an identical set was reused).
+
+    Raises:
+        OarsError: bad sizes or counts, or ``--out`` holding other files (naming the folder).
+    """
     start = time.perf_counter()
     try:
         res = generate(args.out, args.num_train, args.num_val, args.size, args.seed, args.overwrite)
     except (ValueError, FileExistsError) as err:
-        parser.error(str(err))
+        raise OarsError(str(err)) from err
     elapsed = time.perf_counter() - start
     if res['skipped']:
         print(f'demo_shapes: {res["out_dir"]} already holds this set (same parameters); nothing written')
@@ -276,6 +283,17 @@ def main(argv: list[str] | None = None) -> int:
               f'{res["annotations"][split]}')
     print(f'  classes: {", ".join(CLASSES)}')
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """CLI: generate the set and print what was written (or that an identical set was reused)."""
+    parser = argparse.ArgumentParser(prog='python -m oars.data.demo_shapes', description=__doc__.split('\n')[0])
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        return run(args)
+    except OarsError as err:
+        parser.error(str(err))
 
 
 if __name__ == '__main__':

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os.path as osp
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import cv2
@@ -99,10 +99,27 @@ def _pad_to(image: torch.Tensor, hw: Sequence[int], steps: Sequence[dict]) -> to
     return out
 
 
-def torch_outputs(spec: ExportSpec, image: torch.Tensor) -> dict[str, np.ndarray]:
-    """Run the spec's module eagerly; outputs by name as numpy arrays."""
+def torch_args(inputs: torch.Tensor | Sequence[torch.Tensor]) -> tuple[torch.Tensor, ...]:
+    """The module's positional arguments: one tensor (an image model) or the tensors of a multi-input graph."""
+    return (inputs,) if isinstance(inputs, torch.Tensor) else tuple(inputs)
+
+
+def graph_feeds(spec: ExportSpec, deploy_input: np.ndarray | Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """ONNX Runtime's feeds by graph input name: ``{input_name: array}`` for a one-input graph, the mapping itself
+    (checked to name every graph input) for a multi-input one (``ExportSpec.input_names``)."""
+    if not isinstance(deploy_input, Mapping):
+        return {spec.input_name: deploy_input}
+    missing = [n for n in spec.graph_inputs if n not in deploy_input]
+    if missing:
+        raise ExportError(f"the export's sample inputs lack graph input(s) {missing}; they give {list(deploy_input)}")
+    return {n: deploy_input[n] for n in spec.graph_inputs}
+
+
+def torch_outputs(spec: ExportSpec, inputs: torch.Tensor | Sequence[torch.Tensor]) -> dict[str, np.ndarray]:
+    """Run the spec's module eagerly on ``inputs`` (one tensor, or one per graph input in order); outputs by name as
+    numpy arrays."""
     with torch.no_grad():
-        outs = spec.module(image)
+        outs = spec.module(*torch_args(inputs))
     outs = (outs,) if isinstance(outs, torch.Tensor) else tuple(outs)
     if len(outs) != len(spec.output_names):
         raise ExportError(f"the export module returns {len(outs)} tensors but the spec names "
@@ -119,8 +136,14 @@ def ort_session(onnx_path: str, providers: Sequence[str] = ("CPUExecutionProvide
 
 
 def ort_outputs(session: Any, input_name: str, image: np.ndarray) -> dict[str, np.ndarray]:
+    """ONNX Runtime on a one-input graph; outputs by name."""
+    return ort_run(session, {input_name: image})
+
+
+def ort_run(session: Any, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """ONNX Runtime on ``feeds`` (graph input name -> array); outputs by name."""
     names = [o.name for o in session.get_outputs()]
-    return dict(zip(names, session.run(None, {input_name: image})))
+    return dict(zip(names, session.run(None, dict(feeds))))
 
 
 def compare_outputs(spec: ExportSpec, expected: dict[str, np.ndarray], actual: dict[str, np.ndarray],

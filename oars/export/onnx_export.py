@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import importlib.util
+import inspect
 import io
 import logging
 import os
@@ -21,7 +22,16 @@ from typing import Any
 import torch
 from mmengine.config import Config
 
-from oars.export.check import compare_outputs, ort_outputs, ort_session, sample_inputs, torch_outputs
+from oars.export.check import (
+    compare_outputs,
+    graph_feeds,
+    ort_outputs,
+    ort_run,
+    ort_session,
+    sample_inputs,
+    torch_args,
+    torch_outputs,
+)
 from oars.export.deploy_config import EXPORT_EXAMPLE, export_input_hw, write_deploy_yaml
 from oars.export.errors import ExportError
 from oars.export.guards import DEFAULT_OPSET, check_export_target, exported_at
@@ -39,6 +49,7 @@ from oars.export.precision import (
 from oars.export.spec import ExportOptions, ExportSpec
 from oars.tasks import ENTRY_POINT_GROUP, TASKS, Task, find_task, known_tasks
 from oars_deploy.deploy_config import validate_deploy
+from oars_deploy.plugins import PREDICTOR_KEY
 
 FORMATS = ("onnx", "tensorrt")
 DYNAMIC_CHECK_BATCH = 3
@@ -48,14 +59,17 @@ PRECISION_CHECK_IMAGES = 8  # calibration images the INT8 model is compared with
 def export_model(config: str | Config, checkpoint: str, out_dir: str, *, fmt: str = "onnx", dynamic: bool = False,
                  opset: int = DEFAULT_OPSET, half: bool = False, int8: bool = False, calib_dir: str | None = None,
                  calib_method: str = "entropy", calib_num: int | None = None, overrides: Sequence[str] = (),
-                 check: bool = True, device: str = "cpu", overwrite: bool = False) -> dict:
+                 check: bool = True, device: str = "cpu", overwrite: bool = False,
+                 task_options: dict | None = None) -> dict:
     """Write ``out_dir/model.onnx`` + ``out_dir/deploy.yaml`` (+ ``model.engine`` for tensorrt).
 
     ``half``/``int8``: also ``model_fp16.onnx``/``model_int8.onnx`` (precision in the graph, see
     oars.export.precision; INT8 calibrated on ``calib_dir``, its first ``calib_num`` images when given), checked
     against the FP32 graph, and deploy.yaml's ``model.onnx`` names it, so the predictors and TensorRT use it.
     An ``out_dir`` that already holds an export is refused unless ``overwrite`` (exports never replace exports
-    unasked); ``opset`` outside the range the exporter writes is refused (oars.export.guards).
+    unasked); ``opset`` outside the range the exporter writes is refused (oars.export.guards). ``task_options``:
+    the values of the task's own ``tools/export.py`` flags (:meth:`oars.tasks.Task.export_arguments`), given to
+    the task in ``ExportOptions.extra`` over ``cfg.export``.
     Returns ``{'onnx', 'deploy', 'engine' (tensorrt), 'precision_onnx' (fp16/int8), 'check': {
     'preprocess_max_abs_diff', 'outputs': {name: {max_abs_diff, tolerance}}, 'dynamic_batch': {...} (dynamic),
     'precision': {precision, agreement: {name: value}, min_agreement} (fp16/int8)}}``.
@@ -82,13 +96,10 @@ def export_model(config: str | Config, checkpoint: str, out_dir: str, *, fmt: st
     check_checkpoint_file(checkpoint)
     cfg = load_export_config(config, overrides)
     task = _export_task(cfg)
-    # a task whose graph has several inputs (GANs: noise + label, image + attrs) exports itself
-    exported = task.export_model(cfg, checkpoint, out_dir, fmt=fmt, dynamic=dynamic, opset=opset, half=half,
-                                 int8=int8, check=check, device=device, overwrite=overwrite)
-    if exported is not None:
-        return exported
-    # a task whose input is not one image (video clips) reads its export section and test pipeline itself
+    task.check_export(cfg, fmt=fmt, precision=precision)  # what the task cannot export, before the model is built
+    # a task whose input is not one image (clips, features, noise) reads its export section itself
     options = task.export_options(cfg, dynamic=dynamic, opset=opset)
+    options.extra.update({k: v for k, v in (task_options or {}).items() if v is not None})
     if precision != "fp32":
         agreement_threshold(precision, options.extra.get("min_agreement"))  # a bad value fails before the export
     if int8 and len(options.input_shape) != 4:  # calibration reads images; clips/features have no calibration set
@@ -107,6 +118,11 @@ def export_model(config: str | Config, checkpoint: str, out_dir: str, *, fmt: st
     dataset_labels(cfg, model)  # a label list shorter than the model's classes fails before the slow part
     spec: ExportSpec = task.build_export_spec(model, cfg, options)
     spec.module.eval()
+    if precision != "fp32" and len(spec.graph_inputs) > 1:
+        raise ExportError(f"{cfg.filename}: --half / --int8 export graphs with one input; this one has "
+                          f"{spec.graph_inputs}: export FP32")
+    if spec.preprocess is not None:  # known only from the built model (a generator's image size)
+        steps = list(spec.preprocess)
     image, deploy_image, pre_diff = _sample_inputs(spec, cfg, model, steps, options, options.input_shape[0])
 
     os.makedirs(out_dir, exist_ok=True)
@@ -214,11 +230,23 @@ def _export_task(cfg: Config) -> Task:
     return task
 
 
-def export_spec_to_onnx(spec: ExportSpec, image: torch.Tensor, path: str, options: ExportOptions) -> None:
-    """torch.onnx.export (dynamo) of the spec's one-input graph, axis 0 dynamic when asked."""
-    dynamic = ({0: torch.export.Dim("batch", min=1, max=4096)},) if options.dynamic else None
-    dynamo_export(spec.module, (image,), path, [spec.input_name], list(spec.output_names), options.opset,
+def export_spec_to_onnx(spec: ExportSpec, inputs: torch.Tensor | Sequence[torch.Tensor], path: str,
+                        options: ExportOptions) -> None:
+    """torch.onnx.export (dynamo) of the spec's graph on ``inputs`` (one tensor, or one per graph input in the
+    module's argument order), axis 0 of every input dynamic (one shared batch) when asked."""
+    args = torch_args(inputs)
+    dynamic = _batch_axes(spec.module, len(args)) if options.dynamic else None
+    dynamo_export(spec.module, args, path, spec.graph_inputs, list(spec.output_names), options.opset,
                   dynamic_shapes=dynamic, custom_translation_table=spec.custom_translation_table)
+
+
+def _batch_axes(module: torch.nn.Module, count: int) -> tuple:
+    """``dynamic_shapes`` making axis 0 of each of ``count`` inputs the same dynamic batch: one entry per parameter
+    of ``forward``, or one tuple for a ``forward(*tensors)`` (torch.export reads varargs as one argument)."""
+    batch = torch.export.Dim("batch", min=1, max=4096)
+    axes = tuple({0: batch} for _ in range(count))
+    params = inspect.signature(module.forward).parameters.values()
+    return (axes,) if any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in params) else axes
 
 
 def dynamo_export(module: torch.nn.Module, args: tuple[torch.Tensor, ...], path: str, input_names: Sequence[str],
@@ -271,18 +299,18 @@ def _sample_inputs(spec: ExportSpec, cfg: Config, model: torch.nn.Module, steps:
 def self_check(spec: ExportSpec, onnx_path: str, image: torch.Tensor, deploy_image: Any, cfg: Config,
                model: torch.nn.Module, steps: list[dict], options: ExportOptions) -> dict:
     """ONNX Runtime on the deploy input vs the PyTorch module on the pipeline input; dynamic: also batch 3."""
-    atol = spec.atol
     session = ort_session(onnx_path)
-    expected = torch_outputs(spec, image)
-    result = {"outputs": compare_outputs(spec, expected, ort_outputs(session, spec.input_name, deploy_image),
-                                         deploy_image, atol)}
+
+    def compare(inputs: Any, deploy_inputs: Any, what: str = "") -> dict:
+        feeds = graph_feeds(spec, deploy_inputs)
+        return compare_outputs(spec, torch_outputs(spec, inputs), ort_run(session, feeds), feeds[spec.input_name],
+                               spec.atol, what=what)
+
+    result = {"outputs": compare(image, deploy_image)}
     if options.dynamic:
         image3, deploy3, _ = _sample_inputs(spec, cfg, model, steps, options, DYNAMIC_CHECK_BATCH, seed=100)
-        expected3 = torch_outputs(spec, image3)
-        result["dynamic_batch"] = {
-            "batch": DYNAMIC_CHECK_BATCH,
-            "outputs": compare_outputs(spec, expected3, ort_outputs(session, spec.input_name, deploy3), deploy3, atol,
-                                       what=f"dynamic batch {DYNAMIC_CHECK_BATCH}: ")}
+        result["dynamic_batch"] = {"batch": DYNAMIC_CHECK_BATCH,
+                                   "outputs": compare(image3, deploy3, what=f"dynamic batch {DYNAMIC_CHECK_BATCH}: ")}
     return result
 
 
@@ -305,6 +333,8 @@ def dataset_labels(cfg: Config, model: torch.nn.Module) -> tuple[list[str], list
         raise ExportError(f"{cfg.filename}: {source} names {len(classes)} classes ({classes}) but the model has "
                           f"num_classes={num}; deploy.yaml needs a label for every class the model outputs (fix "
                           "model.num_classes or the dataset's classes)")
+    if not classes:  # a model without classes (an image-to-image generator): its spec gives the labels
+        return [], []
     try:
         palette = get_palette(len(classes), meta.get("palette"))
     except ValueError:
@@ -340,8 +370,13 @@ def _class_file(path: str, data_root: str, cfg: Config) -> list[str]:
 
 def deploy_dict(cfg: Config, model: torch.nn.Module, spec: ExportSpec, options: ExportOptions,
                 steps: list[dict], checkpoint: str, onnx_path: str) -> dict:
-    """The deploy.yaml content (schema: oars.export.deploy_config)."""
+    """The deploy.yaml content (schema: oars.export.deploy_config); ``predictor`` when the spec names it."""
     labels, palette = dataset_labels(cfg, model)
+    if spec.labels is not None:  # not the dataset's classes (a generator's attribute names)
+        from oars_deploy.draw.palette import get_palette
+
+        labels = [str(v) for v in spec.labels]
+        palette = [[int(v) for v in row] for row in get_palette(len(labels))]
     deploy = {
         "version": 1,
         "model": {"name": str(cfg.model.get("type")), "task": str(cfg.get("default_scope")),
@@ -356,6 +391,8 @@ def deploy_dict(cfg: Config, model: torch.nn.Module, spec: ExportSpec, options: 
         "postprocess": spec.postprocess,
     }
     deploy.update(spec.deploy_sections or {})
+    if spec.predictor:
+        deploy[PREDICTOR_KEY] = spec.predictor
     return deploy
 
 

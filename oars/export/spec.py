@@ -28,7 +28,7 @@ class ExportOptions:
 
 @dataclass
 class ExportSpec:
-    """The module to export and the description of its outputs (written into deploy.yaml).
+    """The module to export and the description of its inputs and outputs (written into deploy.yaml).
 
     ``compare``, when given, replaces the plain per-output comparison of the self-check. It is called as
     ``compare(expected, actual, image) -> dict[str, float]`` with ``expected`` (PyTorch) and ``actual``
@@ -37,16 +37,18 @@ class ExportSpec:
     compares with ``atol``, and may raise :class:`oars.export.ExportCheckError` itself for a structural
     mismatch (e.g. a different number of detections).
 
-    Tasks whose input is not one image (video clips) also give ``sample_inputs``, called as
-    ``sample_inputs(batch, seed) -> (torch_input, deploy_input, preprocess_max_abs_diff)`` (the self-check's input
-    through the test pipeline + data preprocessor and through deploy.yaml's steps; it raises
-    :class:`oars.export.ExportCheckError` when they differ), ``deploy_input`` (deploy.yaml's ``input`` section,
-    e.g. shape [-1, T, 3, H, W], layout NTCHW) and ``deploy_sections`` (more top-level deploy.yaml sections, e.g.
-    ``sampling``). Left None, the core makes synthetic images and the image ``input`` section.
+    A graph whose input is not one image (clips, features; several inputs such as a GAN's noise + label) gives
+    ``sample_inputs``, called as ``sample_inputs(batch, seed) -> (torch_inputs, deploy_inputs,
+    preprocess_max_abs_diff)``: the self-check's inputs as PyTorch sees them (one tensor, or a tuple in the
+    module's argument order) and as a predictor feeds the graph (one array, or a dict by graph input name), and
+    how far the two pre-processing paths differ (it raises :class:`oars.export.ExportCheckError` when they differ
+    too much). ``deploy_input`` is then deploy.yaml's ``input`` section (e.g. shape [-1, T, 3, H, W], layout NTCHW)
+    and ``deploy_sections`` its further top-level sections (``sampling``, ``gan``). Left None, the core makes
+    synthetic images and the image ``input`` section.
     """
 
-    module: torch.nn.Module  # takes ONE float32 tensor `image` [B,3,H,W], normalised; returns a tuple of tensors
-    input_name: str
+    module: torch.nn.Module  # takes the float32 graph inputs in ``graph_inputs`` order; returns a tuple of tensors
+    input_name: str  # the main input (deploy.yaml's ``input``; INT8 calibration feeds it)
     output_names: list[str]
     outputs: list[dict]  # per output: {name, shape (-1 for dynamic axes), dtype, meaning}
     postprocess: dict  # what is inside the graph and what the predictor must still do
@@ -60,3 +62,18 @@ class ExportSpec:
     sample_inputs: Callable | None = None  # see the class docstring
     deploy_input: dict | None = None
     deploy_sections: dict | None = None
+    # every graph input in the module's argument order when there are several (``input_name`` among them)
+    input_names: list[str] = field(default_factory=list)
+    # deploy.yaml's ``preprocess`` when only the built model knows it (a generator's image size); None: the task's
+    # ``preprocess_steps`` (computed before the model is built)
+    preprocess: list[dict] | None = None
+    # deploy.yaml's ``labels`` when they are not the dataset's classes (a generator's attribute names)
+    labels: list[str] | None = None
+    # the runtime predictor plug-in that runs the export (deploy.yaml's ``predictor``); None: inferred from the
+    # sections (``oars_deploy.plugins.predictor_kind``)
+    predictor: str | None = None
+
+    @property
+    def graph_inputs(self) -> list[str]:
+        """The graph's input names in the module's argument order."""
+        return list(self.input_names) or [self.input_name]

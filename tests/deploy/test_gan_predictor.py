@@ -27,7 +27,7 @@ PIX2PIX = {"type": "Pix2Pix", "generator": {"type": "UNetGenerator", "ngf": 8, "
 @pytest.mark.slow
 def test_image_model_predictor_matches_pytorch(tmp_path):
     from gan.apis import run_inference
-    from gan.export import export_model
+    from oars.export import export_model
     from gan.registry import MODELS
 
     with DefaultScope.overwrite_default_scope("gan"):

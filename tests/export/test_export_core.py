@@ -192,7 +192,8 @@ def test_dynamic_batch_export_runs_at_batch_3(demo_case, tmp_path):
 
 
 def test_softmax_output_and_cli(demo_case, tmp_path, monkeypatch, capsys):
-    """tools/export.py end to end (in-process): -o takes the folder and overrides; prints files and diffs."""
+    """tools/export.py end to end (in-process): -o takes the folder; the segmentation task's own --output-op flag
+    (Task.export_arguments) sets export.output_op; prints files and diffs."""
     cfg, ckpt = demo_case
     cfg_path = str(tmp_path / "cfg.yaml")
     from oars.config import dump_config
@@ -200,7 +201,7 @@ def test_softmax_output_and_cli(demo_case, tmp_path, monkeypatch, capsys):
     dump_config(cfg, cfg_path)
     out = tmp_path / "out"
     monkeypatch.setattr(sys, "argv", ["export.py", "-c", cfg_path, "-w", ckpt, "--format", "onnx",
-                                      "-o", str(out), "export.output_op=softmax"])
+                                      "-o", str(out), "--output-op", "softmax"])
     runpy.run_path(os.path.join(ROOT, "tools/export.py"), run_name="__main__")
     text = capsys.readouterr().out
     assert f"wrote {out / 'model.onnx'}" in text and "prob: max abs diff" in text

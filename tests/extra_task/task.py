@@ -32,7 +32,6 @@ class OddTask(Task):
         from extra_task.models import ScoresModule
         from extra_task.predictor import NAME, OUTPUT
         from oars.export.spec import ExportSpec
-        from oars_deploy.deploy_config import PREDICTOR_KEY
 
         num = int(model.num_classes)
         batch = -1 if options.dynamic else int(options.input_shape[0])
@@ -41,7 +40,7 @@ class OddTask(Task):
             outputs=[{"name": OUTPUT, "shape": [batch, num], "dtype": "float32",
                       "meaning": "softmax class probabilities"}],
             postprocess={"type": NAME, "output": OUTPUT, "num_classes": num, "in_graph": ["softmax"]},
-            deploy_sections={PREDICTOR_KEY: NAME})
+            predictor=NAME)
 
     def infer(self, cfg: Config, weights: str, inputs: str | None, output: str, *, device: str,
               failures: Failures, args: argparse.Namespace) -> list[str]:

@@ -12,7 +12,7 @@ import yaml
 from mmengine.config import Config
 
 from gan.apis import run_inference
-from gan.export import export_model
+from oars.export import export_model
 from gan.registry import MODELS
 from oars.export.errors import ExportError
 from oars_deploy.gan_config import make_labels, make_noise

@@ -103,9 +103,10 @@ def test_a_task_registered_in_code_is_found(toy):
     with pytest.raises(OarsError, match="expected an instance of oars.tasks.Task"):
         TASKS.register(object())  # type: ignore[arg-type]
     # the defaults of the contract: the core's image export, no checks, input required
-    assert toy.requires_input(Config({})) and toy.export_model(Config({}), "w", "o", fmt="onnx", dynamic=False,
-                                                                  opset=17, half=False, int8=False, check=True,
-                                                                  device="cpu", overwrite=False) is None
+    assert toy.requires_input(Config({})) and toy.check_export(Config({}), fmt="tensorrt", precision="int8") is None
+    probe = argparse.ArgumentParser()
+    toy.export_arguments(probe)
+    assert len(probe._actions) == 1  # only -h: no export flags by default
 
 
 def test_a_broken_entry_point_is_reported_for_its_scope(monkeypatch):
@@ -200,6 +201,51 @@ def test_infer_passes_the_task_flags_to_the_task(tmp_path, capsys):
     assert f"wrote 3 pictures to {out}" in capsys.readouterr().out
     with pytest.raises(OarsError, match="-i/--input is required"):  # a task that needs it
         load_tool("infer").main(["-c", DEMO_CFG, "-w", ckpt, "-o", str(tmp_path / "seg")])
+
+
+def test_export_takes_the_flags_of_the_configs_task(capsys):
+    """tools/export.py adds the config's task's flags (Task.export_arguments); another task's flag is refused by
+    name before the checkpoint is read, and the given values reach the exporter as task options."""
+    from oars.config import load_config
+    from oars.task_flags import parse_task_command_line
+
+    tool = load_tool("export")
+    with pytest.raises(SystemExit):
+        tool.main(["-c", DEMO_CFG, "--help"])
+    out = capsys.readouterr().out
+    assert "segmentation flags" in out and "--output-op" in out and "--no-nms" not in out
+    with pytest.raises(OarsError, match=r"--no-nms does not apply to default_scope 'segmentation' \(it is a flag "
+                                        r"of detection; see tools/export\.py -c"):
+        tool.main(["-c", DEMO_CFG, "-w", "missing.pth", "--no-nms"])
+    def parse(argv: list[str]):
+        parser = argparse.ArgumentParser()
+        parser.add_argument("-c", "--config", required=True)
+        parser.add_argument("-o", "--opt", dest="values", nargs="+", action="extend", default=[])
+        return parse_task_command_line(parser, argv, lambda task, group: task.export_arguments(group), "export",
+                                       load_config)
+
+    line = parse(["-c", DEMO_CFG, "--output-op", "softmax"])
+    assert line.task.scope == "segmentation" and line.task_values == {"output_op": "softmax"}
+    assert parse(["-c", DEMO_CFG]).task_values == {}  # not given: cfg.export decides
+
+
+def test_demo_data_sets_come_from_the_core_and_the_tasks(tmp_path, capsys):
+    tool = load_tool("demo_data")
+    sets = tool.commands()
+    assert list(sets) == ["shapes", "digits", "videos"]
+    assert sets["videos"].run.__module__ == "video.task" and sets["digits"].run.__module__ == "gan.task"
+    with pytest.raises(SystemExit):
+        tool.main(["--help"])
+    assert "tools/demo_data.py videos --out data/demo_videos" in capsys.readouterr().out
+    (tmp_path / "mine.txt").write_text("a user's file")
+    with pytest.raises(OarsError, match="is not empty"):  # a folder holding other files is refused, not filled
+        tool.main(["digits", "--out", str(tmp_path), "--num-per-class-train", "1", "--num-per-class-val", "1"])
+    assert sorted(os.listdir(tmp_path)) == ["mine.txt"]
+
+
+def test_report_hook_comes_from_the_task():
+    assert get_task("segmentation").report_hook(Config({}), "/x/report.html") == {
+        "type": "EvaluationReportHook", "out_file": "/x/report.html"}
 
 
 def test_segmentation_checks_its_datasets_ignore_index():
