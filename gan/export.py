@@ -29,7 +29,7 @@ from oars.export.check import synthetic_image
 from oars.export.errors import ExportError
 from oars.export.guards import DEFAULT_OPSET
 from oars.export.spec import ExportOptions, ExportSpec
-from oars_deploy.gan_config import ATTR_ENCODING, GAN_KEY, STGAN_RULE, to_bgr_images  # noqa: F401 (re-export)
+from oars_deploy.predictors.gan_images.config import ATTR_ENCODING, GAN_KEY, STGAN_RULE, to_bgr_images  # noqa: F401 (re-export)
 from oars_deploy.preprocess import preprocess_one
 
 GRAPH_NAMES = {"img": "image"}  # model input key -> graph input name (the rest keep their names)

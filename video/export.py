@@ -15,7 +15,7 @@ N is dynamic with ``--dynamic``; everything else is fixed by the test pipeline, 
 VideoInit (pyav) -> SampleFrames (test_mode) -> VideoDecode -> Resize -> CenterCrop | ThreeCrop -> FormatShape ->
 PackActionInputs. The input size comes from that pipeline; ``export.input_shape``, when written, must equal it.
 The self-check decodes synthetic videos through the test pipeline + data preprocessor and through the deployed
-predictor's own code (``oars_deploy.video_predictor.video_input``) and requires the same tensor.
+predictor's own code (``oars_deploy.predictors.clip_classes.predictor.video_input``) and requires the same tensor.
 
 Frame-feature models (FeatureRecognizer: AttentionLSTM / AttentionCluster / NeXtVLAD) export through
 :mod:`video.export_features` (one packed ``features`` input [N, T, sum D + 1], deploy.yaml ``features`` section).
@@ -38,7 +38,7 @@ from oars.export.deploy_config import _build_data_preprocessor, _dp_normalisatio
 from oars.export.errors import ExportCheckError, ExportError
 from oars.export.guards import DEFAULT_OPSET
 from oars.export.spec import ExportOptions, ExportSpec
-from oars_deploy.video_sampling import MIN_VIDEO_FRAMES
+from oars_deploy.clips.sampling import MIN_VIDEO_FRAMES
 from video.export_features import build_feature_export_spec, feature_export_options, is_feature_config
 
 PREPROCESS_ATOL = 1e-6
@@ -174,7 +174,7 @@ def export_options(cfg: Config, dynamic: bool = False, opset: int = DEFAULT_OPSE
 
 
 def preprocess_steps(cfg: Config) -> list[dict]:
-    """deploy.yaml's video preprocess steps (see :mod:`oars_deploy.video_preprocess`); none for a feature model
+    """deploy.yaml's video preprocess steps (see :mod:`oars_deploy.clips.preprocess`); none for a feature model
     (its deploy.yaml ``features`` section says how files are read)."""
     if is_feature_config(cfg):
         return []
@@ -266,12 +266,13 @@ def synthetic_video(path: str, h: int, w: int, num_frames: int, seed: int = 0) -
 def sample_clip_inputs(cfg: Config, model: nn.Module, desc: dict, batch: int, seed: int,
                        per_video: Sequence[int]) -> tuple[torch.Tensor, np.ndarray, float]:
     """``batch`` synthetic videos (another aspect ratio than the crop, more frames than one sampling needs)
-    through the test pipeline + data preprocessor (torch) and through ``oars_deploy.video_predictor.video_input``
+    through the test pipeline + data preprocessor (torch) and through
+    ``oars_deploy.predictors.clip_classes.predictor.video_input``
     (numpy). Returns both graph inputs and their max abs difference; :class:`ExportCheckError` beyond 1e-6."""
     from mmengine.dataset import pseudo_collate
 
     from oars.inference import build_test_pipeline
-    from oars_deploy.video_predictor import video_input
+    from oars_deploy.predictors.clip_classes.predictor import video_input
 
     h, w = desc["size"]
     s = desc["sampling"]

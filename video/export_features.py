@@ -13,7 +13,8 @@ The module splits the tensor back into ``{modality: [N, T, D], 'mask': bool [N, 
 tensor mode. N is dynamic with ``--dynamic``. The test pipeline must be ``LoadFeatures (test_mode: true) ->
 PackFeatureInputs``. The self-check writes synthetic feature files (uint8 and float, shorter and longer than
 ``max_frames``), runs them through the test pipeline + data preprocessor and through the deployed predictor's own
-loading (``oars_deploy.video_features_predictor.feature_input``) and requires the same tensor; it also requires
+loading (``oars_deploy.predictors.feature_classes.predictor.feature_input``) and requires the same tensor; it also
+requires
 the packed graph's scores to equal the model's on the preprocessor's dict (padding to ``max_frames`` changes
 nothing).
 """
@@ -221,7 +222,8 @@ def synthetic_feature_files(folder: str, section: dict, loaded: list[str], batch
 def sample_feature_inputs(cfg: Config, model: nn.Module, module: nn.Module, section: dict, batch: int,
                           seed: int) -> tuple[torch.Tensor, np.ndarray, float]:
     """``batch`` synthetic feature files through the test pipeline + data preprocessor + packing (torch) and
-    through ``oars_deploy.video_features_predictor.feature_input`` (numpy). Returns both graph inputs and their max
+    through ``oars_deploy.predictors.feature_classes.predictor.feature_input`` (numpy). Returns both graph inputs and
+    their max
     abs difference.
 
     Raises:
@@ -231,7 +233,7 @@ def sample_feature_inputs(cfg: Config, model: nn.Module, module: nn.Module, sect
     from mmengine.dataset import pseudo_collate
 
     from oars.inference import build_test_pipeline
-    from oars_deploy.video_features_predictor import feature_input
+    from oars_deploy.predictors.feature_classes.predictor import feature_input
 
     load = next(s for s in test_pipeline_cfg(cfg) if s.get("type") == "LoadFeatures")
     loaded = list(load.get("modalities", ("rgb", "audio")))

@@ -57,7 +57,7 @@ class VideoTask(Task):
         """``tools/check_videos.py``; ``tools/demo_data.py videos`` (the demo clips and features)."""
         return [Subcommand("check_videos", "check_videos", "decode every video of an annotation list and list the "
                            "unreadable ones", _check_videos_arguments, _run_check_videos),
-                Subcommand("demo_data", "videos", "moving-shape clips (7 classes) with their lists and per-clip "
+                Subcommand("demo_data", "videos", "moving-shape clips (8 classes) with their lists and per-clip "
                            "features (python -m video.demo_data)", _demo_arguments, _run_demo,
                            usage="tools/demo_data.py videos --out data/demo_videos")]
 

@@ -3,7 +3,8 @@
 The model runs as the exported graph does (:class:`gan.export.GeneratorGraph`: the EMA generator when present,
 normalisation and denormalisation around it) on the numbers the predictor feeds it (deploy.yaml's resize and RGB
 steps, numpy-seeded noise, ``--attrs`` parsed by the same function), and the same files are written with the same
-helpers (oars_deploy.gan_cli), with the same results.jsonl records, so tools/infer.py and oars-infer can be compared
+helpers (oars_deploy.predictors.gan_images.cli), with the same results.jsonl records, so tools/infer.py and
+oars-infer can be compared
 image by image.
 """
 
@@ -19,7 +20,9 @@ from gan.export import build_export_spec, export_options, preprocess_steps
 from oars.inference import check_output_folder, init_model
 from oars_deploy.errors import DeployError
 from oars_deploy.failures import Failures
-from oars_deploy.gan_cli import (
+from oars_deploy.image_files import list_images
+from oars_deploy.outputs import read_image
+from oars_deploy.predictors.gan_images.cli import (
     DEFAULT_NUM,
     attribute_vectors,
     check_gan_args,
@@ -28,9 +31,7 @@ from oars_deploy.gan_cli import (
     write_samples,
     write_translation,
 )
-from oars_deploy.gan_config import make_labels, make_noise, to_bgr_images
-from oars_deploy.image_files import list_images
-from oars_deploy.outputs import read_image
+from oars_deploy.predictors.gan_images.config import make_labels, make_noise, to_bgr_images
 from oars_deploy.preprocess import preprocess_one
 from oars_deploy.records import GANImagesRecord, write_results
 

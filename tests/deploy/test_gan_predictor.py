@@ -16,9 +16,9 @@ from mmengine.registry import DefaultScope
 from oars_deploy.cli import run
 from oars_deploy.errors import DeployError
 from oars_deploy.failures import Failures, FolderFailuresError
-from oars_deploy.gan_cli import check_gan_args
-from oars_deploy.gan_config import image_grid, parse_attrs
-from oars_deploy.gan_predictor import GANPredictor
+from oars_deploy.predictors.gan_images.cli import check_gan_args
+from oars_deploy.predictors.gan_images.config import image_grid, parse_attrs
+from oars_deploy.predictors.gan_images.predictor import GANPredictor
 from oars_deploy.records import read_results
 
 PIX2PIX = {"type": "Pix2Pix", "generator": {"type": "UNetGenerator", "ngf": 8, "num_downs": 5}}
@@ -27,8 +27,8 @@ PIX2PIX = {"type": "Pix2Pix", "generator": {"type": "UNetGenerator", "ngf": 8, "
 @pytest.mark.slow
 def test_image_model_predictor_matches_pytorch(tmp_path):
     from gan.apis import run_inference
-    from oars.export import export_model
     from gan.registry import MODELS
+    from oars.export import export_model
 
     with DefaultScope.overwrite_default_scope("gan"):
         model = MODELS.build(PIX2PIX)

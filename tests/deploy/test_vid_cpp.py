@@ -58,7 +58,7 @@ def _run(binary: str, model_dir: str, videos: str, out: str, backend: str) -> su
 
 
 def _compare(lines: list[str], model_dir: str, videos: str) -> None:
-    from oars_deploy.video_predictor import VideoPredictor
+    from oars_deploy.predictors.clip_classes.predictor import VideoPredictor
 
     paths = sorted(os.path.join(videos, f) for f in os.listdir(videos))
     ref = VideoPredictor(model_dir).predict(paths, k=5)
@@ -100,7 +100,7 @@ def test_cpp_refuses_3d_exports(oars_infer_ort, videos, tmp_path):
 
 
 def test_cpp_refuses_still_images_and_one_frame_videos(oars_infer_ort, tmp_path):
-    """The rules of oars_deploy.video_inputs / video_sampling.check_frame_count in C++: a PNG named .mp4 is a still
+    """The rules of oars_deploy.clips.inputs / video_sampling.check_frame_count in C++: a PNG named .mp4 is a still
     image, not a one-frame video; fewer frames than deploy.yaml's sampling.min_frames (default 2) is refused."""
     import cv2
 

@@ -23,7 +23,7 @@ from oars.export import export_model
 from oars.inference import build_test_pipeline, init_model
 from oars_deploy.cli import run
 from oars_deploy.failures import FolderFailuresError
-from oars_deploy.video_features_predictor import FeaturePredictor
+from oars_deploy.predictors.feature_classes.predictor import FeaturePredictor
 from video.demo_data import render_clip, write_video
 from video.export_features import pack_features
 

@@ -21,9 +21,9 @@ from vid_export_cases import CLASSES, checkpoint, video_config
 from oars.export import export_model
 from oars.inference import build_test_pipeline, init_model
 from oars_deploy.cli import run
+from oars_deploy.clips.decode import VideoFile
 from oars_deploy.failures import FolderFailuresError
-from oars_deploy.video_decode import VideoFile
-from oars_deploy.video_predictor import VideoPredictor
+from oars_deploy.predictors.clip_classes.predictor import VideoPredictor
 from video.datasets.decoders import PyAVReader
 from video.demo_data import render_clip, write_video
 

@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 from oars_deploy.errors import DeployError, UserError
-from oars_deploy.video_cli import list_videos
-from oars_deploy.video_features_io import FeatureFileError, read_feature_arrays
-from oars_deploy.video_features_predictor import list_feature_files
-from oars_deploy.video_predictor import video_input
+from oars_deploy.predictors.clip_classes.cli import list_videos
+from oars_deploy.predictors.clip_classes.predictor import video_input
+from oars_deploy.predictors.feature_classes.files import FeatureFileError, read_feature_arrays
+from oars_deploy.predictors.feature_classes.predictor import list_feature_files
 from video.demo_data import render_clip, write_video
 
 SAMPLING = {"clip_len": 1, "frame_interval": 1, "num_clips": 4, "out_of_bound_opt": "loop", "twice_sample": False,

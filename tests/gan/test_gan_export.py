@@ -12,11 +12,11 @@ import yaml
 from mmengine.config import Config
 
 from gan.apis import run_inference
-from oars.export import export_model
 from gan.registry import MODELS
+from oars.export import export_model
 from oars.export.errors import ExportError
-from oars_deploy.gan_config import make_labels, make_noise
-from oars_deploy.gan_predictor import GANPredictor
+from oars_deploy.predictors.gan_images.config import make_labels, make_noise
+from oars_deploy.predictors.gan_images.predictor import GANPredictor
 
 ATTRS = ["Black_Hair", "Blond_Hair", "Male"]
 CGAN = {"type": "CGAN", "noise_size": 16, "num_classes": 4, "ema_config": {"momentum": 0.5},

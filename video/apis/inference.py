@@ -1,7 +1,8 @@
 """Classify video files with a trained recognizer: the config's test pipeline (sampling, resize, crops, views),
 the model's ``predict``, and per video the top-k classes.
 
-Writes ``predictions.json`` in the deployed predictor's format (``oars_deploy.video_cli.record``: ``video``,
+Writes ``predictions.json`` in the deployed predictor's format (``oars_deploy.predictors.clip_classes.cli.record``:
+``video``,
 ``label``, ``label_name``, ``score``, ``topk``, ``total_frames``, ``frame_inds``), so a PyTorch run and an ONNX run
 of the same model can be compared line by line, and ``<stem>_strip.png`` per video: the frames the model saw (first
 view) above its top-3 classes (``video.visualization.draw_clip_strip``), and ``results.jsonl`` (one
@@ -26,8 +27,8 @@ from oars.inference import build_test_pipeline, check_output_folder, init_model
 from oars_deploy.atomic import atomic_write
 from oars_deploy.errors import UserError
 from oars_deploy.failures import Failures
+from oars_deploy.predictors.clip_classes.cli import PREDICTIONS_FILE, list_videos, record
 from oars_deploy.records import ClipClassesRecord, write_results
-from oars_deploy.video_cli import PREDICTIONS_FILE, list_videos, record
 from video.engine.clip_pictures import clip_frames, clip_strip
 from video.visualization import top_predictions
 
@@ -72,7 +73,8 @@ def run_inference(cfg: Config, checkpoint: str, inputs: str, out_dir: str, devic
     returns the strip paths.
 
     A still image, a frame-feature file or a folder without videos is refused at once (``UserError`` saying what
-    video models take; :func:`oars_deploy.video_cli.list_videos`). A video that cannot be read (a still image
+    video models take; :func:`oars_deploy.predictors.clip_classes.cli.list_videos`). A video that cannot be read (a
+    still image
     named like a video among them) is skipped and recorded in ``failures`` (the others are predicted); without
     ``failures`` their summary is raised (:class:`oars_deploy.failures.FolderFailuresError`) at the end.
     """

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from oars.errors import DataError
-from oars_deploy.video_sampling import MIN_VIDEO_FRAMES
+from oars_deploy.clips.sampling import MIN_VIDEO_FRAMES
 from video.datasets.base import iter_annotation_lines
 from video.datasets.decoders import PyAVReader, RawFrameReader, VideoReader, open_video
 

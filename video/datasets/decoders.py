@@ -7,7 +7,7 @@ at or before a wanted frame, decode forward; a repeated index is decoded once) a
 memory. Any failure (missing file, not a video, truncated stream, index past the end) is an
 ``oars.errors.DataError`` naming the file and the reason, so that ``on_bad_sample: skip`` and the check tool can
 catch it. A still image (PNG, JPEG, ... whatever its suffix), which FFmpeg would open as a one-frame video, is
-such an error for every backend: ``oars_deploy.video_inputs`` recognises it, for the deployed predictor too.
+such an error for every backend: ``oars_deploy.clips.inputs`` recognises it, for the deployed predictor too.
 
 Frames are returned as HxWx3 uint8 arrays in **BGR** order (OpenCV's, as the image tasks read them).
 """
@@ -21,8 +21,8 @@ import cv2
 import numpy as np
 
 from oars.errors import DataError, OarsError
-from oars_deploy.video_decode import VideoFile, check_frame_indices
-from oars_deploy.video_inputs import not_a_video
+from oars_deploy.clips.decode import VideoFile, check_frame_indices
+from oars_deploy.clips.inputs import not_a_video
 
 BACKENDS: tuple[str, ...] = ('pyav', 'torchcodec')
 
@@ -110,7 +110,7 @@ def _require_video_file(path: str) -> None:
 class PyAVReader(VideoFile, VideoReader):
     """PyAV (FFmpeg) reader with a packet index: exact frame positions without decoding at open.
 
-    The implementation is ``oars_deploy.video_decode.VideoFile`` (the deployed predictor's decoder, so that
+    The implementation is ``oars_deploy.clips.decode.VideoFile`` (the deployed predictor's decoder, so that
     training, evaluation and deployment number and convert frames alike), raising ``DataError`` for bad files and
     ``BackendUnavailableError`` when PyAV is missing. Opening demuxes the stream once (packets only) to list every
     frame's presentation timestamp and the keyframes (a file holding fewer packets than its header lists is

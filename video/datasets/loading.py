@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from oars.errors import DataError
-from oars_deploy.video_features_io import load_features, uniform_indices  # noqa: F401  (uniform_indices: re-export)
+from oars_deploy.predictors.feature_classes.files import load_features, uniform_indices  # noqa: F401  (uniform_indices: re-export)
 from video.datasets.decoders import BACKENDS, RawFrameReader, VideoReader, open_video
 from video.datasets.features import as_data_error, read_feature_file
 from video.registry import TRANSFORMS
@@ -121,7 +121,8 @@ class LoadFeatures:
     uint8 arrays are dequantised as YouTube-8M does (``min_quantized_value``..``max_quantized_value``, default
     -2..2); float arrays are used as they are. Longer sequences are cut to ``max_frames`` by uniform sampling:
     one frame per equal segment, at its centre with ``test_mode`` (deterministic), at a random place in training.
-    Both formulas are :mod:`oars_deploy.video_features_io` (:func:`load_features`), which the deployed feature
+    Both formulas are :mod:`oars_deploy.predictors.feature_classes.files` (:func:`load_features`), which the deployed
+    feature
     predictor runs too.
 
     Args:

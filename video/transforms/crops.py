@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from oars.errors import DataError
-from oars_deploy.video_preprocess import centre_offset, three_crop_offsets  # the predictor's: one formula for both
+from oars_deploy.clips.preprocess import centre_offset, three_crop_offsets  # the predictor's: one formula for both
 from video.registry import TRANSFORMS
 from video.transforms.frames import check_crop, get_clip, interpolation_arg, range_arg, resize_clip, set_clip, size_arg
 

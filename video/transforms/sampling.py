@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from oars.errors import DataError
-from oars_deploy.video_sampling import (
+from oars_deploy.clips.sampling import (
     MIN_VIDEO_FRAMES,
     OUT_OF_BOUND_OPTS,
     centred_clip_starts,
@@ -84,7 +84,7 @@ class SampleFrames:
 
     def _test_offsets(self, total: int) -> np.ndarray:
         """Centred clip starts int64 [num_clips] (or [2 * num_clips] with ``twice_sample``); no random draw. The
-        formula lives in the torch-free ``oars_deploy.video_sampling``, which the deployed predictor runs too."""
+        formula lives in the torch-free ``oars_deploy.clips.sampling``, which the deployed predictor runs too."""
         return centred_clip_starts(total, self.clip_len, self.frame_interval, self.num_clips, self.twice_sample)
 
     def frame_indices(self, total_frames: int) -> np.ndarray:

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from oars.errors import DataError
-from oars_deploy.video_preprocess import clip_resize_size
+from oars_deploy.clips.preprocess import clip_resize_size
 from video.registry import TRANSFORMS
 from video.transforms.frames import get_clip, interpolation_arg, resize_clip, set_clip
 
@@ -63,7 +63,7 @@ class Resize:
 
     def target_size(self, w: int, h: int) -> tuple[int, int]:
         """The (w, h) that frames of size (w, h) are resized to (the rule lives in the torch-free
-        ``oars_deploy.video_preprocess``, which the deployed predictor runs too)."""
+        ``oars_deploy.clips.preprocess``, which the deployed predictor runs too)."""
         return clip_resize_size(w, h, self.scale, self.short_side, self.keep_ratio)
 
     def __call__(self, results: dict) -> dict:

@@ -40,7 +40,7 @@ struct SamplingSpec {
   int clip_len = 1, frame_interval = 1, num_clips = 1;
   bool loop = true;            // out_of_bound_opt: loop (else repeat_last)
   bool twice_sample = false;
-  int min_frames = 2;          // fewer frames is an error (oars_deploy.video_sampling.check_frame_count)
+  int min_frames = 2;          // fewer frames is an error (oars_deploy.clips.sampling.check_frame_count)
 };
 
 struct VideoStep {

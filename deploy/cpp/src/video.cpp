@@ -31,7 +31,7 @@ cv::Size resize_size(int w, int h, const VideoStep& s) {
 // torchvision's centre offset int(round(free / 2)): Python rounds ties to even, as nearbyint does by default
 int centre_offset(int free) { return static_cast<int>(std::nearbyint(free / 2.0)); }
 
-// The still-image format of a file's first bytes ("" when none), as oars_deploy.video_inputs.sniff_still_image:
+// The still-image format of a file's first bytes ("" when none), as oars_deploy.clips.inputs.sniff_still_image:
 // FFmpeg opens a PNG or JPEG as a one-frame "video" whatever it is called, which would be classified into a motion
 // class. Animated PNG (an acTL chunk before the first IDAT) and WebP (VP8X animation flag) are not still images.
 std::string still_image_kind(const std::string& path) {

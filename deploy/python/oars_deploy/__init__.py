@@ -13,7 +13,13 @@ one implementation and the arrow never runs from the predictor back into trainin
   returns result records;
 - ``outputs``, ``records`` (detections.json and results.jsonl), ``image_files``, ``failures``: the files a
   prediction run reads and writes;
-- ``atomic``, ``errors``: atomic file writing and the user-error base with its command-line printing.
+- ``atomic``, ``errors``: atomic file writing and the user-error base with its command-line printing;
+- ``clips``: reading video files and frame folders, frame sampling and clip pre-processing (task-neutral);
+- ``moved``: the old flat names of modules that moved into a plug-in's package keep importing.
 
 tests/deploy/test_deploy_imports.py checks that no module imports anything else.
 """
+
+from oars_deploy.moved import install as _install_old_names
+
+_install_old_names()

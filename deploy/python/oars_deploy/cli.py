@@ -6,9 +6,10 @@ Reads EXPORT_DIR/deploy.yaml and the ONNX file it names (model.onnx, or model_fp
 tools/export.py --half / --int8) for ONNX Runtime, or EXPORT_DIR/model.engine (--backend tensorrt);
 writes the same pictures as tools/infer.py (segmentation: <stem>_vis.png and the <stem>.png label map;
 detection: <stem>_vis.png and detections.json; video classifiers, whose deploy.yaml has a ``sampling`` section:
-the top-k labels printed per video and predictions.json, see oars_deploy.video_cli; frame-feature models, whose
+the top-k labels printed per video and predictions.json, see oars_deploy.predictors.clip_classes.cli; frame-feature
+models, whose
 deploy.yaml has a ``features`` section: the same for .npz / .pkl feature files, see
-oars_deploy.video_features_predictor). Every run also writes
+oars_deploy.predictors.feature_classes.predictor). Every run also writes
 OUT_DIR/results.jsonl: one JSON record per input (oars_deploy.records), whatever the model. The model's
 deploy.yaml ``predictor`` key (inferred for older exports) chooses the plug-in that validates its section, adds
 its flags, runs it and makes the records (oars_deploy.plugins). An image that cannot be

@@ -20,7 +20,7 @@ def list_images(path: str) -> list[str]:
         raise UserError(f"input {path!r} is neither an image file nor a folder")
     files = sorted(osp.join(path, f) for f in os.listdir(path) if f.lower().endswith(IMAGE_SUFFIXES))
     if not files:
-        from oars_deploy.video_inputs import folder_contents  # video_inputs imports this module
+        from oars_deploy.clips.inputs import folder_contents  # video_inputs imports this module
 
         held = folder_contents(path, nothing="it holds no videos or feature files either")
         raise UserError(f"no images ({', '.join(IMAGE_SUFFIXES)}) in folder {path}: {held}")
@@ -31,7 +31,7 @@ def unreadable_image_message(path: str) -> str:
     """Why OpenCV could not decode ``path`` as an image, in words: a video or a frame-feature file handed to an image
     model is named as such (it is the wrong kind of input, not a damaged file); anything else is unsupported or
     corrupt."""
-    from oars_deploy.video_inputs import FEATURE_SUFFIXES, VIDEO_SUFFIXES
+    from oars_deploy.clips.inputs import FEATURE_SUFFIXES, VIDEO_SUFFIXES
 
     suffix = osp.splitext(path)[1].lower()
     takes = f"an image model takes image files ({', '.join(IMAGE_SUFFIXES)})"

@@ -234,7 +234,7 @@ class ClipClassesRecord(ResultRecord):
     @classmethod
     def from_result(cls, result: dict) -> ClipClassesRecord:
         """From a top-k result ``{'path', 'topk': [(id, name, score)], 'total_frames', 'frame_inds'}`` (the dict
-        ``oars_deploy.video_cli.record`` takes)."""
+        ``oars_deploy.predictors.clip_classes.cli.record`` takes)."""
         return cls(input=result["path"], topk=[(int(i), str(n), float(s)) for i, n, s in result["topk"]],
                    total_frames=int(result.get("total_frames", 0)),
                    frame_inds=[int(i) for i in np.asarray(result.get("frame_inds", [])).reshape(-1)])

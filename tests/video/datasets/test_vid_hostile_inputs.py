@@ -16,7 +16,7 @@ from conftest import index_frames
 
 from oars.data.dataset import BadSampleWarning
 from oars.errors import DataError
-from oars_deploy.video_inputs import sniff_still_image, still_image_demuxer
+from oars_deploy.clips.inputs import sniff_still_image, still_image_demuxer
 from video.datasets import FeatureDataset, VideoDataset
 from video.datasets.check import check_video, check_video_list
 from video.datasets.decoders import PyAVReader, open_video, torchcodec_available

@@ -1,8 +1,9 @@
 """``feature_classes``: frame-feature classifiers (``.npz`` / ``.pkl`` files), whose deploy.yaml has a
 ``features`` section.
 
-Validation: :func:`oars_deploy.video_features_config.validate_features`. Run:
-:func:`oars_deploy.video_features_predictor.run_features` (the top-k printed per file and ``predictions.json``),
+Validation: :func:`oars_deploy.predictors.feature_classes.config.validate_features`. Run:
+:func:`oars_deploy.predictors.feature_classes.predictor.run_features` (the top-k printed per file and
+``predictions.json``),
 one :class:`~oars_deploy.records.FeatureClassesRecord` per file. Flag: ``--topk``.
 """
 
@@ -24,8 +25,8 @@ class FeatureClasses(PredictorPlugin):
     describes = "feature classifiers"
 
     def validate(self, deploy: dict, path: str) -> None:
-        """The ``features`` section and the packed input (:mod:`oars_deploy.video_features_config`)."""
-        from oars_deploy.video_features_config import validate_features
+        """The ``features`` section and the packed input (:mod:`oars_deploy.predictors.feature_classes.config`)."""
+        from oars_deploy.predictors.feature_classes.config import validate_features
 
         validate_features(deploy, path)
 
@@ -34,8 +35,9 @@ class FeatureClasses(PredictorPlugin):
         add_topk(parser)
 
     def run(self, args: argparse.Namespace, deploy: dict) -> PredictorRun:
-        """:func:`oars_deploy.video_features_predictor.run_features` with its failures and records collected."""
-        from oars_deploy.video_features_predictor import list_feature_files, run_features
+        """:func:`oars_deploy.predictors.feature_classes.predictor.run_features` with its failures and records
+        collected."""
+        from oars_deploy.predictors.feature_classes.predictor import list_feature_files, run_features
 
         failures = Failures(what="feature files", verb="could not be classified")
         results: list[ResultRecord] = []

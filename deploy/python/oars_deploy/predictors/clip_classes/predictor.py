@@ -2,8 +2,8 @@
 
 ``VideoPredictor(model_dir).predict([path, ...])`` -> one dict per video: ``scores`` float32 [C] (the class
 probabilities the graph outputs: the PyTorch model's ``pred_score``), ``label`` (argmax class id) and ``topk``
-[(class id, name, score), ...]. Each video is decoded (:mod:`oars_deploy.video_decode`), sampled
-(:mod:`oars_deploy.video_sampling`) and preprocessed (:mod:`oars_deploy.video_preprocess`) as the test pipeline
+[(class id, name, score), ...]. Each video is decoded (:mod:`oars_deploy.clips.decode`), sampled
+(:mod:`oars_deploy.clips.sampling`) and preprocessed (:mod:`oars_deploy.clips.preprocess`) as the test pipeline
 and the data preprocessor do, so the model input equals evaluation's (tests/deploy/test_vid_predictor.py).
 """
 
@@ -15,12 +15,12 @@ from collections.abc import Sequence
 import numpy as np
 
 from oars_deploy.backends import make_backend
+from oars_deploy.clips.decode import VideoFile
+from oars_deploy.clips.preprocess import preprocess_clip
+from oars_deploy.clips.sampling import check_frame_count, sampled_frame_indices
 from oars_deploy.deploy_config import DEPLOY_FILE, read_deploy_yaml
 from oars_deploy.errors import DeployError
-from oars_deploy.video_config import views_per_video
-from oars_deploy.video_decode import VideoFile
-from oars_deploy.video_preprocess import preprocess_clip
-from oars_deploy.video_sampling import check_frame_count, sampled_frame_indices
+from oars_deploy.predictors.clip_classes.config import views_per_video
 
 DEFAULT_TOPK = 5
 

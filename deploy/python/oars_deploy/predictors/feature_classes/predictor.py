@@ -1,9 +1,10 @@
 """Classify frame-feature files (``.npz`` / ``.pkl``) with an exported feature model (deploy.yaml with a
-``features`` section, :mod:`oars_deploy.video_features_config`), without torch.
+``features`` section, :mod:`oars_deploy.predictors.feature_classes.config`), without torch.
 
 ``FeaturePredictor(model_dir).predict([path, ...])`` -> one dict per file: ``scores`` float32 [C] (the graph's
 output: the PyTorch model's ``pred_score``, sigmoid for multi-label, softmax for single-label), ``label`` and
-``topk``. Each file is read, dequantised and cut to ``max_frames`` by :mod:`oars_deploy.video_features_io` (the
+``topk``. Each file is read, dequantised and cut to ``max_frames`` by
+:mod:`oars_deploy.predictors.feature_classes.files` (the
 code ``LoadFeatures`` runs in test mode) and packed as the exported graph takes it, so that the model input equals
 the test pipeline + data preprocessor's (tests/deploy/test_vid_feature_predictor.py).
 
@@ -22,15 +23,15 @@ import os.path as osp
 import numpy as np
 
 from oars_deploy.backends import make_backend
+from oars_deploy.clips.inputs import FEATURE_MODELS_TAKE, FEATURE_SUFFIXES, folder_contents, not_a_feature_file
 from oars_deploy.deploy_config import DEPLOY_FILE, read_deploy_yaml
 from oars_deploy.errors import DeployError, UserError
 from oars_deploy.failures import Failures
+from oars_deploy.predictors.clip_classes.cli import check_classify_args, classify_files
+from oars_deploy.predictors.clip_classes.predictor import ScorePredictor
+from oars_deploy.predictors.feature_classes.config import FEATURES_KEY, packed_width
+from oars_deploy.predictors.feature_classes.files import FeatureFileError, load_features, read_feature_arrays
 from oars_deploy.records import FeatureClassesRecord, ResultRecord
-from oars_deploy.video_cli import check_classify_args, classify_files
-from oars_deploy.video_features_config import FEATURES_KEY, packed_width
-from oars_deploy.video_features_io import FeatureFileError, load_features, read_feature_arrays
-from oars_deploy.video_inputs import FEATURE_MODELS_TAKE, FEATURE_SUFFIXES, folder_contents, not_a_feature_file
-from oars_deploy.video_predictor import ScorePredictor
 
 
 def feature_input(path: str, section: dict) -> tuple[np.ndarray, dict]:

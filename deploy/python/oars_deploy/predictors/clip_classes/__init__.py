@@ -1,6 +1,7 @@
 """``clip_classes``: video (clip) classifiers, whose deploy.yaml has a ``sampling`` section.
 
-Validation: :func:`oars_deploy.video_config.validate_video`. Run: :func:`oars_deploy.video_cli.run_video` (decode,
+Validation: :func:`oars_deploy.predictors.clip_classes.config.validate_video`. Run:
+:func:`oars_deploy.predictors.clip_classes.cli.run_video` (decode,
 sample, preprocess, classify; the top-k printed per video and ``predictions.json``), one
 :class:`~oars_deploy.records.ClipClassesRecord` per video. Flag: ``--topk``.
 """
@@ -29,8 +30,9 @@ class ClipClasses(PredictorPlugin):
     describes = "video classifiers"
 
     def validate(self, deploy: dict, path: str) -> None:
-        """The ``sampling`` section, the clip input and the video steps (:mod:`oars_deploy.video_config`)."""
-        from oars_deploy.video_config import validate_video
+        """The ``sampling`` section, the clip input and the video steps
+        (:mod:`oars_deploy.predictors.clip_classes.config`)."""
+        from oars_deploy.predictors.clip_classes.config import validate_video
 
         validate_video(deploy, path)
 
@@ -39,8 +41,8 @@ class ClipClasses(PredictorPlugin):
         add_topk(parser)
 
     def run(self, args: argparse.Namespace, deploy: dict) -> PredictorRun:
-        """:func:`oars_deploy.video_cli.run_video` with its failures and records collected."""
-        from oars_deploy.video_cli import list_videos, run_video
+        """:func:`oars_deploy.predictors.clip_classes.cli.run_video` with its failures and records collected."""
+        from oars_deploy.predictors.clip_classes.cli import list_videos, run_video
 
         failures = Failures(what="videos", verb="could not be classified")
         results: list[ResultRecord] = []

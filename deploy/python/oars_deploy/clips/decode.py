@@ -19,8 +19,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from oars_deploy.clips.inputs import not_a_video, still_image_demuxer, still_image_message
 from oars_deploy.errors import DeployError, UserError
-from oars_deploy.video_inputs import not_a_video, still_image_demuxer, still_image_message
 
 
 def check_frame_indices(inds: Sequence[int] | np.ndarray, total_frames: int, path: str,
@@ -60,7 +60,7 @@ class VideoFile:
 
     Raises:
         data_error: missing file, a still image (PNG, JPEG, ... whatever its suffix: FFmpeg would open it as a
-            one-frame video) or a frame-feature file (:mod:`oars_deploy.video_inputs`), no video stream, no frames,
+            one-frame video) or a frame-feature file (:mod:`oars_deploy.clips.inputs`), no video stream, no frames,
             truncated file (fewer packets than the header lists), or any FFmpeg error, naming the file.
         setup_error: PyAV is not installed.
     """

@@ -17,11 +17,11 @@ import os.path as osp
 from collections.abc import Callable
 
 from oars_deploy.atomic import atomic_write
+from oars_deploy.clips.inputs import VIDEO_MODELS_TAKE, VIDEO_SUFFIXES, folder_contents, not_a_video
 from oars_deploy.errors import DeployError, UserError
 from oars_deploy.failures import Failures
+from oars_deploy.predictors.clip_classes.predictor import VideoPredictor
 from oars_deploy.records import ClipClassesRecord, ResultRecord
-from oars_deploy.video_inputs import VIDEO_MODELS_TAKE, VIDEO_SUFFIXES, folder_contents, not_a_video
-from oars_deploy.video_predictor import VideoPredictor
 
 PREDICTIONS_FILE = "predictions.json"
 
@@ -31,7 +31,7 @@ def list_videos(path: str) -> list[str]:
 
     Why the checks: FFmpeg opens a still image as a one-frame video, which the model would classify into a motion
     class; a picture (by its bytes, whatever its suffix) or a frame-feature file given as the input, or a folder
-    holding no videos, is refused here with what video models take (:mod:`oars_deploy.video_inputs`). A still
+    holding no videos, is refused here with what video models take (:mod:`oars_deploy.clips.inputs`). A still
     image named like a video inside a folder is refused by the decoder with the same message and listed with the
     other failures.
 

@@ -16,7 +16,7 @@ import numpy as np
 from oars_deploy.backends import make_backend
 from oars_deploy.deploy_config import DEPLOY_FILE, read_deploy_yaml
 from oars_deploy.errors import DeployError
-from oars_deploy.gan_config import GAN_KEY, to_bgr_images
+from oars_deploy.predictors.gan_images.config import GAN_KEY, to_bgr_images
 from oars_deploy.preprocess import preprocess_one
 
 

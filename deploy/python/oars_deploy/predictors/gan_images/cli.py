@@ -21,10 +21,10 @@ import numpy as np
 
 from oars_deploy.errors import DeployError
 from oars_deploy.failures import Failures
-from oars_deploy.gan_config import image_grid, make_labels, make_noise, parse_attrs, side_by_side
-from oars_deploy.gan_predictor import GANPredictor
 from oars_deploy.image_files import list_images
 from oars_deploy.outputs import read_image
+from oars_deploy.predictors.gan_images.config import image_grid, make_labels, make_noise, parse_attrs, side_by_side
+from oars_deploy.predictors.gan_images.predictor import GANPredictor
 from oars_deploy.records import GANImagesRecord, named_values
 
 DEFAULT_NUM = 16

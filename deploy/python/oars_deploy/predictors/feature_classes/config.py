@@ -9,7 +9,7 @@ mask (1.0 on the frames of the file, 0.0 on the padding after them); T = ``featu
 - ``modalities``: ``[{name, dim}, ...]`` in packing order (the model's);
 - ``max_frames``: T; files with more frames keep ``max_frames`` of them, one per equal segment, at its centre;
 - ``min_quantized_value`` / ``max_quantized_value``: uint8 arrays are dequantised over that range (YouTube-8M's
-  ``Dequantize``); float arrays are used as they are (:mod:`oars_deploy.video_features_io`).
+  ``Dequantize``); float arrays are used as they are (:mod:`oars_deploy.predictors.feature_classes.files`).
 
 ``preprocess`` is empty: everything is in this section.
 """

@@ -1,7 +1,9 @@
 """``gan_images``: GAN generators, whose deploy.yaml has a ``gan`` section.
 
-Validation: :func:`oars_deploy.gan_config.validate_gan` (and an image input for image models, no steps for noise
-models). Run: :func:`oars_deploy.gan_cli.run_gan` (noise models: samples and grid.png; image models: output and
+Validation: :func:`oars_deploy.predictors.gan_images.config.validate_gan` (and an image input for image models, no
+steps for noise
+models). Run: :func:`oars_deploy.predictors.gan_images.cli.run_gan` (noise models: samples and grid.png; image
+models: output and
 pair pictures), one :class:`~oars_deploy.records.GANImagesRecord` per sample or image. Flags: ``--attrs``,
 ``--src-attrs``, ``--seed``, ``--num``, ``--label``; noise models take no ``-i``.
 """
@@ -27,7 +29,7 @@ class GANImages(PredictorPlugin):
 
     def validate(self, deploy: dict, path: str) -> None:
         """The ``gan`` section; an image input for image models; no pre-processing for noise models."""
-        from oars_deploy.gan_config import validate_gan
+        from oars_deploy.predictors.gan_images.config import validate_gan
 
         validate_gan(deploy, path)
         if deploy["gan"]["kind"] != "noise":
@@ -44,9 +46,9 @@ class GANImages(PredictorPlugin):
         add_flag(parser, "--label", type=int, default=None, help="CGAN: the class id (default: a sweep of classes)")
 
     def run(self, args: argparse.Namespace, deploy: dict) -> PredictorRun:
-        """:func:`oars_deploy.gan_cli.run_gan` with its failures and records collected."""
-        from oars_deploy.gan_cli import run_gan
+        """:func:`oars_deploy.predictors.gan_images.cli.run_gan` with its failures and records collected."""
         from oars_deploy.image_files import list_images
+        from oars_deploy.predictors.gan_images.cli import run_gan
 
         failures = Failures()
         results: list[ResultRecord] = []

@@ -3,18 +3,18 @@
 A deploy.yaml with a ``sampling`` section describes a model that takes decoded, sampled, preprocessed clips:
 
 - ``sampling``: ``{clip_len, frame_interval, num_clips, out_of_bound_opt, twice_sample, min_frames, decoder}``:
-  the test pipeline's ``SampleFrames`` (test mode; :mod:`oars_deploy.video_sampling`) and the decoder that numbers the
-  frames (``pyav``: frame i = i-th presentation timestamp, :mod:`oars_deploy.video_decode`);
+  the test pipeline's ``SampleFrames`` (test mode; :mod:`oars_deploy.clips.sampling`) and the decoder that numbers the
+  frames (``pyav``: frame i = i-th presentation timestamp, :mod:`oars_deploy.clips.decode`);
 - ``input``: ``layout`` ``NTCHW`` (2D recognizers: shape [B, V*T, 3, H, W]), ``NCTHW`` (3D, one view:
   [B, 3, T, H, W]) or ``NVCTHW`` (3D, V views: [B, V, 3, T, H, W]); float32, normalised;
-- ``preprocess``: the steps of :mod:`oars_deploy.video_preprocess`, ending with ``FormatShape``.
+- ``preprocess``: the steps of :mod:`oars_deploy.clips.preprocess`, ending with ``FormatShape``.
 """
 
 from __future__ import annotations
 
+from oars_deploy.clips.preprocess import check_video_steps
+from oars_deploy.clips.sampling import OUT_OF_BOUND_OPTS
 from oars_deploy.errors import DeployError
-from oars_deploy.video_preprocess import check_video_steps
-from oars_deploy.video_sampling import OUT_OF_BOUND_OPTS
 
 VIDEO_LAYOUTS = {"NTCHW": 5, "NCTHW": 5, "NVCTHW": 6}  # layout -> rank of input.shape
 DECODERS = ("pyav",)

@@ -5,9 +5,10 @@ Why: FFmpeg opens a PNG or JPEG as a one-frame "video" whatever the file is call
 given to a video predictor, would be sampled into a clip of copies of one frame and trained on or classified
 into a motion class. Still images are recognised here, in one place, by their first bytes (before FFmpeg sees
 them) and by the demuxer FFmpeg picked (after opening); the training decoders
-(``video.datasets.decoders``), the deployed predictor (:mod:`oars_deploy.video_decode`) and the input listing of
-``tools/infer.py`` and ``oars-infer`` (:mod:`oars_deploy.video_cli`,
-:mod:`oars_deploy.video_features_predictor`) all ask these functions, so they refuse the same files with the same
+(``video.datasets.decoders``), the deployed predictor (:mod:`oars_deploy.clips.decode`) and the input listing of
+``tools/infer.py`` and ``oars-infer`` (:mod:`oars_deploy.predictors.clip_classes.cli`,
+:mod:`oars_deploy.predictors.feature_classes.predictor`) all ask these functions, so they refuse the same files with
+the same
 message. Nothing here decodes: a file is read for at most :data:`SNIFF_BYTES` bytes.
 """
 

@@ -3,7 +3,7 @@ choosing the frames a feature model sees (torch-free).
 
 One implementation for training and deployment: ``video.datasets.LoadFeatures`` calls :func:`load_features` (and
 ``video.datasets.dequantize`` / ``read_feature_file`` are this module's functions with ``oars.errors.DataError``),
-and so does the deployed feature predictor (:mod:`oars_deploy.video_features_predictor`) with deploy.yaml's
+and so does the deployed feature predictor (:mod:`oars_deploy.predictors.feature_classes.predictor`) with deploy.yaml's
 ``features`` section, so that the model input of a deployed model is the test pipeline's.
 
 - Dequantisation (YouTube-8M's ``Dequantize``): uint8 ``q`` -> ``q * range / 255 + range / 512 + min`` over
@@ -22,8 +22,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from oars_deploy.clips.inputs import FEATURE_SUFFIXES, not_a_feature_file
 from oars_deploy.errors import DeployError
-from oars_deploy.video_inputs import FEATURE_SUFFIXES, not_a_feature_file
 
 
 class FeatureFileError(DeployError, ValueError):
