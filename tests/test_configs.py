@@ -11,6 +11,7 @@ import config_checks_detection
 import config_checks_gan
 import config_checks_segmentation
 import config_checks_video
+import model_sizes
 import pytest
 import yaml
 from demo_utils import ROOT
@@ -31,6 +32,15 @@ def test_configs_exist():
     assert len(TOP_CONFIGS) >= 11
 
 
+def test_model_sizes_table():
+    """tests/model_sizes.py names only existing configs (a renamed config leaves no stale entry behind), and an
+    entry whose count is not its source's number says why."""
+    assert sorted(set(model_sizes.SIZES) - set(IDS)) == [], "entries in tests/model_sizes.py without a config"
+    unexplained = [name for name, size in model_sizes.SIZES.items()
+                   if (size.params != size.published) != bool(size.differs)]
+    assert unexplained == [], "give `differs` exactly when params != published"
+
+
 @pytest.mark.parametrize("path", CONFIGS, ids=[os.path.relpath(c, ROOT) for c in CONFIGS])
 def test_plain_yaml(path):
     with open(path) as f:
@@ -47,8 +57,7 @@ def test_config_resolves_and_builds(path, tmp_path):
         full = MODELS.build(copy.deepcopy(cfg.model))
         if "num_classes" in cfg.model:  # unconditional GANs have none
             assert full.num_classes == cfg.model.num_classes
-        if hasattr(checks, "check_full_size"):
-            checks.check_full_size(full, cfg.model)
+        model_sizes.check_size(os.path.relpath(path, os.path.join(ROOT, "configs")), full)
         model = MODELS.build(checks.shrink_model(cfg.model))
     checks.run_all_modes(model, cfg.model.get("num_classes"))
     checks.run_pipelines(cfg, tmp_path)

@@ -1,0 +1,317 @@
+"""The exact full-size parameter count of every top-level config in configs/, each tied to a cited source.
+
+Building a config at full size proves that it resolves, not that it is the model it claims to be: Faster R-CNN
+with 512-d box FCs, TSM on ResNet-101 or NeXtVLAD with a 1024-wide hidden layer all build. An exact count per
+config catches such drift; the source next to it says which number the count was checked against, so a changed
+count is a question for the author ("did the architecture change, and does it still match its source?") rather
+than a number to paste in.
+
+tests/test_configs.py calls ``check_size`` on the full-size model it already builds (no second build). A new
+config fails there until it has an entry here.
+
+An entry's ``published`` is the source's number for the source's own model: from torchvision's weights meta
+(``num_params``, recomputable in-process with ``weights=None``), a model zoo, a reference implementation's
+layer layout counted by hand, or, where only our layout exists (demos), our own hand count. ``differs`` says
+why ``params`` is not ``published`` (class count, a stem variant, ...). Shorthand in the hand counts:
+``conv(a, b, k)`` is a bias-free k x k convolution a -> b (a*b*k*k), ``+BN`` its batch norm (2 per output
+channel), ``fc(a, b)`` a linear layer or 1x1 convolution with bias (a*b + b).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass(frozen=True)
+class Size:
+    """What one config's full-size model must count, and against what that count was checked."""
+
+    params: int  # exact sum(p.numel() for p in model.parameters()) of our full-size build
+    published: int  # the source's number for the source's own model
+    source: str  # where ``published`` comes from
+    differs: str = ""  # why params != published; empty when they agree
+
+    @property
+    def cite(self) -> str:
+        """The source without its breakdown (the text before the first ': ' outside parentheses), short enough
+        for a failure message."""
+        depth = 0
+        for i, char in enumerate(self.source):
+            depth += (char == "(") - (char == ")")
+            if depth == 0 and self.source.startswith(": ", i):
+                return self.source[:i]
+        return self.source
+
+
+DEMO = "hand count / this repo's demo"
+
+# Shared pieces of the hand counts (the ResNet trunks are torchvision's own models, counted in-process).
+R50 = "ResNet-50 trunk 23,508,032 (torchvision resnet50 25,557,032 less its fc 2048*1000+1000)"
+R101 = "ResNet-101 trunk 42,500,160 (torchvision resnet101 44,549,160 less its fc 2048*1000+1000)"
+TV_FASTER = "torchvision fasterrcnn_resnet50_fpn weights meta (FrozenBatchNorm trunk, 91 COCO ids incl. background)"
+TV_MASK = "torchvision maskrcnn_resnet50_fpn weights meta (FrozenBatchNorm trunk, 91 COCO ids incl. background)"
+COCO80 = ("torchvision scores 91 classes and regresses 91*4 box outputs, ours 80 + background and 80*4: "
+          "1025*(91+364) - 1025*(81+320) = 55,350 fewer")
+BOX_HEAD = ("box head fc(256*7*7, 1024) + fc(1024, 1024) + cls fc(1024, 81) + class-specific reg fc(1024, 320) "
+            "14,306,705")
+CASCADE_HEAD = "fc(256*7*7, 1024) + fc(1024, 1024) + cls fc(1024, 81) + class-agnostic reg fc(1024, 4) = 13,982,805"
+MASK_HEAD = "4 conv(256, 256, 3)+bias, deconv 256*256*4+256, logits fc(256, 80) = 2,643,280"
+ASPP_R = ("separable ASPP at 256 channels on 2048 (image pool and 1x1 branch 524,800 each, 3 atrous depthwise "
+          "2048*9+BN + pointwise 2048->256+BN 547,328 each, 1x1 projection 1280->256+BN 328,192) 3,019,776")
+DLV3P_DECODER = ("low-level conv(256, 48, 1)+BN 12,384, two separable 3x3 convs 304->256, 256->256 150,544, "
+                 "cls fc(256, C)")
+AUX_1024 = "aux FCN conv(1024, 256, 3)+BN + fc(256, C)"
+PSP_HEAD = "PPM 4 x (conv(2048, 512, 1)+BN) 4,198,400 + bottleneck conv(4096, 512, 3)+BN 18,875,392 + fc(512, C)"
+CYCLEGAN_REPO = "junyanz/pytorch-CycleGAN-and-pix2pix networks.py layout counted by hand"
+ATT_D = ("D: 5 conv(64..1024, 4)+norm 11,148,160, adv fc(1024*4*4, 1024) + fc(1024, 1) 16,779,265, "
+         "cls fc(1024*4*4, 1024) + fc(1024, 13) 16,791,565")
+ATT_ENC = "enc 5 conv(3->64 .. 512->1024, 4)+BN 11,148,160"
+YT8M_LOGITS = "fc(4096, 3862) 15,822,614"
+TSN_R50 = ("hand count of MMAction2's tsn_r50 (its model zoo gives 24.33M at 400 classes): " + R50
+           + " + fc(2048, 400) 819,600")
+TSM_R50 = ("hand count of MMAction2's tsm_r50 (the shift has no parameters: TSN's 24.33M in its model zoo): " + R50
+           + " + fc(2048, 400) 819,600")
+
+SIZES: dict[str, Size] = {
+    # ---- detection
+    "detection/cascade_rcnn/cascade_mask_rcnn_r50_fpn_1x_coco.yaml": Size(
+        77_271_486, 77_271_486,
+        "hand count of MMDetection cascade-mask-rcnn_r50_fpn: our Faster R-CNN R50-FPN 41,699,936 (pinned to "
+        f"torchvision below) less its {BOX_HEAD}, plus 3 stages of {CASCADE_HEAD} and 3 mask heads of {MASK_HEAD}"),
+    "detection/cascade_rcnn/cascade_rcnn_r50_fpn_1x_coco.yaml": Size(
+        69_341_646, 69_341_646,
+        "hand count of MMDetection cascade-rcnn_r50_fpn: our Faster R-CNN R50-FPN 41,699,936 (pinned to "
+        f"torchvision below) less its {BOX_HEAD}, plus 3 stages of {CASCADE_HEAD}"),
+    "detection/faster_rcnn/faster_rcnn_r50_c4_1x_coco.yaml": Size(
+        33_791_644, 33_791_644,
+        "hand count of MMDetection faster-rcnn_r50-caffe-c4 (frozen BN, so no BN parameters): stem + res2-res4 convs "
+        "8,512,704, RPN conv(1024, 1024, 3)+bias 9,438,208 + 15 anchors cls 15,375 + reg 61,500, shared res5 "
+        "14,942,208, box head fc(2048, 81) + fc(2048, 320) 821,649"),
+    "detection/faster_rcnn/faster_rcnn_r50_fpn_1x_coco.yaml": Size(41_699_936, 41_755_286, TV_FASTER, COCO80),
+    "detection/faster_rcnn/faster_rcnn_r50_fpn_1x_voc0712.yaml": Size(
+        41_392_436, 41_755_286, TV_FASTER,
+        "20 classes: 1025*(91+364) - 1025*(21+80) = 362,850 fewer box-predictor parameters"),
+    "detection/faster_rcnn/faster_rcnn_r50_fpn_torchvision_coco.yaml": Size(41_699_936, 41_755_286, TV_FASTER, COCO80),
+    "detection/faster_rcnn/faster_rcnn_r50_vd_fpn_2x_coco.yaml": Size(
+        41_719_040, 41_755_286, TV_FASTER,
+        f"{COCO80}; ResNet-vd's deep stem conv(3, 32, 3) + conv(32, 32, 3) + conv(32, 64, 3) = 28,512 replaces "
+        "the 7x7 stem's 9,408 (+19,104; BN frozen, avg-pool shortcuts have no parameters)"),
+    "detection/mask_rcnn/mask_rcnn_r18_fpn_demo_shapes.yaml": Size(
+        1_808_242, 1_808_242,
+        f"{DEMO}: ResNet-18 at base_channels 16 702,096 + FPN 64 ch 163,328 + RPN conv 36,928 + 3 anchors "
+        "cls 195 + reg 780 + box head fc(64*7*7, 256) + fc(256, 256) + fc(256, 4) + fc(256, 12) 872,976 + mask "
+        "head conv(64, 32, 3) + conv(32, 32, 3) + deconv + fc(32, 3) 31,939"),
+    "detection/mask_rcnn/mask_rcnn_r50_fpn_1x_coco.yaml": Size(
+        44_343_216, 44_401_393, TV_MASK, f"{COCO80}, and mask logits fc(256, 80) vs fc(256, 91): 2,827 fewer"),
+    "detection/mask_rcnn/mask_rcnn_r50_fpn_torchvision_coco.yaml": Size(
+        44_343_216, 44_401_393, TV_MASK, f"{COCO80}, and mask logits fc(256, 80) vs fc(256, 91): 2,827 fewer"),
+    "detection/yolov3/yolov3_darknet53_270e_coco.yaml": Size(
+        61_949_149, 61_949_149,
+        "pjreddie's yolov3.weights (Redmon & Farhadi 2018, COCO): 248,007,048 bytes = 20-byte header + "
+        "62,001,757 float32 (AlexeyAB/darknet#1910), less 2*26,304 BN running means/variances"),
+    "detection/yolov3/yolov3_darknet53_270e_voc.yaml": Size(
+        61_626_049, 61_949_149, "pjreddie's yolov3.weights (see yolov3_darknet53_270e_coco)",
+        "20 classes: the three 1x1 output convs (1024/512/256 in, 3 anchors) lose 3*60 outputs each: "
+        "180*(1025+513+257) = 323,100 fewer"),
+    "detection/yolov3/yolov3_darknet53_demo_shapes.yaml": Size(
+        3_859_952, 3_859_952,
+        f"{DEMO}: DarkNet-53 at base_channels 8 2,543,416 + neck (half the backbone's channels) 921,856 + "
+        "head 394,680 (3 classes; 1/3/3 anchors per level)"),
+    "detection/yolov3/yolov3_mobilenet_v3_270e_coco.yaml": Size(
+        23_608_237, 23_608_237,
+        "hand count of PaddleDetection yolov3_mobilenet_v3_large_270e_coco's layout: YOLOv3FPN at fixed "
+        "512/256/128 widths (neck 14,137,344), 3x3 tip + 1x1 output per level (head 6,654,461), on our "
+        "MobileNetV3-large trunk 2,816,432 (torchvision mobilenet_v3_large.features less its last 1x1 conv)"),
+    "detection/yolov3/yolov3_r50vd_270e_coco.yaml": Size(
+        45_579_613, 45_579_613,
+        "hand count of PaddleDetection yolov3_r50vd_dcn_270e_coco's layout without the deformable convs: "
+        "YOLOv3FPN at fixed 512/256/128 widths (neck 15,397,888, head 6,654,461) on our ResNet-50-vd trunk "
+        "23,527,264"),
+    # ---- gan
+    "gan/attgan/attgan_celeba.yaml": Size(
+        88_178_193, 88_178_193,
+        "hand count of AttGAN (He et al. 2019; LynnHo/AttGAN-Tensorflow defaults, dims 64, 5 layers, 13 "
+        f"attributes, shortcut 1, inject 1): G {ATT_ENC} + dec ConvT 4x4+BN (1024+13)->1024, (1024+512+13)->512, "
+        f"512->256, 256->128 32,304,896 + ConvT(128, 3)+bias 6,147 = 43,459,203; {ATT_D} = 44,718,990"),
+    "gan/cgan/cgan_demo_digits.yaml": Size(
+        564_032, 564_032,
+        f"{DEMO}: 32 px RGB, label one-hot concatenated: G ConvT 110->128 (4x4)+BN, 128->64+BN, 64->32+BN, "
+        "32->3 391,104; D conv(13, 32, 4), 32->64+BN, 64->128+BN, 128->1 172,928"),
+    "gan/cgan/cgan_mnist.yaml": Size(
+        971_264, 971_264,
+        "hand count of a DCGAN-style conditional GAN at 28 px (Mirza & Osindero 2014 conditioning by one-hot "
+        "concatenation): G ConvT(110, 128, 7)+BN 690,176, ConvT(128, 64, 4)+BN 131,200, ConvT(64, 1, 4) 1,024 "
+        "= 822,400; D conv(11, 64, 4) 11,264, conv(64, 128, 4)+BN 131,328, conv(128, 1, 7) 6,272 = 148,864"),
+    "gan/cyclegan/cyclegan_horse2zebra.yaml": Size(
+        28_285_832, 28_285_832,
+        f"{CYCLEGAN_REPO} (its print_networks shows 11.378 M and 2.765 M): 2 x resnet_9blocks G 11,378,179 (IN, "
+        "biased convs: 7x7 3->64, 64->128, 128->256, 9 blocks of 2 conv(256, 256, 3)+bias, ConvT 256->128, "
+        "128->64, 7x7 64->3) + 2 x basic 70x70 D 2,764,737 (3 ch, IN)"),
+    "gan/dcgan/dcgan_mnist.yaml": Size(
+        6_338_176, 6_342_272,
+        "hand count of the PyTorch DCGAN tutorial's 64 px networks (nc 3): G ConvT 100->512->256->128->64->3 "
+        "+BN 3,576,704, D conv 3->64->128->256->512->1 +BN 2,765,568",
+        "1-channel MNIST: G's last ConvT(64, 1, 4) and D's first conv(1, 64, 4) are 2,048 smaller each"),
+    "gan/pix2pix/pix2pix_cityscapes_label2photo.yaml": Size(
+        57_182_660, 57_182_660,
+        f"{CYCLEGAN_REPO} (its print_networks shows 54.414 M and 2.769 M): unet_256 G (ngf 64, BN) 54,413,955 + basic "
+        "70x70 D on 6 channels 2,768,705"),
+    "gan/pix2pix/pix2pix_demo_shapes.yaml": Size(
+        7_484_132, 7_484_132,
+        f"{DEMO}: U-Net G ngf 32, 6 downsamplings 7,314,755 + PatchGAN D ndf 32, 2 layers, 6 channels 169,377"),
+    "gan/pix2pix/pix2pix_facades.yaml": Size(
+        57_182_660, 57_182_660,
+        f"{CYCLEGAN_REPO} (its print_networks shows 54.414 M and 2.769 M): unet_256 G (ngf 64, BN) 54,413,955 + basic "
+        "70x70 D on 6 channels 2,768,705"),
+    "gan/stargan/stargan_celeba.yaml": Size(
+        53_192_576, 53_192_576,
+        "hand count of yunjey/stargan (CelebA 128 px, c_dim 5, repeat_num 6): G 7x7 conv(8, 64)+IN, down "
+        "64->128->256 +IN, 6 residual blocks of 2 conv(256, 256, 3)+IN, up 256->128->64 +IN, 7x7 conv(64, 3) = "
+        "8,430,528; D 6 conv 4x4 +bias 3->64 .. 1024->2048 44,702,656, src conv(2048, 1, 3) 18,432, cls "
+        "conv(2048, 5, 2) 40,960 = 44,762,048"),
+    "gan/stgan/stgan_celeba.yaml": Size(
+        119_717_761, 119_717_761,
+        "hand count of STGAN (Liu et al. 2019; csmliu/STGAN defaults, dims 64, 5 layers, 13 attributes, 4 "
+        f"STUs, inject 4): G {ATT_ENC} + 4 STUs (ConvT(2c+13, c, 4) + 3 gate conv(2c, c, 3), two normed; c = "
+        "512..64) 30,145,280 + dec ConvT 4x4+BN (1024+13)->1024, (1024+512+13)->512, (512+256+13)->256, "
+        "(256+128+13)->128 33,695,488 + ConvT(128+64+13, 3)+bias 9,843 = 74,998,771; " + ATT_D + " = 44,718,990"),
+    # ---- segmentation
+    "segmentation/bisenetv2/bisenetv2_fcn_160k_cityscapes.yaml": Size(
+        14_804_255, 14_804_255,
+        "hand count of mmseg bisenetv2_fcn (19 classes): backbone detail 519,232 + semantic 1,159,504 + BGA "
+        "478,976; FCN decode conv(128, 1024, 3)+BN + fc(1024, 19) 1,201,171; 4 aux FCN heads of 2 convs "
+        "16->16, 32->64, 64->256, 128->1024 (+BN, + fc(c, 19)) 4,995 + 56,787 + 743,187 + 10,640,403"),
+    "segmentation/deeplabv3/deeplabv3_r101_40k_voc12.yaml": Size(
+        60_996_202, 60_996_202, "torchvision deeplabv3_resnet101 weights meta (21 classes, aux head)"),
+    "segmentation/deeplabv3/deeplabv3_r101_80k_cityscapes.yaml": Size(
+        60_995_174, 60_996_202, "torchvision deeplabv3_resnet101 weights meta (21 classes, aux head)",
+        "19 classes: the classifier fc(256, C) and the aux classifier fc(256, C) lose 2*257 each: 1,028 fewer"),
+    "segmentation/deeplabv3/deeplabv3_r50_40k_voc12.yaml": Size(
+        42_004_074, 42_004_074, "torchvision deeplabv3_resnet50 weights meta (21 classes, aux head)"),
+    "segmentation/deeplabv3/deeplabv3_r50_80k_cityscapes.yaml": Size(
+        42_003_046, 42_004_074, "torchvision deeplabv3_resnet50 weights meta (21 classes, aux head)",
+        "19 classes: the classifier fc(256, C) and the aux classifier fc(256, C) lose 2*257 each: 1,028 fewer"),
+    "segmentation/deeplabv3plus/deeplabv3plus_mobilenetv2_40k_voc12.yaml": Size(
+        2_946_906, 2_946_906,
+        "hand count of the DeepLabV3+ paper's 256-channel head (Chen et al. 2018) on MobileNetV2: torchvision "
+        "mobilenet_v2.features less its last 1x1 conv 1,811,712; separable ASPP on 320 ch 750,912; low-level "
+        "conv(24, 48, 1)+BN 1,248; two separable 3x3 convs 150,544; fc(256, 21) 5,397; aux FCN conv(96, 256, 3)+BN "
+        "+ fc(256, 21) 227,093 (mmseg's DepthwiseSeparableASPPHead is wider: 512 channels, 3x3 bottleneck)"),
+    "segmentation/deeplabv3plus/deeplabv3plus_mobilenetv2_80k_cityscapes.yaml": Size(
+        2_945_878, 2_946_906, "hand count (see deeplabv3plus_mobilenetv2_40k_voc12)",
+        "19 classes: fc(256, C) in the head and the aux head lose 2*257 each: 1,028 fewer"),
+    "segmentation/deeplabv3plus/deeplabv3plus_r101_40k_voc12.yaml": Size(
+        48_053_466, 48_053_466,
+        f"hand count of the DeepLabV3+ paper's 256-channel head on ResNet-101: {R101} + {ASPP_R} + "
+        f"{DLV3P_DECODER} 5,397 + {AUX_1024} 2,365,205"),
+    "segmentation/deeplabv3plus/deeplabv3plus_r101_80k_cityscapes.yaml": Size(
+        48_052_438, 48_053_466, "hand count (see deeplabv3plus_r101_40k_voc12)",
+        "19 classes: fc(256, C) in the head and the aux head lose 2*257 each: 1,028 fewer"),
+    "segmentation/deeplabv3plus/deeplabv3plus_r50_40k_voc12.yaml": Size(
+        29_061_338, 29_061_338,
+        f"hand count of the DeepLabV3+ paper's 256-channel head on ResNet-50: {R50} + {ASPP_R} + "
+        f"{DLV3P_DECODER} 5,397 + {AUX_1024} 2,365,205"),
+    "segmentation/deeplabv3plus/deeplabv3plus_r50_80k_cityscapes.yaml": Size(
+        29_060_310, 29_061_338, "hand count (see deeplabv3plus_r50_40k_voc12)",
+        "19 classes: fc(256, C) in the head and the aux head lose 2*257 each: 1,028 fewer"),
+    "segmentation/fcn/fcn_r50-d8_40k_voc12.yaml": Size(
+        35_322_218, 35_322_218, "torchvision fcn_resnet50 weights meta (21 classes, aux head)"),
+    "segmentation/fcn/fcn_r50-d8_80k_cityscapes.yaml": Size(
+        35_320_678, 35_322_218, "torchvision fcn_resnet50 weights meta (21 classes, aux head)",
+        "19 classes: the classifier fc(512, C) loses 2*513 and the aux fc(256, C) 2*257: 1,540 fewer"),
+    "segmentation/icnet/icnet_r18-d8_80k_cityscapes.yaml": Size(
+        25_174_393, 25_174_393,
+        "hand count of mmseg icnet_r18-d8 (19 classes): ResNetV1c-18 trunk 11,195,744 (torchvision resnet18 "
+        "less fc, + deep stem 19,232), light branch 28,768, conv_sub2 conv(128, 256, 1)+BN 33,280, PPM 4 x "
+        "(conv(512, 512, 1)+BN) 1,052,672, bottleneck conv(2560, 512, 3)+BN 11,797,504, conv_sub4 131,584; "
+        "ICNeck 484,352; FCN decode 150,163 + 2 aux FCN heads 150,163 each"),
+    "segmentation/icnet/icnet_r50-d8_80k_cityscapes.yaml": Size(
+        47_827_833, 47_827_833,
+        "hand count of mmseg icnet_r50-d8 (19 classes): ResNetV1c-50 trunk 23,527,264 (" + R50 + " + deep stem "
+        "19,232), light branch 3->32->32->64 28,768, conv_sub2 conv(512, 256, 1)+BN 131,584, PPM 4 x "
+        "(conv(2048, 512, 1)+BN) 4,198,400, bottleneck conv(4096, 512, 3)+BN 18,875,392, conv_sub4 131,584; "
+        "ICNeck (CFF 256+256->128 328,192, 128+64->128 156,160); FCN "
+        "decode conv(128, 128, 3)+BN + fc(128, 19) 150,163 + 2 aux FCN heads 150,163 each"),
+    "segmentation/pspnet/pspnet_r50-d8_40k_voc12.yaml": Size(
+        48_957_802, 48_957_802,
+        f"hand count of mmseg pspnet_r50-d8's head on a torchvision-stem ResNet-50 (21 classes): {R50} + "
+        f"{PSP_HEAD} 23,084,565 + {AUX_1024} 2,365,205 (mmseg's ResNetV1c deep stem would add 19,232)"),
+    "segmentation/pspnet/pspnet_r50-d8_80k_cityscapes.yaml": Size(
+        48_956_262, 48_957_802, "hand count (see pspnet_r50-d8_40k_voc12)",
+        "19 classes: fc(512, C) loses 2*513 and the aux fc(256, C) 2*257: 1,540 fewer"),
+    "segmentation/unet/unet_demo_shapes.yaml": Size(
+        485_124, 485_124,
+        f"{DEMO}: U-Net at base_channels 16, 4 stages 482,720 + FCN conv(16, 16, 3)+BN + fc(16, 4) 2,404"),
+    "segmentation/unet/unet_s5-d16_40k_voc12.yaml": Size(
+        31_151_146, 31_151_146,
+        "hand count of U-Net (Ronneberger et al. 2015) with BN and deconv upsampling (21 classes): encoder 5 x "
+        "2 conv 3x3+BN, 64..1024 ch, 18,847,168; decoder 4 x (ConvT(c, c/2, 2)+bias + conv(c, c/2, 3)+BN + "
+        "conv(c/2, c/2, 3)+BN), c = 1024..128, 12,190,400; FCN conv(64, 64, 3)+BN + fc(64, 21) 38,357; aux FCN "
+        "conv(128, 64, 3)+BN + fc(64, 21) 75,221"),
+    "segmentation/unet/unet_s5-d16_80k_cityscapes.yaml": Size(
+        31_150_886, 31_151_146, "hand count (see unet_s5-d16_40k_voc12)",
+        "19 classes: fc(64, C) in the head and the aux head lose 2*65 each: 260 fewer"),
+    # ---- video
+    "video/attention_cluster/attention_cluster_demo_features.yaml": Size(
+        2_436_664, 2_436_664,
+        f"{DEMO}: 8 shifting-attention units per modality (fc(1024, 8) + 16, fc(128, 8) + 16) 9,264, "
+        "fc(8*1152, 256) 2,359,552, fc(256, 256) 65,792, fc(256, 8) 2,056"),
+    "video/attention_cluster/attention_cluster_youtube8m.yaml": Size(
+        57_807_830, 57_807_830,
+        "hand count of PaddleVideo's AttentionCluster (32 units per modality, fc 1024 -> 4096): units "
+        f"fc(1024, 32) + 64, fc(128, 32) + 64 37,056; fc(32*1152, 1024) 37,749,760; fc(1024, 4096) 4,198,400; "
+        f"{YT8M_LOGITS}"),
+    "video/attention_lstm/attention_lstm_youtube8m.yaml": Size(
+        108_737_304, 108_737_304,
+        "hand count of PaddleVideo's AttentionLSTM: per modality fc(1024 or 128, 512), 2 LSTM(512, 1024) of "
+        "4*1024*(512+1024) + 2*4096 = 6,299,648 (PyTorch's two bias vectors), attention fc(2048, 1); "
+        f"25,793,538 in all; fc(4096, 8192) 33,562,624; fc(8192, 4096) 33,558,528; {YT8M_LOGITS}"),
+    "video/nextvlad/nextvlad_youtube8m.yaml": Size(
+        88_889_378, 88_889_378,
+        "hand count of NeXtVLAD (Lin et al. 2018; PaddleVideo's nextvlad, clusters 128/64, groups 8/4, "
+        "expansion 2): rgb layer fc(1024, 2048) + fc(2048, 8) + bias-free 2048*1024 + BN + centres 256*128 + "
+        "VLAD BN 2*32,768 = 4,313,096; audio layer 112,388; bias-free hidden 36,864*2048 75,497,472 + BN 4,096; "
+        "context gating 2048->256->2048 1,049,088; fc(2048, 3862) 7,913,238"),
+    "video/nonlocal/nonlocal_r50_kinetics400.yaml": Size(
+        31_686_096, 31_686_096,
+        f"hand count of C2D ResNet-50 + 5 embedded-Gaussian non-local blocks (Wang et al. 2018): {R50} + 2 "
+        "blocks at 512 ch (theta/phi/g fc(512, 256), out fc(256, 512)+BN) 526,592 each + 3 at 1024 ch "
+        "2,101,760 each + fc(2048, 400) 819,600"),
+    "video/r2plus1d/r2plus1d_r18_kinetics400.yaml": Size(
+        31_505_325, 31_505_325, "torchvision r2plus1d_18 weights meta (400 classes)"),
+    "video/stnet/stnet_r50_kinetics400.yaml": Size(
+        33_158_864, 33_158_864,
+        "hand count of PaddleVideo's StNet (He et al. 2019) on ResNet-50: 15-channel 7x7 stem conv 47,040 + BN "
+        "+ res2-res5 23,498,496, temporal blocks conv3d(512, 512, 3x1x1)+bias+BN 787,968 and (1024) 3,148,800; "
+        "temporal Xception head 5,266,432 (BN, depthwise + pointwise 2048->1024 and 1024->1024, shortcut "
+        "2048->1024, BNs) + fc(1024, 400) 410,000"),
+    "video/tsm/tsm_r18_demo_videos.yaml": Size(
+        703_128, 703_128, f"{DEMO}: ResNet-18 at base_channels 16 702,096 (shift adds nothing) + fc(128, 8) 1,032"),
+    "video/tsm/tsm_r50_1x1x8_kinetics400.yaml": Size(
+        24_327_632, 24_327_632, TSM_R50),
+    "video/tsm/tsm_r50_1x1x8_ucf101.yaml": Size(
+        23_714_981, 24_327_632, TSM_R50,
+        "101 classes: fc(2048, 101) is 2049*299 = 612,651 smaller than fc(2048, 400)"),
+    "video/tsn/tsn_r50_1x1x8_kinetics400.yaml": Size(24_327_632, 24_327_632, TSN_R50),
+}
+
+
+def count_params(model: torch.nn.Module) -> int:
+    """Every parameter, trainable or frozen: freezing is a training choice, not a change of architecture."""
+    return sum(p.numel() for p in model.parameters())
+
+
+def check_size(relpath: str, model: torch.nn.Module) -> None:
+    """Fail unless ``model`` (the full-size build of configs/``relpath``) counts exactly its entry in SIZES."""
+    count = count_params(model)
+    entry = SIZES.get(relpath)
+    if entry is None:
+        raise AssertionError(
+            f"configs/{relpath}: no expected parameter count: add an entry to tests/model_sizes.py (this build "
+            f"has {count:,} parameters; give the published number it corresponds to and its source)")
+    if count != entry.params:
+        source = f"{entry.cite}: {entry.published:,}" + (f"; ours differs: {entry.differs}" if entry.differs else "")
+        raise AssertionError(f"configs/{relpath}: {count:,} parameters, expected {entry.params:,} ({source}): "
+                             "the architecture drifted from its source")
