@@ -180,3 +180,25 @@ def test_cpp_backend_not_built_names_the_cmake_option(oars_infer, unet_dir, imag
     if proc.returncode == 0:
         pytest.skip("this oars_infer was built with TensorRT")
     assert "TENSORRT_ROOT" in proc.stderr
+
+
+def test_cpp_chooses_by_the_predictor_key(oars_infer, unet_dir, images, tmp_path):
+    """deploy.yaml's ``predictor`` chooses what the C++ predictor runs: an export of a plug-in it does not run is one
+    message naming it, and an export written before the key existed is read by its content, as oars-infer does."""
+    import shutil
+
+    import yaml
+
+    old = tmp_path / "old_export"
+    shutil.copytree(unet_dir, old)
+    deploy = yaml.safe_load((old / "deploy.yaml").read_text())
+    assert deploy.pop("predictor") == "semantic_labels"
+    (old / "deploy.yaml").write_text(yaml.safe_dump(deploy, sort_keys=False))
+    results = _run(oars_infer, str(old), images, str(tmp_path / "out"))
+    _check_segmentation(results, _python_predictor(unet_dir), images)
+    for name in ("gan_images", "feature_classes", "oddtask_classes"):
+        (old / "deploy.yaml").write_text(yaml.safe_dump({**deploy, "predictor": name}, sort_keys=False))
+        proc = subprocess.run([oars_infer, "--model-dir", str(old), "--image", images, "--out", str(tmp_path / "o")],
+                              capture_output=True, text=True)
+        assert proc.returncode == 1, proc.stdout
+        assert f"key 'predictor': '{name}' is not run by the C++ predictor" in proc.stderr and "oars-infer" in proc.stderr

@@ -34,7 +34,7 @@ struct PreprocessStep {
   PadStep pad;
 };
 
-// Video (clip) models: deploy.yaml's `sampling` section and video preprocess steps (oars_deploy.video_*).
+// Video (clip) models: deploy.yaml's `sampling` section and video preprocess steps (oars_deploy.clips).
 struct SamplingSpec {
   bool enabled = false;        // deploy.yaml has a sampling section
   int clip_len = 1, frame_interval = 1, num_clips = 1;
@@ -81,6 +81,9 @@ struct PostprocessSpec {
 struct DeployConfig {
   std::string model_dir, yaml_path;
   std::string model_name, task, onnx_file, onnx_fp32_file, engine_file;
+  // the runtime plug-in that runs the model (deploy.yaml's `predictor`, inferred for older exports as
+  // oars_deploy.plugins.predictor_kind does): semantic_labels, detection_boxes, instance_masks or clip_classes here
+  std::string predictor;
   std::vector<std::string> labels;
   std::vector<cv::Vec3b> palette;       // RGB, one per label
   TensorSpec input;

@@ -195,6 +195,30 @@ int DeployConfig::output_index(const std::string& name) const {
   return -1;
 }
 
+// deploy.yaml's `predictor` (which plug-in runs the model), or for an export written before that key the one its
+// content implies (the rule of oars_deploy.plugins.predictor_kind). This predictor runs four of them; any other
+// (GAN generators, frame-feature classifiers, a plug-in of another distribution) is one message naming it.
+static std::string predictor_of(const YAML::Node& root, const std::string& file) {
+  static const std::vector<std::string> kRuns{"semantic_labels", "detection_boxes", "instance_masks", "clip_classes"};
+  std::string name = get_or<std::string>(root, "predictor", "");
+  if (name.empty()) {
+    const YAML::Node post = root["postprocess"];
+    const std::string type = post && post["type"] ? post["type"].as<std::string>() : "";
+    if (root["gan"]) name = "gan_images";
+    else if (root["features"]) name = "feature_classes";
+    else if (root["sampling"]) name = "clip_classes";
+    else if (type == "detection") name = post["masks"] ? "instance_masks" : "detection_boxes";
+    else if (type == "segmentation") name = "semantic_labels";
+    else fail(file, "predictor", "missing, and the content names no predictor this program runs (postprocess.type '" +
+                                     type + "')");
+  }
+  if (std::find(kRuns.begin(), kRuns.end(), name) == kRuns.end())
+    fail(file, "predictor", "'" + name + "' is not run by the C++ predictor (it runs semantic_labels, "
+                            "detection_boxes, instance_masks and clip_classes); run this export with oars-infer "
+                            "(pip install deploy/python)");
+  return name;
+}
+
 DeployConfig load_deploy_config(const std::string& model_dir) {
   DeployConfig cfg;
   cfg.model_dir = model_dir;
@@ -229,6 +253,7 @@ DeployConfig load_deploy_config(const std::string& model_dir) {
   }
 
   if (!root["input"]) fail(file, "input", "missing");
+  cfg.predictor = predictor_of(root, file);  // before the sections: another plug-in's export is refused by name
   cfg.input = tensor_spec(root["input"], file, "input.");
   if (root["sampling"]) {
     load_video(root, file, cfg);

@@ -179,7 +179,7 @@ int main(int argc, char** argv) {
     const oars::DeployConfig cfg = oars::load_deploy_config(args.model_dir);
     auto backend = oars::make_backend(args.backend, cfg);
     fs::create_directories(args.out);
-    if (cfg.sampling.enabled) return run_videos(args, cfg, *backend);
+    if (cfg.predictor == "clip_classes") return run_videos(args, cfg, *backend);
     const auto images = list_images(args.image);
     double total_ms = 0;
     for (const auto& path : images) {
@@ -194,7 +194,7 @@ int main(int argc, char** argv) {
                                  std::to_string(cfg.outputs.size()));
       const std::string stem = fs::path(path).stem().string();
       std::ostringstream line;
-      if (cfg.postprocess.type == "segmentation") {
+      if (cfg.predictor == "semantic_labels") {
         const cv::Mat labels = oars::segmentation_labels(outputs, cfg, meta);
         total_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
         double max_label = 0;
