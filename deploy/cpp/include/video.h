@@ -1,5 +1,5 @@
 // Video (clip) classification: frames read with cv::VideoCapture, test-time sampling and the video
-// pre-processing of deploy.yaml (the formulas of oars_deploy.clips.sampling / video_preprocess), top-k scores.
+// pre-processing of deploy.yaml (the formulas of oars_deploy.clips.sampling / clips.preprocess), top-k scores.
 #pragma once
 
 #include "deploy_config.h"

@@ -1,5 +1,5 @@
-// Video clips for the C++ predictor; see video.h. Every formula mirrors deploy/python/oars_deploy (video_sampling.py,
-// video_preprocess.py), which the training pipeline runs too.
+// Video clips for the C++ predictor; see video.h. Every formula mirrors deploy/python/oars_deploy (clips/sampling.py,
+// clips/preprocess.py), which the training pipeline runs too.
 #include "video.h"
 
 #include <opencv2/imgproc.hpp>
