@@ -174,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("config", nargs="?", help="YAML config to check")
     parser.add_argument("-o", dest="overrides", nargs="+", action="extend", default=[], metavar="KEY=VALUE")
     parser.add_argument("--list", metavar="REGISTRY", help="print the names of a registry (e.g. model)")
-    parser.add_argument("--scope", default=None, help="scope for --list (e.g. segmentation)")
+    parser.add_argument("--scope", default=None, help="scope for --list (a config's default_scope)")
     args = parser.parse_args(argv)
     try:
         if args.list:

@@ -201,4 +201,5 @@ def test_cpp_chooses_by_the_predictor_key(oars_infer, unet_dir, images, tmp_path
         proc = subprocess.run([oars_infer, "--model-dir", str(old), "--image", images, "--out", str(tmp_path / "o")],
                               capture_output=True, text=True)
         assert proc.returncode == 1, proc.stdout
-        assert f"key 'predictor': '{name}' is not run by the C++ predictor" in proc.stderr and "oars-infer" in proc.stderr
+        assert f"key 'predictor': '{name}' is not run by the C++ predictor" in proc.stderr
+        assert "oars-infer" in proc.stderr

@@ -78,5 +78,5 @@ def test_feature_inputs_refuse_images_and_videos(tmp_path):
     folder.mkdir()
     Path(video).rename(folder / "clip.mp4")
     with pytest.raises(UserError, match=r"no feature files \(.npz, .pkl, .pickle\) in folder .*videos: it holds 1 "
-                                        r"video \(clip.mp4\); frame-feature models take"):
+                                        r"video file \(clip.mp4\); frame-feature models take"):
         list_feature_files(str(folder))

@@ -41,11 +41,6 @@ TOP_KEYS = ("version", "model", "labels", "input", "preprocess", "outputs", "pos
 MODEL_KEYS = ("name", "task", "onnx")
 INPUT_KEYS = ("name", "shape", "dtype", "layout", "color")
 PREDICTOR_KEY = "predictor"  # which plug-in runs the model: see oars_deploy.plugins (inferred when absent)
-# present in the deploy.yaml of video (clip) models: see oars_deploy.predictors.clip_classes.config
-SAMPLING_KEY = "sampling"
-# present in the deploy.yaml of frame-feature models: see oars_deploy.predictors.feature_classes.config
-FEATURES_KEY = "features"
-GAN_KEY = "gan"  # present in the deploy.yaml of GAN generators: see oars_deploy.predictors.gan_images.config
 
 
 def read_deploy_yaml(path: str) -> dict:

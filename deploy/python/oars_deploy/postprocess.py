@@ -182,18 +182,3 @@ def detection(outputs: dict[str, Any], metas: list[dict], post: dict) -> list[di
         b, s, lab = multiclass_nms(boxes, scores, **settings)
         results.append({"bboxes": _to_original(b, meta), "scores": s, "labels": lab})
     return results
-
-
-POSTPROCESSORS = {"segmentation": segmentation, "detection": detection}  # by deploy.yaml postprocess.type
-
-
-def postprocess(outputs: dict[str, Any], metas: list[dict], post: dict) -> list[dict]:
-    """The post-processing function of ``post['type']`` (deploy.yaml ``postprocess``) applied to ``outputs``.
-
-    Kept for callers of this module; the predictor runs its plug-in's post-processing
-    (``oars_deploy.predictors``), which calls :func:`segmentation` / :func:`detection` directly.
-    """
-    kind = post.get("type")
-    if kind not in POSTPROCESSORS:
-        raise DeployError(f"deploy.yaml postprocess.type must be one of {list(POSTPROCESSORS)}, got {kind!r}")
-    return POSTPROCESSORS[kind](outputs, metas, post)

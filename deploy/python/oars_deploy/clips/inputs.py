@@ -130,7 +130,7 @@ def folder_contents(folder: str, nothing: str = "it holds none of those") -> str
     """What a folder holds instead of the inputs a model wanted, for the "no videos in folder" messages:
     e.g. ``'it holds 3 still images (a.png, b.jpg, c.png)'``, or ``'it holds none of those'``."""
     names = sorted(os.listdir(folder))
-    groups = [("still image", IMAGE_SUFFIXES), ("frame-feature file", FEATURE_SUFFIXES), ("video", VIDEO_SUFFIXES)]
+    groups = [("still image", IMAGE_SUFFIXES), ("frame-feature file", FEATURE_SUFFIXES), ("video file", VIDEO_SUFFIXES)]
     found = []
     for noun, suffixes in groups:
         hits = [n for n in names if n.lower().endswith(suffixes)]

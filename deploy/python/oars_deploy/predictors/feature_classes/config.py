@@ -16,8 +16,9 @@ mask (1.0 on the frames of the file, 0.0 on the padding after them); T = ``featu
 
 from __future__ import annotations
 
-from oars_deploy.deploy_config import FEATURES_KEY
 from oars_deploy.errors import DeployError
+
+FEATURES_KEY = "features"  # deploy.yaml's section of a frame-feature model
 
 __all__ = ["FEATURES_KEY", "FEATURE_LAYOUT", "packed_width", "validate_features"]
 FEATURE_LAYOUT = "NTD"
