@@ -1,9 +1,9 @@
-"""Train a model from a YAML config: tools/train.py -c CONFIG [-o key=value ...]."""
+"""Train a model from a YAML config: tools/train.py -c CONFIG [-o key=value ...] [--print-config]."""
 
 import argparse
 
 from oars.cli import base_parser, run_cli
-from oars.engine.entry import train
+from oars.engine.entry import print_config, train
 
 
 def main() -> None:
@@ -17,8 +17,16 @@ def main() -> None:
                         help="mixed precision: FP16 + dynamic loss scaling on CUDA, bfloat16 on CPU")
     parser.add_argument("--launcher", choices=["none", "pytorch"], default="none",
                         help="'pytorch' under torchrun for multi-process training")
+    parser.add_argument("--print-config", action="store_true",
+                        help="print the config this run would use (what <work_dir>/config.yaml will hold, with the "
+                             "source of every value oars sets under _resolved_by_oars) and exit without training "
+                             "or creating the work dir")
     parser.add_argument("--local-rank", "--local_rank", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.print_config:
+        print(print_config(args.config, args.overrides, work_dir=args.work_dir, resume=args.resume, amp=args.amp,
+                           launcher=args.launcher), end="")
+        return
     train(args.config, args.overrides, work_dir=args.work_dir, resume=args.resume, amp=args.amp,
           launcher=args.launcher, overwrite=args.overwrite)
 

@@ -8,7 +8,8 @@ it last (or ``-o``), so later errors can point at the right file.
 This package is the entry point; the work is split by purpose and re-exported here:
 ``load`` (``load_config``), ``yaml_io`` (reading and writing YAML), ``merge`` (merge rules,
 ``_base_``), ``overrides`` (``-o``), ``provenance`` (key paths, sources), ``mmengine_config``
-(the ``Config`` object) and ``errors``. ``check`` (``python -m oars.config.check``) is not
+(the ``Config`` object), ``resolved`` (what oars set after loading, and why: ``_resolved_by_oars``) and
+``errors``. ``check`` (``python -m oars.config.check``) is not
 imported here: it needs the registries.
 """
 

@@ -1,4 +1,8 @@
-"""What ``tools/train.py`` and ``tools/eval.py`` do, callable in-process."""
+"""What ``tools/train.py`` and ``tools/eval.py`` do, callable in-process.
+
+Each takes the one path of ``oars.engine.run_setup`` (load → validate once → resolve the engine's defaults) and
+then builds and runs the Runner; ``print_config`` stops before building.
+"""
 
 from __future__ import annotations
 
@@ -11,14 +15,11 @@ from mmengine.config import Config
 
 from oars_deploy.atomic import atomic_write
 
-from .runner import OarsRunner, build_runner, prepare_config, setup_errors_are_config_errors
-
-
-def load(config: str, overrides: Sequence[str] = ()) -> Config:
-    """Load a YAML config with ``-o`` overrides (errors name file, key and fix)."""
-    from oars.config import load_config
-
-    return load_config(config, list(overrides))
+from .resolve import RunOptions, add_hook
+from .run_errors import setup_errors_are_config_errors
+from .run_setup import load as load  # re-exported: tests and tools load configs through entry
+from .run_setup import resolved_config_text, set_up_run, validated_and_resolved
+from .runner import OarsRunner, build_runner
 
 
 def train(config: str, overrides: Sequence[str] = (), *, work_dir: str | None = None,
@@ -35,7 +36,8 @@ def train(config: str, overrides: Sequence[str] = (), *, work_dir: str | None = 
         from oars.errors import OarsError
 
         raise OarsError("--resume continues the run in the work dir and --overwrite deletes it; give one of them")
-    cfg = prepare_config(load(config, overrides), work_dir=work_dir, resume=resume, amp=amp, launcher=launcher)
+    cfg = set_up_run(config, overrides, RunOptions(work_dir=work_dir, resume=resume, amp=amp, launcher=launcher))
+
     def guard(cfg: Config) -> None:
         prepare_work_dir(cfg.work_dir, resume=bool(resume) or bool(cfg.resume), overwrite=overwrite)
 
@@ -46,6 +48,14 @@ def train(config: str, overrides: Sequence[str] = (), *, work_dir: str | None = 
     except KeyboardInterrupt:
         raise _interrupted(cfg, config, overrides, amp) from None
     return runner
+
+
+def print_config(config: str, overrides: Sequence[str] = (), *, work_dir: str | None = None,
+                 resume: bool | str | None = None, amp: bool = False, launcher: str = "none") -> str:
+    """The config ``train`` with the same arguments would run and write as ``<work_dir>/config.yaml``, with the
+    source of every value oars set (``_resolved_by_oars``); nothing is trained, built or written."""
+    return resolved_config_text(config, overrides,
+                                RunOptions(work_dir=work_dir, resume=resume, amp=amp, launcher=launcher))
 
 
 def _interrupted(cfg: Config, config: str, overrides: Sequence[str], amp: bool):
@@ -74,18 +84,21 @@ def evaluate(config: str, checkpoint: str, overrides: Sequence[str] = (), *, wor
 
     cfg = load(config, overrides)
     if report:
-        _require_hook(cfg, "EvaluationReportHook", "--report")
+        _require_hook(cfg, _report_hook(cfg, "report.html")["type"], "--report")
+    if show_dir:
+        _require_hook(cfg, "PredictionPicturesHook", "--show-dir")
     check_checkpoint_file(checkpoint)  # before the data is touched: a wrong -w is the likelier mistake
-    cfg = prepare_config(cfg, work_dir=work_dir, load_from=checkpoint)
+    cfg = validated_and_resolved(cfg, RunOptions(work_dir=work_dir, load_from=checkpoint))
     if show_dir:  # pictures never go into the data they are drawn from
         data_root = ((cfg.get("test_dataloader") or {}).get("dataset") or {}).get("data_root")
         check_output_folder(show_dir, data_root, flag="--show-dir", input_flag="test_dataloader.dataset.data_root")
-        cfg.custom_hooks.append({"type": "PredictionPicturesHook", "out_dir": show_dir, "max_images": max_show})
+        add_hook(cfg, {"type": "PredictionPicturesHook", "out_dir": show_dir, "max_images": max_show},
+                 "--show-dir flag")
     report_file = None
     if report:
         report_file = osp.join(cfg.work_dir, "report.html")
         # absolute: the hook puts a relative out_file under the work dir, which would join a relative one twice
-        cfg.custom_hooks.append({"type": "EvaluationReportHook", "out_file": osp.abspath(report_file)})
+        add_hook(cfg, _report_hook(cfg, osp.abspath(report_file)), "--report flag")
     runner = build_runner(cfg)
     runner.strict_load = True
     with setup_errors_are_config_errors(cfg, runner):
@@ -98,6 +111,16 @@ def evaluate(config: str, checkpoint: str, overrides: Sequence[str] = (), *, wor
     if report_file:
         result["report_file"] = report_file
     return result
+
+
+def _report_hook(cfg: Config, out_file: str) -> dict:
+    """The hook config of ``--report``: the task's (:meth:`oars.tasks.Task.report_hook`), else the scope's
+    ``EvaluationReportHook``."""
+    from oars.tasks import find_task
+
+    task = find_task(cfg.get("default_scope"))
+    return task.report_hook(cfg, out_file) if task is not None else {"type": "EvaluationReportHook",
+                                                                     "out_file": out_file}
 
 
 def _require_hook(cfg: Config, name: str, option: str) -> None:

@@ -1,38 +1,30 @@
-"""Assemble an mmengine Runner from an oars config and run training / testing.
+"""The Runner of an oars run: mmengine's, writing ``config.yaml`` with its provenance and loading strictly.
 
-Everything the command-line tools do lives here, so the tools stay thin and tests can
-call the same functions in-process.
+Building it is the last step of setting up a run (``oars.engine.run_setup``: load → validate → resolve →
+build); ``prepare_config`` (the engine's defaults, ``oars.engine.resolve``) and ``check_dataset_agreement``
+(``oars.engine.validate``) stay importable from here for callers that build a Runner themselves.
 """
 
 from __future__ import annotations
 
 import copy
-import logging
 import os.path as osp
-import uuid
 from collections.abc import Callable
-from pathlib import Path
 
-import torch
 from mmengine.config import Config
 from mmengine.dist import is_main_process
-from mmengine.logging import print_log
-from mmengine.registry import DefaultScope
 from mmengine.runner import Runner
 
 from oars.errors import OarsError
 
-from .checkpoint import CheckpointError, checkpoint_mismatch, verify_checkpoint
-from .dist import init_distributed
-from .run_errors import RunPhase, setup_errors_are_config_errors
+from .checkpoint import CheckpointError, checkpoint_mismatch
+from .resolve import ENGINE_HOOKS as ENGINE_HOOKS  # re-exported: public API
+from .resolve import RunOptions, resolve_engine
+from .run_errors import RunPhase
+from .run_errors import setup_errors_are_config_errors as setup_errors_are_config_errors  # re-exported
+from .validate import check_dataset_agreement as check_dataset_agreement  # re-exported: public API
+from .validate import is_validated, validate_config
 from .writable import check_writable_dir
-
-# Hooks every run needs for the guarantees oars makes (exact resume, NaN stop, config in
-# checkpoints, throughput in the log). Added in code so a config that replaces
-# ``custom_hooks`` cannot silently lose them.
-ENGINE_HOOKS = ("RNGStateHook", "NaNGuardHook", "ConfigInCheckpointHook", "ThroughputHook")
-_AMP_REPLACEABLE = {None, "OptimWrapper", "AmpOptimWrapper", "MixedPrecisionOptimWrapper"}
-
 
 # Keys that describe one run (how it was started), not the experiment: left out of the saved
 # config so that training again from ``config.yaml`` does not silently resume a stale run.
@@ -45,6 +37,13 @@ def shareable_config(cfg: Config) -> Config:
     for key in RUN_STATE_KEYS:
         out.pop(key, None)
     return out
+
+
+def config_file_text(cfg: Config) -> str:
+    """``<work_dir>/config.yaml``: the shareable config and its ``_resolved_by_oars`` section (who set what)."""
+    from oars.config.resolved import config_with_provenance
+
+    return config_with_provenance(shareable_config(cfg), leave_out=RUN_STATE_KEYS)
 
 
 class OarsRunner(Runner):
@@ -65,9 +64,9 @@ class OarsRunner(Runner):
     def dump_config(self) -> None:
         if not is_main_process():
             return
-        from oars.config import dump_config
+        from oars_deploy.atomic import atomic_write
 
-        dump_config(shareable_config(self.cfg), osp.join(self.work_dir, "config.yaml"))
+        atomic_write(osp.join(self.work_dir, "config.yaml"), config_file_text(self.cfg))
 
     def _init_model_weights(self) -> None:
         """Pretrained weights (``init.checkpoint`` of backbones) are loaded here, when training starts; a resumed
@@ -102,154 +101,23 @@ class OarsRunner(Runner):
 
 def prepare_config(cfg: Config, *, work_dir: str | None = None, resume: bool | str | None = None,
                    amp: bool = False, launcher: str = "none", load_from: str | None = None) -> Config:
-    """Apply the command-line choices and the engine's invariants to a loaded config (a copy)."""
-    cfg = copy.deepcopy(cfg)
-    stem = Path(cfg.filename).stem if cfg.filename else "run"
-    cfg.work_dir = work_dir or cfg.get("work_dir") or osp.join("work_dirs", stem)
-    cfg.experiment_name = f"{stem}_{uuid.uuid4().hex[:8]}"  # unique: mmengine caches singletons by this name
-    if load_from is not None:
-        cfg.load_from = load_from
-    _apply_resume(cfg, resume, evaluating=load_from is not None)
-    if amp:
-        _enable_amp(cfg)
-    _add_engine_hooks(cfg)
-    _make_checkpoints_atomic(cfg)
-    _seed_workers(cfg)
-    cfg.launcher = launcher
-    if init_distributed(launcher):
-        if not torch.cuda.is_available():
-            cfg.setdefault("model_wrapper_cfg", {"type": "MMDistributedDataParallel", "device_ids": None})
-            cfg.setdefault("env_cfg", {}).setdefault("dist_cfg", {})["backend"] = "gloo"
-        if cfg.get("sync_bn") is True:
-            cfg.sync_bn = "torch"
-        if cfg.get("sync_bn") and not torch.cuda.is_available():
-            # torch's SyncBatchNorm only runs on GPU tensors.
-            print_log("sync_bn needs CUDA; running with per-process BatchNorm on the CPU",
-                      logger="current", level=logging.WARNING)
-            cfg.sync_bn = None
-    elif cfg.get("sync_bn") is True:
-        cfg.sync_bn = None  # single process: nothing to synchronise
-    return cfg
+    """Apply the command-line choices and the engine's invariants to a loaded config (a copy).
 
-
-def _apply_resume(cfg: Config, resume: bool | str | None, *, evaluating: bool = False) -> None:
-    """Choose the checkpoint to resume (``--resume``: the work dir's latest by iteration, verified; ``--resume
-    PATH``: that file, verified) and refuse one trained with another model (keys listed).
-
-    ``resume: true`` written in the config (or ``-o resume=true``) means ``--resume`` (``--resume LOAD_FROM`` when
-    the config also names ``load_from``) and goes through the same checks; evaluation never resumes a training state.
+    Kept for callers that build a Runner themselves (``prepare_config`` then :func:`build_runner`, which then
+    validates); the tools take ``oars.engine.run_setup``'s one path, which validates before resolving.
     """
-    from .resume_check import check_resume_config
-    from .work_dir import resume_checkpoint
-
-    if evaluating:
-        cfg.resume = False
-        return
-    if not resume and cfg.get("resume"):
-        named = cfg.get("load_from")
-        resume = named if isinstance(named, str) and named else True
-    if not resume:
-        cfg.resume = False
-        return
-    if isinstance(resume, str):
-        if not osp.isfile(resume):
-            raise OarsError(f"--resume {resume}: no such checkpoint file")
-        latest = verify_checkpoint(resume)
-    else:
-        latest = resume_checkpoint(cfg.work_dir)
-    if latest is None:
-        print(f"--resume: no checkpoint in {cfg.work_dir} yet; starting from the beginning")
-        cfg.resume = False
-        return
-    check_resume_config(cfg, latest)
-    cfg.resume, cfg.load_from = True, latest
-
-
-def _enable_amp(cfg: Config) -> None:
-    wrapper = cfg.get("optim_wrapper")
-    if wrapper is None:
-        raise OarsError("--amp: the config has no optim_wrapper to enable mixed precision on")
-    if wrapper.get("type") not in _AMP_REPLACEABLE:
-        raise OarsError(f"--amp: optim_wrapper.type {wrapper.get('type')!r} is not a single-optimizer wrapper; "
-                        "set its dtype in the config instead")
-    wrapper["type"] = "MixedPrecisionOptimWrapper"
-
-
-def _add_engine_hooks(cfg: Config) -> None:
-    hooks = list(cfg.get("custom_hooks") or [])
-    present = {h.get("type") for h in hooks if isinstance(h, dict)}
-    hooks.extend({"type": name} for name in ENGINE_HOOKS if name not in present)
-    cfg.custom_hooks = hooks
-
-
-def _seed_workers(cfg: Config) -> None:
-    """Workers seeded from the main generator (epoch-dependent, restored on resume); with
-    ``randomness.deterministic`` the training workers are restarted each epoch so that holds exactly."""
-    deterministic = bool(cfg.get("randomness", {}).get("deterministic"))
-    for split in ("train_dataloader", "val_dataloader", "test_dataloader"):
-        loader = cfg.get(split)
-        if not loader or not loader.get("num_workers"):
-            continue
-        loader.setdefault("worker_init_fn", {"type": "oars.seeded_worker_init_fn"})
-        if split == "train_dataloader" and deterministic and loader.get("persistent_workers"):
-            loader["persistent_workers"] = False
-
-
-def _make_checkpoints_atomic(cfg: Config) -> None:
-    """Checkpoints written atomically, and old ones rotated out only after the new one is complete
-    (mmengine's CheckpointHook deletes first; AtomicCheckpointHook takes the same arguments)."""
-    hooks = cfg.setdefault("default_hooks", {})
-    ckpt = hooks.get("checkpoint")
-    if isinstance(ckpt, dict):
-        if ckpt.get("type") in ("CheckpointHook", "mmengine.CheckpointHook"):
-            ckpt["type"] = "AtomicCheckpointHook"
-        ckpt.setdefault("backend_args", {"backend": "atomic_local"})
-
-
-def check_dataset_agreement(cfg: Config) -> None:
-    """Fail at build time when a dataset disagrees with the model: class count versus
-    ``model.num_classes``, then what the config's task checks (``Task.check_dataset``; segmentation: the
-    dataset's ``ignore_index`` versus the heads', the label padding value and the evaluators')."""
-    num_classes = cfg.get("model", {}).get("num_classes")
-    if num_classes is None:
-        return
-    from mmengine.registry import DATASETS
-
-    from oars.tasks import find_task
-
-    task = find_task(cfg.get("default_scope"))  # a scope without a registered task has no checks of its own
-
-    for split in ("train_dataloader", "val_dataloader", "test_dataloader"):
-        loader = cfg.get(split)
-        if not loader or not isinstance(loader.get("dataset"), dict):
-            continue
-        ds_cfg = copy.deepcopy(loader["dataset"])
-        inner = ds_cfg  # wrappers (MultiImageMixDataset) take no lazy_init: the dataset they wrap does
-        while isinstance(inner.get("dataset"), dict):
-            inner = inner["dataset"]
-        inner["lazy_init"] = True
-        with DefaultScope.overwrite_default_scope(cfg.get("default_scope")):
-            dataset = DATASETS.build(ds_cfg)
-        classes = dataset.metainfo.get("classes")
-        if classes is not None and len(classes) != num_classes:
-            raise OarsError(
-                f"{cfg.filename}: {split}.dataset ({ds_cfg['type']}) has {len(classes)} classes "
-                f"{list(classes)} but model.num_classes is {num_classes}; make them agree "
-                f"(e.g. -o model.num_classes={len(classes)})")
-        if task is not None:
-            task.check_dataset(cfg, split, dataset)
+    return resolve_engine(cfg, RunOptions(work_dir=work_dir, resume=resume, amp=amp, launcher=launcher,
+                                          load_from=load_from))
 
 
 def build_runner(cfg: Config, before_writing: Callable[[Config], None] | None = None) -> OarsRunner:
-    """Validate the config, check dataset/model agreement, and build the Runner.
+    """Build the Runner of a resolved config, validating it first if nothing has (``prepare_config`` alone).
 
     ``before_writing`` runs once the config is known to be valid and before anything is written to the work dir
     (training uses it to guard the work dir), so a misspelled key is reported before a work-dir complaint.
     """
-    from oars.config.check import check_config
-
-    check_config(cfg)
-    check_dataset_agreement(cfg)
+    if not is_validated(cfg):
+        validate_config(cfg)
     if before_writing is not None:
         before_writing(cfg)
     check_writable_dir(cfg.work_dir, "work_dir")  # before mmengine creates it and its log file there

@@ -171,12 +171,15 @@ def _previous_intact(work_dir: str, bad: str) -> str | None:
 def prepare_work_dir(work_dir: str, *, resume: bool, overwrite: bool) -> None:
     """Before training: :func:`guard_work_dir` and removal of a killed run's temporary files.
 
-    Under several processes only the main one deletes; the others still refuse (they see the same files).
+    Under several processes only the main one deletes; the others still refuse (they see the same files), and
+    wait until it has cleaned: a temporary file another process is writing there (the work dir's write probe)
+    would otherwise be taken for a killed run's and removed under it.
     """
-    from mmengine.dist import is_main_process
+    from mmengine.dist import barrier, is_main_process
 
     main = is_main_process()
     if main or not overwrite:
         guard_work_dir(work_dir, resume=resume, overwrite=overwrite)
     if main:
         clean_stale_temp_files(work_dir)
+    barrier()  # no-op in a single process

@@ -38,7 +38,7 @@ class _DeferredRemoval:
 class AtomicCheckpointHook(CheckpointHook):
     """``CheckpointHook`` (same arguments) that removes expired checkpoints only after the new one is written.
 
-    ``runner._make_checkpoints_atomic`` puts it in place of ``default_hooks.checkpoint`` of type
+    ``resolve._make_checkpoints_atomic`` puts it in place of ``default_hooks.checkpoint`` of type
     ``CheckpointHook``, with the atomic file backend.
     """
 

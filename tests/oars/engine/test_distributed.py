@@ -80,12 +80,13 @@ def test_sync_bn_conversion():
 
 
 def test_prepare_config_maps_sync_bn(tmp_path, monkeypatch):
+    import oars.engine.resolve as resolve_mod
     import oars.engine.runner as runner_mod
     from oars.engine.entry import load
 
     cfg = load(DEMO_CFG, ["sync_bn=true"])
     assert runner_mod.prepare_config(cfg, work_dir=str(tmp_path)).sync_bn is None  # one process: plain BN
-    monkeypatch.setattr(runner_mod, "init_distributed", lambda launcher: True)
+    monkeypatch.setattr(resolve_mod, "init_distributed", lambda launcher: True)
     dist_cfg = runner_mod.prepare_config(cfg, work_dir=str(tmp_path), launcher="pytorch")
     if torch.cuda.is_available():
         assert dist_cfg.sync_bn == "torch"  # mmengine's Runner converts every BatchNorm to SyncBatchNorm
