@@ -1,8 +1,8 @@
-"""Building a detector's parts from config with inferred channels: what single- and two-stage detectors share."""
+"""Building a detector's parts from config with inferred channels: what single- and two-stage detectors share
+(the task-neutral pieces are :mod:`oars.models.building`, bound here to the detection registry)."""
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Sequence
 from typing import Any
 
@@ -11,40 +11,21 @@ from torch import nn
 
 from detection.registry import MODELS
 from detection.structures import DetDataSample
+from oars.models import building
+from oars.models.building import ModuleCfg, out_shape
 
-ModuleCfg = dict[str, Any] | nn.Module
+BACKGROUND_NOTE = "background not counted"
+
 
 
 def accepts(cfg: ModuleCfg, arg: str) -> bool:
-    """Whether the class a config names (or a module's class) takes ``arg`` in its constructor."""
-    cls = type(cfg) if isinstance(cfg, nn.Module) else MODELS.get(cfg["type"])
-    if cls is None:
-        return False
-    params = inspect.signature(cls.__init__).parameters
-    return arg in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    """:func:`oars.models.building.accepts` in the detection registry."""
+    return building.accepts(MODELS, cfg, arg)
 
 
 def build_part(owner: str, cfg: ModuleCfg, what: str, default_args: dict[str, Any] | None = None) -> nn.Module:
-    """``cfg`` built through ``MODELS`` (a module is used as is); ``ValueError`` naming ``what`` when ``cfg`` is
-    not a config dict with a ``type``."""
-    if isinstance(cfg, nn.Module):
-        return cfg
-    if not isinstance(cfg, dict) or "type" not in cfg:
-        raise ValueError(f"{owner}: {what} must be a config dict with a 'type' key, got {cfg!r}")
-    return MODELS.build(cfg, default_args=default_args)
-
-
-def out_shape(owner: str, module: nn.Module, what: str) -> tuple[list[int], list[int] | None]:
-    """``(out_channels, out_strides or None)`` of a backbone or neck, each as a list (one per level)."""
-    channels = getattr(module, "out_channels", None)
-    if channels is None:
-        raise ValueError(
-            f"{owner}: the {what} {type(module).__name__} has no 'out_channels' attribute, needed to infer the "
-            "next part's in_channels"
-        )
-    channels = [channels] if isinstance(channels, int) else list(channels)
-    strides = getattr(module, "out_strides", None)
-    return channels, None if strides is None else [int(s) for s in strides]
+    """:func:`oars.models.building.build_part` in the detection registry."""
+    return building.build_part(MODELS, owner, cfg, what, default_args)
 
 
 def build_backbone_and_neck(owner: str, backbone: ModuleCfg, neck: ModuleCfg | None
@@ -65,17 +46,12 @@ def build_backbone_and_neck(owner: str, backbone: ModuleCfg, neck: ModuleCfg | N
 
 def check_num_classes(owner: str, cfg: ModuleCfg, num_classes: int, what: str) -> None:
     """A head config must not state a ``num_classes`` of its own that differs from the model's (set it once)."""
-    if isinstance(cfg, dict) and "num_classes" in cfg and cfg["num_classes"] != num_classes:
-        raise ValueError(
-            f"{owner}: {what}.num_classes={cfg['num_classes']} differs from model.num_classes={num_classes}; set "
-            "num_classes only on the model (it excludes the background class)"
-        )
+    building.check_part_num_classes(owner, cfg, num_classes, what, note=BACKGROUND_NOTE)
 
 
 def check_model_num_classes(owner: str, num_classes: Any) -> int:
-    if not isinstance(num_classes, int) or isinstance(num_classes, bool) or num_classes < 1:
-        raise ValueError(f"{owner}: num_classes must be an int >= 1 (background not counted), got {num_classes!r}")
-    return num_classes
+    """The detector's ``num_classes`` (:func:`oars.models.building.check_num_classes`)."""
+    return building.check_num_classes(owner, num_classes, note=BACKGROUND_NOTE)
 
 
 def samples_for(owner: str, inputs: torch.Tensor, data_samples: Sequence[DetDataSample] | None,

@@ -8,6 +8,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from oars.models.building import check_num_classes
 from segmentation.registry import MODELS
 
 from ..utils import resize
@@ -62,8 +63,7 @@ class BaseDecodeHead(nn.Module):
     ) -> None:
         super().__init__()
         name = type(self).__name__
-        if not isinstance(num_classes, int) or num_classes < 1:
-            raise ValueError(f"{name}: num_classes must be a positive int, got {num_classes!r}")
+        check_num_classes(name, num_classes)
         if not isinstance(in_index, int):
             in_index = [int(i) for i in in_index]
         self.in_index = in_index

@@ -9,6 +9,8 @@ import torch
 from mmengine.structures import PixelData
 from torch import nn
 
+from oars.models import building
+from oars.models.building import ModuleCfg
 from oars.models.task_model import TaskModel
 from segmentation.registry import MODELS
 from segmentation.structures import SegDataSample
@@ -18,15 +20,10 @@ from ..utils import resize
 from .slide_inference import slide_inference
 from .tta import check_aug_cfg, tta_inference
 
-ModuleCfg = dict[str, Any] | nn.Module
-
 
 def _build(cfg: ModuleCfg, what: str, default_args: dict[str, Any] | None = None) -> nn.Module:
-    if isinstance(cfg, nn.Module):
-        return cfg
-    if not isinstance(cfg, dict) or "type" not in cfg:
-        raise ValueError(f"EncoderDecoder: {what} must be a config dict with a 'type' key, got {cfg!r}")
-    return MODELS.build(cfg, default_args=default_args)
+    """:func:`oars.models.building.build_part` in the segmentation registry."""
+    return building.build_part(MODELS, "EncoderDecoder", cfg, what, default_args)
 
 
 @MODELS.register_module()
@@ -67,12 +64,8 @@ class EncoderDecoder(TaskModel):
         elif isinstance(data_preprocessor, dict):
             data_preprocessor = MODELS.build(data_preprocessor)
         super().__init__(data_preprocessor=data_preprocessor, init_cfg=init_cfg)
-        if not isinstance(num_classes, int) or isinstance(num_classes, bool) or num_classes < 2:
-            raise ValueError(
-                "EncoderDecoder: num_classes must be an int >= 2 (use 2 for foreground/background), "
-                f"got {num_classes!r}"
-            )
-        self.num_classes = num_classes
+        self.num_classes = building.check_num_classes("EncoderDecoder", num_classes, minimum=2,
+                                                      note="use 2 for foreground/background")
         self.align_corners = align_corners
         self.train_cfg = dict(train_cfg or {})
         self.test_cfg = self._check_test_cfg(dict(test_cfg or {}))
@@ -98,20 +91,10 @@ class EncoderDecoder(TaskModel):
     # ----------------------------------------------------------------- construction helpers
     @staticmethod
     def _out_channels(module: nn.Module, what: str) -> list[int]:
-        channels = getattr(module, "out_channels", None)
-        if channels is None:
-            raise ValueError(
-                f"EncoderDecoder: the {what} {type(module).__name__} has no 'out_channels' attribute, "
-                "needed to infer the heads' in_channels"
-            )
-        return [channels] if isinstance(channels, int) else list(channels)
+        return building.out_shape("EncoderDecoder", module, what)[0]
 
     def _build_head(self, cfg: ModuleCfg, what: str, head_args: dict[str, Any]) -> nn.Module:
-        if isinstance(cfg, dict) and "num_classes" in cfg and cfg["num_classes"] != self.num_classes:
-            raise ValueError(
-                f"EncoderDecoder: {what}.num_classes={cfg['num_classes']} differs from model.num_classes="
-                f"{self.num_classes}; set num_classes only on the model"
-            )
+        building.check_part_num_classes("EncoderDecoder", cfg, self.num_classes, what)
         head = _build(cfg, what, head_args)
         if getattr(head, "num_classes", self.num_classes) != self.num_classes:
             raise ValueError(

@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from oars.models.building import check_num_classes
 from video.registry import MODELS
 from video.structures import ActionDataSample
 
@@ -41,8 +42,7 @@ class BaseHead(nn.Module):
                  init_std: float = 0.01) -> None:
         super().__init__()
         name = type(self).__name__
-        if not isinstance(num_classes, int) or isinstance(num_classes, bool) or num_classes < 1:
-            raise ValueError(f"{name}: num_classes must be a positive int, got {num_classes!r}")
+        check_num_classes(name, num_classes)
         if not isinstance(in_channels, int) or in_channels < 1:
             raise ValueError(f"{name}: in_channels must be a positive int, got {in_channels!r}")
         if average_clips not in AVERAGE_CLIPS:

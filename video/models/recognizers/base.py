@@ -9,22 +9,18 @@ from typing import Any
 import torch
 from torch import nn
 
+from oars.models import building
+from oars.models.building import ModuleCfg
 from oars.models.task_model import TaskModel
 from video.registry import MODELS
 from video.structures import ActionDataSample
 
 from ..data_preprocessor import ActionDataPreprocessor
 
-ModuleCfg = dict[str, Any] | nn.Module
-
 
 def build_part(owner: str, cfg: ModuleCfg, what: str, default_args: dict[str, Any] | None = None) -> nn.Module:
-    """``cfg`` built through the video ``MODELS`` (a module is used as is)."""
-    if isinstance(cfg, nn.Module):
-        return cfg
-    if not isinstance(cfg, dict) or "type" not in cfg:
-        raise ValueError(f"{owner}: {what} must be a config dict with a 'type' key, got {cfg!r}")
-    return MODELS.build(cfg, default_args=default_args)
+    """:func:`oars.models.building.build_part` in the video registry."""
+    return building.build_part(MODELS, owner, cfg, what, default_args)
 
 
 class BaseRecognizer(TaskModel):
@@ -59,9 +55,7 @@ class BaseRecognizer(TaskModel):
             raise ValueError(f"{name}: data_preprocessor.format_shape={fmt!r}, but {name} takes "
                              f"{self.FORMAT_SHAPE!r} clips")
         super().__init__(data_preprocessor=data_preprocessor, init_cfg=init_cfg)
-        if not isinstance(num_classes, int) or isinstance(num_classes, bool) or num_classes < 1:
-            raise ValueError(f"{name}: num_classes must be a positive int, got {num_classes!r}")
-        self.num_classes = num_classes
+        self.num_classes = building.check_num_classes(name, num_classes)
         self.train_cfg = dict(train_cfg or {})
         self.test_cfg = dict(test_cfg or {})
         views = self.test_cfg.get("max_testing_views")
@@ -69,14 +63,8 @@ class BaseRecognizer(TaskModel):
             raise ValueError(f"{name}: test_cfg.max_testing_views must be a positive int or null, got {views!r}")
 
         self.backbone = build_part(name, backbone, "backbone")
-        channels = getattr(self.backbone, "out_channels", None)
-        if channels is None:
-            raise ValueError(f"{name}: the backbone {type(self.backbone).__name__} has no 'out_channels' attribute, "
-                             "needed to infer cls_head.in_channels")
-        self.feat_channels = channels if isinstance(channels, int) else list(channels)[-1]
-        if isinstance(cls_head, dict) and "num_classes" in cls_head and cls_head["num_classes"] != num_classes:
-            raise ValueError(f"{name}: cls_head.num_classes={cls_head['num_classes']} differs from model.num_classes="
-                             f"{num_classes}; set num_classes only on the model")
+        self.feat_channels = building.out_shape(name, self.backbone, "backbone")[0][-1]
+        building.check_part_num_classes(name, cls_head, num_classes, "cls_head")
         self.cls_head = build_part(name, cls_head, "cls_head",
                                    dict(num_classes=num_classes, in_channels=self.feat_channels))
         if getattr(self.cls_head, "num_classes", num_classes) != num_classes:
