@@ -22,6 +22,7 @@ from torch import Tensor, nn
 from torchvision.ops import batched_nms
 
 from detection.registry import MODELS, TASK_UTILS
+from oars.models.building import check_num_classes
 
 from ..task_utils import SamplingResult
 from .utils import empty_instances, scale_factor_of
@@ -118,8 +119,7 @@ class BBoxHead(nn.Module):
     ) -> None:
         super().__init__()
         name = type(self).__name__
-        if not isinstance(num_classes, int) or isinstance(num_classes, bool) or num_classes < 1:
-            raise ValueError(f"{name}: num_classes must be an int >= 1, got {num_classes!r}")
+        check_num_classes(name, num_classes)
         if not isinstance(in_channels, int) or in_channels < 1:
             raise ValueError(f"{name}: in_channels must be a positive int, got {in_channels!r}")
         size = (roi_feat_size, roi_feat_size) if isinstance(roi_feat_size, int) else tuple(roi_feat_size)

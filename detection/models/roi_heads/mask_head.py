@@ -19,6 +19,7 @@ from torch import Tensor, nn
 from torchvision.ops import roi_align
 
 from detection.registry import MODELS
+from oars.models.building import check_num_classes
 from oars.models.layers import ConvNormAct
 
 from ..task_utils import SamplingResult
@@ -91,8 +92,7 @@ class FCNMaskHead(nn.Module):
         if paste_mode not in PASTE_MODES:
             raise ValueError(f"FCNMaskHead: paste_mode={paste_mode!r} is invalid; accepted: {list(PASTE_MODES)}")
         self.paste_mode = paste_mode
-        if not isinstance(num_classes, int) or isinstance(num_classes, bool) or num_classes < 1:
-            raise ValueError(f"FCNMaskHead: num_classes must be an int >= 1, got {num_classes!r}")
+        check_num_classes("FCNMaskHead", num_classes)
         if not isinstance(in_channels, int) or in_channels < 1:
             raise ValueError(f"FCNMaskHead: in_channels must be a positive int, got {in_channels!r}")
         if not isinstance(roi_feat_size, int) or roi_feat_size < 1:

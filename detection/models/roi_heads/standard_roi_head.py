@@ -16,6 +16,7 @@ from mmengine.structures import InstanceData
 from torch import Tensor, nn
 
 from detection.registry import MODELS, TASK_UTILS
+from oars.models.building import check_num_classes
 
 from ..task_utils import SamplingResult
 from .bbox_heads import sampled_priors
@@ -79,8 +80,7 @@ class RoIHeadBase(nn.Module):
     def __init__(self, num_classes: int, in_channels: int | Sequence[int], strides: Sequence[int] | None) -> None:
         super().__init__()
         name = type(self).__name__
-        if not isinstance(num_classes, int) or isinstance(num_classes, bool) or num_classes < 1:
-            raise ValueError(f"{name}: num_classes must be an int >= 1, got {num_classes!r}")
+        check_num_classes(name, num_classes)
         self.num_classes = num_classes
         self.feat_channels = [in_channels] if isinstance(in_channels, int) else [int(c) for c in in_channels]
         self.feat_strides = None if strides is None else [int(s) for s in strides]

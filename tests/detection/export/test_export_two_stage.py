@@ -40,7 +40,6 @@ from detection.structures import DetDataSample
 from oars.config import ConfigError
 from oars.export.errors import ExportCheckError
 from oars.export.spec import ExportOptions
-from oars_deploy.mask_paste import paste_masks as paste_masks_np
 
 CASES = ("faster", "mask", "cascade", "cascade_mask", "mask_torchvision")
 
@@ -135,40 +134,6 @@ def test_roi_align_op_exports_to_onnx_roialign(tmp_path):
     got = session.run(None, dict(zip(names, (feat.numpy(), boxes.numpy(), idx.numpy()))))
     for a, b in zip(got, Pool()(feat, boxes, idx)):
         np.testing.assert_allclose(a, b.numpy(), atol=1e-6, rtol=0)
-
-
-def test_numpy_paste_equals_torch_paste():
-    """The predictor's NumPy paste (oars_deploy.mask_paste) = the models' grid_sample paste: same probabilities
-    to 1e-5, binary masks with IoU > 0.98 (in fact equal), boxes partly outside the image, thin and empty boxes."""
-    g = torch.Generator().manual_seed(0)
-    probs = torch.nn.functional.avg_pool2d(torch.rand(40, 1, 28, 28, generator=g), 5, 1, 2)[:, 0] * 1.6 - 0.3
-    xy = torch.rand(40, 2, generator=g) * 300 - 40
-    boxes = torch.cat([xy, xy + torch.rand(40, 2, generator=g) * 220 + 0.4], dim=1)
-    boxes[0] = torch.tensor([10.2, 10.7, 10.2, 50.0])  # zero width: pastes nothing
-    boxes[1] = torch.tensor([5.3, 7.1, 6.0, 90.0])  # under a pixel wide
-    ref = paste_masks(probs, boxes, (240, 320), threshold=None).numpy()
-    got = paste_masks_np(probs.numpy(), boxes.numpy(), (240, 320), threshold=None)
-    assert got.dtype == np.float32 and np.abs(got - ref).max() < 1e-5
-    ref_b, got_b = ref >= 0.5, paste_masks_np(probs.numpy(), boxes.numpy(), (240, 320), 0.5)
-    assert got_b.dtype == bool and ref_b.sum() > 10000
-    inter, union = (ref_b & got_b).sum((1, 2)), (ref_b | got_b).sum((1, 2))
-    assert (inter[union > 0] / union[union > 0]).min() > 0.98 and not got_b[0].any()
-
-
-def test_numpy_paste_equals_torch_paste_torchvision_mode():
-    """paste mode 'torchvision' (FCNMaskHead.paste_mode of converted torchvision weights): the NumPy paste = the
-    models' torchvision-mode paste."""
-    from detection.models.roi_heads import mask_paste
-
-    if "torchvision" not in getattr(mask_paste, "PASTE_MODES", ()):
-        pytest.skip("this checkout's paste_masks has no torchvision mode")
-    g = torch.Generator().manual_seed(1)
-    probs = torch.nn.functional.avg_pool2d(torch.rand(30, 1, 28, 28, generator=g), 5, 1, 2)[:, 0] * 1.6 - 0.3
-    xy = torch.rand(30, 2, generator=g) * 300 - 40
-    boxes = torch.cat([xy, xy + torch.rand(30, 2, generator=g) * 220 + 0.4], dim=1)
-    ref = paste_masks(probs, boxes, (240, 320), threshold=None, mode="torchvision").numpy()
-    got = paste_masks_np(probs.numpy(), boxes.numpy(), (240, 320), threshold=None, mode="torchvision")
-    assert np.abs(got - ref).max() < 1e-5 and (ref >= 0.5).sum() > 10000
 
 
 # ----------------------------------------------------------------------------- spec

@@ -285,7 +285,7 @@ def _paste_reference(mask: torch.Tensor, box: torch.Tensor, h: int, w: int) -> t
     return torch.where((gy.abs() <= 1)[:, None] & (gx.abs() <= 1)[None, :], sampled[0, 0], 0.0)
 
 
-def test_paste_equals_whole_image_grid_sample_in_any_chunking():
+def test_paste_equals_whole_image_grid_sample():
     g = torch.Generator().manual_seed(0)
     masks = torch.rand(11, 28, 28, generator=g)
     xy = torch.rand(11, 2, generator=g) * 60 - 5
@@ -296,8 +296,6 @@ def test_paste_equals_whole_image_grid_sample_in_any_chunking():
     torch.testing.assert_close(probs, ref, rtol=0, atol=1e-6)
     one = paste_masks(masks, boxes, (60, 70))
     assert one.dtype == torch.bool and one.shape == (11, 60, 70) and torch.equal(one, probs >= 0.5)
-    for kwargs in (dict(masks_per_chunk=1), dict(masks_per_chunk=100), dict(max_chunk_bytes=1)):
-        assert torch.equal(paste_masks(masks, boxes, (60, 70), **kwargs), one)
     assert not one[3].any()
     assert paste_masks(masks[:0], boxes[:0], (60, 70)).shape == (0, 60, 70)
 
