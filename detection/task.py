@@ -1,12 +1,14 @@
 """The detection task's contract object (:class:`oars.tasks.Task`), registered as the ``oars.tasks`` entry point
 ``detection``: export through :mod:`detection.export`, inference through :mod:`detection.apis`, the
-``--draw-threshold`` flag of ``tools/infer.py``, and the ``tools/convert.py`` commands voc2coco, labelme2coco and
-torchvision2oars. Everything heavy is imported inside the methods (loading the registry of tasks stays cheap).
+``--draw-threshold`` flag of ``tools/infer.py``, the ``tools/convert.py`` commands voc2coco, labelme2coco,
+torchvision2oars, yolo2coco and coco2yolo, and ``tools/optimize_anchors.py``. Everything heavy is imported inside
+the methods (loading the registry of tasks stays cheap).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import os.path as osp
 from typing import TYPE_CHECKING
 
@@ -59,7 +61,8 @@ class DetectionTask(Task):
         return run_inference(cfg, weights, inputs, output, device=device, failures=failures, **extra)
 
     def subcommands(self) -> list[Subcommand]:
-        """``tools/convert.py`` voc2coco, labelme2coco, torchvision2oars."""
+        """``tools/convert.py`` voc2coco, labelme2coco, torchvision2oars, yolo2coco, coco2yolo, and
+        ``tools/optimize_anchors.py``."""
         return [
             Subcommand("convert", "voc2coco", "PASCAL VOC (ImageSets list + Annotations/*.xml) -> COCO json",
                        _voc_arguments, _run_voc,
@@ -84,6 +87,20 @@ class DetectionTask(Task):
                              "for\n    tools/eval.py -w; with -c the result is loaded strictly into the config's "
                              "model first)",
                        check_outputs=_check_torchvision_output),
+            Subcommand("convert", "yolo2coco", "a YOLO txt dataset (ultralytics data YAML) split -> COCO json",
+                       _yolo2coco_arguments, _run_yolo2coco,
+                       usage="python tools/convert.py yolo2coco --data data/mine/data.yaml [--split train|val|test] "
+                             "--out data/mine/val.json [--overwrite]",
+                       check_outputs=_check_yolo2coco_output),
+            Subcommand("convert", "coco2yolo", "COCO json + images -> YOLO txt labels, image links and a data YAML",
+                       _coco2yolo_arguments, _run_coco2yolo,
+                       usage="python tools/convert.py coco2yolo --ann data/coco/annotations/instances_val2017.json "
+                             "--images data/coco/val2017 \\\n    --out data/coco_yolo [--split val] "
+                             "[--copy-images] [--overwrite]",
+                       check_outputs=_check_coco2yolo_output),
+            Subcommand("optimize_anchors", "optimize_anchors",
+                       "fit YOLO anchors to a config's training boxes (k-means on 1 - IoU, then a genetic search)",
+                       _anchor_arguments, _run_optimize_anchors),
         ]
 
 
@@ -167,6 +184,91 @@ def _run_torchvision(args: argparse.Namespace) -> None:
     from detection.models.convert_torchvision import convert_checkpoint_file
 
     print(convert_checkpoint_file(args.input, args.out, args.classes, args.config, args.overrides))
+
+
+def _yolo2coco_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument('--data', required=True, help='the ultralytics data YAML (path, train, val, names)')
+    parser.add_argument('--split', choices=['train', 'val', 'test'], default='train',
+                        help='which split of the YAML to convert (default train)')
+    parser.add_argument('--out', required=True, help='output COCO json (written atomically)')
+    parser.add_argument('--overwrite', action='store_true', help=OVERWRITE_HELP)
+
+
+def _check_yolo2coco_output(args: argparse.Namespace) -> None:
+    _check_new_file(args, [args.data])
+
+
+def _run_yolo2coco(args: argparse.Namespace) -> None:
+    from detection.datasets.converters import summary, write_coco_json
+    from detection.datasets.yolo_converters import yolo_to_coco
+
+    coco, image_root = yolo_to_coco(args.data, args.split)
+    write_coco_json(coco, args.out)
+    print(summary(coco, args.out) + f'; file_name is relative to {image_root} (data_prefix.img of a CocoDataset)')
+
+
+def _coco2yolo_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument('--ann', required=True, help='the COCO instances json')
+    parser.add_argument('--images', required=True, help="the folder the json's file_name entries are relative to "
+                        '(only read: the images are linked, or copied with --copy-images, under OUT/images/SPLIT)')
+    parser.add_argument('--out', required=True, help='output folder: labels/SPLIT/*.txt, images/SPLIT/, data.yaml; '
+                        'must be empty unless --overwrite')
+    parser.add_argument('--split', default='train', choices=['train', 'val', 'test'],
+                        help="the split's name in the folders and data.yaml (default train; an existing data.yaml "
+                             'with the same names keeps its other splits)')
+    parser.add_argument('--copy-images', action='store_true',
+                        help='copy the images instead of making symbolic links')
+    parser.add_argument('--overwrite', action='store_true',
+                        help='write into a non-empty --out, replacing the files this conversion writes')
+
+
+def _check_coco2yolo_output(args: argparse.Namespace) -> None:
+    """Before anything is read (and before the dataset code is imported): ``--out`` may not be, hold or lie inside
+    ``--images``, may not hold ``--ann``, and must be empty or missing unless ``--overwrite``."""
+    from oars_deploy.output_paths import OutputPathError, check_output_folder
+
+    check_output_folder(args.out, args.images, flag='--out', input_flag='--images')
+    check_output_folder(args.out, args.ann, flag='--out', input_flag='--ann')
+    if osp.isdir(args.out) and os.listdir(args.out) and not args.overwrite:
+        raise OutputPathError(f'--out {args.out} is not empty; nothing was written (pass --overwrite to replace the '
+                              'files this conversion writes there, or choose an empty or new folder)')
+
+
+def _run_coco2yolo(args: argparse.Namespace) -> None:
+    from detection.datasets.yolo_converters import coco2yolo_summary, coco_to_yolo
+
+    result = coco_to_yolo(args.ann, args.images, args.out, split=args.split, copy_images=args.copy_images)
+    print(coco2yolo_summary(result, args.out, args.split))
+
+
+# ------------------------------------------------------------------------------ tools/optimize_anchors.py
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {value}")
+    return value
+
+
+def _anchor_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument('--num', type=_positive_int, default=None,
+                        help="number of anchors (default: as many as the config's model.bbox_head.anchors)")
+    parser.add_argument('--input-size', type=_positive_int, default=None,
+                        help="training input size S: boxes are rescaled as a Resize to (S, S) with the config's "
+                             "keep_ratio would (default: the train pipeline's Resize scale)")
+    parser.add_argument('--iters', type=_positive_int, default=1000,
+                        help='generations of the genetic refinement after k-means (default 1000)')
+    parser.add_argument('--seed', type=int, default=0, help='random seed (default 0; same seed, same anchors)')
+
+
+def _run_optimize_anchors(args: argparse.Namespace) -> None:
+    """Fit anchors to the training boxes of ``args.config`` (+ ``-o`` overrides) and print the report."""
+    from detection.anchors.report import optimize_config_anchors
+
+    print(optimize_config_anchors(args.config, args.overrides, num=args.num, input_size=args.input_size,
+                                  iters=args.iters, seed=args.seed))
 
 
 TASK = DetectionTask()

@@ -139,7 +139,7 @@ def test_export_finds_the_task_through_the_registry(toy):
 # ------------------------------------------------------------------------------------------------- the tools
 def test_every_convert_command_follows_the_output_rule():
     commands = tool_commands("convert")
-    assert list(commands) == ["voc2coco", "labelme2coco", "torchvision2oars", "labelme2seg"]
+    assert list(commands) == ["voc2coco", "labelme2coco", "torchvision2oars", "yolo2coco", "coco2yolo", "labelme2seg"]
     for name, command in commands.items():
         parser = argparse.ArgumentParser()
         command.add_arguments(parser)
@@ -162,6 +162,7 @@ def test_convert_help_lists_every_command(capsys):
 def test_single_command_tools_find_their_task():
     assert tool_command("check_videos").run.__module__ == "video.task"
     assert tool_command("class_weights").run.__module__ == "segmentation.task"
+    assert tool_command("optimize_anchors").run.__module__ == "detection.task"
     with pytest.raises(OarsError, match=r"tools/nothing\.py: the registered tasks give no command for it"):
         tool_command("nothing")
 
