@@ -77,13 +77,15 @@ class DetectionTask(Task):
                              "[--classes a b ...] \\\n    [--image-root DIR] [--overwrite]",
                        check_outputs=_check_labelme_output),
             Subcommand("convert", "torchvision2oars",
-                       "torchvision Faster/Mask R-CNN R50-FPN checkpoint -> oars FasterRCNN/MaskRCNN weights",
+                       "torchvision Faster/Mask R-CNN, RetinaNet, FCOS, SSD300 or SSDLite checkpoint -> oars weights",
                        _torchvision_arguments, _run_torchvision,
                        usage="python tools/convert.py torchvision2oars --input "
                              "fasterrcnn_resnet50_fpn_coco-258fb6c6.pth \\\n    --out work_dirs/faster_rcnn_tv.pth "
                              "[--classes coco80|all|ID ...] \\\n    [-c configs/detection/faster_rcnn/"
                              "faster_rcnn_r50_fpn_torchvision_coco.yaml [-o KEY=VALUE ...]]\n    (a torchvision "
-                             "fasterrcnn_resnet50_fpn / maskrcnn_resnet50_fpn state dict -> {'state_dict': ...} "
+                             "fasterrcnn_resnet50_fpn / maskrcnn_resnet50_fpn / retinanet_resnet50_fpn /\n    "
+                             "fcos_resnet50_fpn / "
+                             "ssd300_vgg16 / ssdlite320_mobilenet_v3_large state dict -> {'state_dict': ...} "
                              "for\n    tools/eval.py -w; with -c the result is loaded strictly into the config's "
                              "model first)",
                        check_outputs=_check_torchvision_output),

@@ -26,12 +26,39 @@ def shrink_model(model_cfg: dict) -> dict:
         backbone.update(base_channels=4)
     elif backbone["type"] in ("MobileNetV3", "MobileNetV1"):
         backbone.update(widen_factor=0.25)
+    elif backbone["type"] in ("SSDVGG", "SSDLiteMobileNetV3"):
+        _shrink_ssd(cfg)
     for aug in cfg.get("data_preprocessor", {}).get("batch_augments") or []:
         if aug.get("type") == "BatchRandomResize":
             aug["sizes"] = [SIZE]
     if "roi_head" in cfg:
         _shrink_two_stage(cfg)
+    if cfg.get("bbox_head", {}).get("type") in DENSE_FPN_HEADS:
+        _shrink_dense_fpn(cfg)
     return cfg
+
+
+DENSE_FPN_HEADS = ("RetinaHead", "FCOSHead")
+
+
+def _shrink_dense_fpn(cfg: dict) -> None:
+    """RetinaNet / FCOS: a 16-channel FPN and towers (GN with 4 groups), few candidates per level."""
+    cfg["neck"]["out_channels"] = 16
+    head = cfg["bbox_head"]
+    if isinstance(head.get("norm"), dict) and head["norm"].get("type") == "GN":
+        head["norm"] = {**head["norm"], "num_groups": 4}
+    if cfg.get("test_cfg", {}).get("nms_pre"):
+        cfg["test_cfg"]["nms_pre"] = 100
+
+
+def _shrink_ssd(cfg: dict) -> None:
+    """SSD / SSDLite at 1/8 / 1/4 width. SSD300's unpadded 3x3 extra convs need a ~300-px input: padded here, so the
+    shrunk model runs (and exports) at 64 px (the full-size layout is checked against torchvision's)."""
+    backbone = cfg["backbone"]
+    backbone.update(widen_factor=0.125 if backbone["type"] == "SSDVGG" else 0.25)
+    if backbone["type"] == "SSDVGG":
+        # [mid, out, kernel, stride, padding]: padding k // 2 keeps a 1x1 map alive through a k x k conv
+        backbone["extra_settings"] = [[*s[:4], max(s[4], s[2] // 2)] for s in backbone["extra_settings"]]
 
 
 def _shrink_two_stage(cfg: dict) -> None:
@@ -95,6 +122,12 @@ def run_all_modes(model, num_classes: int) -> None:
         if getattr(model, "with_mask", False):
             assert pred.masks.dtype == torch.bool and pred.masks.shape[1:] == (SIZE * 2, SIZE * 2)
             assert len(pred.masks) == len(pred.bboxes)
+    elif type(model.bbox_head).__name__ in DENSE_FPN_HEADS:  # per output kind (cls, box[, centerness]) per level
+        levels = len(model.bbox_head.strides)
+        assert len(raw) in (2, 3) and all(len(kind) == levels for kind in raw)
+        assert all(torch.isfinite(t).all() for kind in raw for t in kind)
+    elif type(model.bbox_head).__name__ == "SSDHead":  # class logits per level, then box deltas per level
+        assert len(raw) == 2 * model.bbox_head.num_levels and all(torch.isfinite(t).all() for t in raw)
     else:
         assert len(raw) == len(model.bbox_head.anchor_masks)
 

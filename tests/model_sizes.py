@@ -58,6 +58,16 @@ BOX_HEAD = ("box head fc(256*7*7, 1024) + fc(1024, 1024) + cls fc(1024, 81) + cl
             "14,306,705")
 CASCADE_HEAD = "fc(256*7*7, 1024) + fc(1024, 1024) + cls fc(1024, 81) + class-agnostic reg fc(1024, 4) = 13,982,805"
 MASK_HEAD = "4 conv(256, 256, 3)+bias, deconv 256*256*4+256, logits fc(256, 80) = 2,643,280"
+TV_RETINA = "torchvision retinanet_resnet50_fpn weights meta (FrozenBatchNorm trunk, 91 COCO ids)"
+TV_FCOS = "torchvision fcos_resnet50_fpn weights meta (FrozenBatchNorm trunk, 91 COCO ids)"
+TV_SSD = ("torchvision ssd300_vgg16 weights meta (91 COCO ids incl. background; MMDetection's SSD300 layout counts "
+          "the same 34,305,206 by hand: VGG trunk 14,714,688 + L2Norm 512 + fc6 4,719,616 + fc7 1,049,600 + extras "
+          "2,459,520 + class convs 10,826,622 + box convs 534,648)")
+SSD_COCO80 = ("81 class outputs instead of 91: 10 * 133,662 = 1,336,620 fewer (133,662 = sum over the six levels of "
+              "(in_channels * 9 + 1) * anchors per location)")
+TV_SSDLITE = "torchvision ssdlite320_mobilenet_v3_large weights meta (91 COCO ids incl. background)"
+SSDLITE_COCO80 = ("81 class outputs instead of 91: 10 * 6 * (672 + 480 + 512 + 256 + 256 + 128 + 6) = 138,600 "
+                  "fewer depthwise-separable class-head parameters")
 ASPP_R = ("separable ASPP at 256 channels on 2048 (image pool and 1x1 branch 524,800 each, 3 atrous depthwise "
           "2048*9+BN + pointwise 2048->256+BN 547,328 each, 1x1 projection 1280->256+BN 328,192) 3,019,776")
 DLV3P_DECODER = ("low-level conv(256, 48, 1)+BN 12,384, two separable 3x3 convs 304->256, 256->256 150,544, "
@@ -129,6 +139,23 @@ SIZES: dict[str, Size] = {
         "hand count of PaddleDetection yolov3_r50vd_dcn_270e_coco's layout without the deformable convs: "
         "YOLOv3FPN at fixed 512/256/128 widths (neck 15,397,888, head 6,654,461) on our ResNet-50-vd trunk "
         "23,527,264"),
+    "detection/retinanet/retinanet_r50_fpn_1x_coco.yaml": Size(
+        37_915_572, 34_014_999, TV_RETINA,
+        "80 classes instead of 91: -9*11*2305 = -228,195; P6 from C5 (MMDetection's add_extra_convs on_input) "
+        "instead of P5: +(2048-256)*256*9 = +4,128,768"),
+    "detection/retinanet/retinanet_r50_fpn_torchvision_coco.yaml": Size(
+        33_786_804, 34_014_999, TV_RETINA, "80 classes instead of 91: -9*11*2305 = -228,195"),
+    "detection/fcos/fcos_r50_fpn_1x_coco.yaml": Size(
+        32_244_250, 32_269_600, TV_FCOS, "80 classes instead of 91: -11*2305 = -25,355; +5 learnable per-level scales"),
+    "detection/fcos/fcos_r50_fpn_torchvision_coco.yaml": Size(
+        32_244_245, 32_269_600, TV_FCOS, "80 classes instead of 91: -11*2305 = -25,355"),
+    "detection/ssd/ssd300_vgg16_coco.yaml": Size(34_305_206, 35_641_826, TV_SSD, SSD_COCO80),
+    "detection/ssd/ssd300_vgg16_torchvision_coco.yaml": Size(34_305_206, 35_641_826, TV_SSD, SSD_COCO80),
+    "detection/ssd/ssd300_vgg16_voc.yaml": Size(
+        26_285_486, 35_641_826, TV_SSD, "21 class outputs instead of 91: 70 * 133,662 = 9,356,340 fewer"),
+    "detection/ssd/ssdlite_mobilenetv3_320_coco.yaml": Size(3_301_460, 3_440_060, TV_SSDLITE, SSDLITE_COCO80),
+    "detection/ssd/ssdlite320_mobilenetv3_torchvision_coco.yaml": Size(3_301_460, 3_440_060, TV_SSDLITE,
+                                                                        SSDLITE_COCO80),
     # ---- gan
     "gan/attgan/attgan_celeba.yaml": Size(
         88_178_193, 88_178_193,

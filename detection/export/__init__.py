@@ -1,4 +1,7 @@
-"""Detection's export hook: what to trace for YOLOv3 and what its outputs mean (the core does the rest).
+"""Detection's export hook: what to trace for a detector and what its outputs mean (the core does the rest).
+
+Single-stage detectors (YOLOv3, RetinaNet, FCOS, SSD: any whose ``bbox_head`` has ``export_decode``, the seam
+described in :mod:`detection.export.module`) export through :class:`DenseDecode` / :class:`DenseWithNMS`.
 
 ``cfg.export.postprocess: true`` (default): the graph is decode + per-class NMS (ONNX ``NonMaxSuppression``)
 + a fixed-size top-M, outputs ``num_dets, boxes, scores, labels`` with fixed shapes (batch may be dynamic).
@@ -31,14 +34,23 @@ from .compare import (
     detection_agreement,
     pad_detections,
 )
-from .module import LABEL_PAD, YOLOv3Decode, YOLOv3WithNMS
+from .module import (
+    LABEL_PAD,
+    DenseDecode,
+    DenseNMSSettings,
+    DenseWithNMS,
+    YOLOv3Decode,
+    YOLOv3WithNMS,
+    dense_nms_settings,
+)
 from .nms_op import ONNX_TRANSLATIONS, ROI_ALIGN_MIN_OPSET
 from .two_stage import TwoStageExport
 
 __all__ = [
-    "LABEL_PAD", "ONNX_TRANSLATIONS", "DetectionCompare", "MaskMatch", "MatchResult", "MatchSettings",
-    "TwoStageExport", "YOLOv3Decode", "YOLOv3WithNMS", "build_export_spec", "compare_detections", "compare_masks",
-    "detection_agreement", "pad_detections",
+    "LABEL_PAD", "ONNX_TRANSLATIONS", "DenseDecode", "DenseNMSSettings", "DenseWithNMS", "DetectionCompare",
+    "MaskMatch", "MatchResult", "MatchSettings", "TwoStageExport", "YOLOv3Decode", "YOLOv3WithNMS",
+    "build_export_spec", "compare_detections", "compare_masks", "dense_nms_settings", "detection_agreement",
+    "pad_detections",
 ]  # fmt: skip
 
 OUTPUT_META = {
@@ -98,18 +110,26 @@ def _option(options: ExportOptions, cfg: Any) -> bool:
 def _check_model(model: nn.Module, options: ExportOptions, cfg: Any) -> tuple[int, int]:
     where = getattr(cfg, "filename", None) or "config"
     head = getattr(model, "bbox_head", None)
-    if head is None or not all(hasattr(head, a) for a in ("_decode_flat", "test_cfg", "num_classes")):
+    if head is None or not callable(getattr(head, "export_decode", None)) or not all(
+        hasattr(head, a) for a in ("test_cfg", "num_classes")
+    ):
         raise ConfigError(
-            f"{where}: detection export supports single-stage detectors with a YOLOv3-style head "
-            f"(bbox_head with decode and test_cfg); got {type(model).__name__} with head {type(head).__name__}"
+            f"{where}: detection export supports single-stage detectors whose bbox_head has export_decode "
+            f"(YOLOv3, RetinaNet, FCOS, SSD) and two-stage R-CNNs; got {type(model).__name__} with head "
+            f"{type(head).__name__}"
         )
     shape = tuple(options.input_shape)
-    stride = max(int(s) for s in getattr(head, "strides", [32]))
-    if len(shape) != 4 or shape[1] != 3 or shape[2] % stride or shape[3] % stride or min(shape) < 1:
-        raise ConfigError(
-            f"{where}: export.input_shape={list(shape)} must be [B, 3, H, W] with H and W multiples of the "
-            f"largest stride {stride} (what the data preprocessor pads to)"
-        )
+    if getattr(head, "export_any_size", False) or not hasattr(head, "strides"):
+        # priors tile any feature-map size (RetinaNet, FCOS; SSD's priors are per input): the input is what the
+        # data preprocessor pads to
+        divisor = int(getattr(getattr(model, "data_preprocessor", None), "size_divisor", None) or 1)
+        what = f"the data preprocessor's pad_size_divisor {divisor}"
+    else:
+        divisor = max(int(s) for s in getattr(head, "strides", [32]))
+        what = f"the largest stride {divisor} (what the data preprocessor pads to)"
+    if len(shape) != 4 or shape[1] != 3 or min(shape) < 1 or shape[2] % divisor or shape[3] % divisor:
+        raise ConfigError(f"{where}: export.input_shape={list(shape)} must be [B, 3, H, W] with H and W multiples "
+                          f"of {what}")
     return shape[2], shape[3]
 
 
@@ -182,89 +202,97 @@ def _two_stage_spec(model: nn.Module, cfg: Any, options: ExportOptions) -> Expor
 
 
 def build_export_spec(model: nn.Module, cfg: Any, options: ExportOptions) -> ExportSpec:
-    """The graph to export (see the module docstring) with its outputs and post-processing described: YOLOv3
-    (decode [+ NMS]) or a two-stage detector (:func:`_two_stage_spec`)."""
+    """The graph to export (see the module docstring) with its outputs and post-processing described: a
+    single-stage detector (decode [+ NMS], :func:`_dense_spec`) or a two-stage one (:func:`_two_stage_spec`)."""
     if _is_two_stage(model):
         return _two_stage_spec(model, cfg, options)
+    return _dense_spec(model, cfg, options)
+
+
+def _dense_spec(model: nn.Module, cfg: Any, options: ExportOptions) -> ExportSpec:
+    """YOLOv3 / RetinaNet / FCOS / SSD: :class:`DenseWithNMS` (postprocess: true) or :class:`DenseDecode`."""
     in_graph_nms = _option(options, cfg)
     h, w = _check_model(model, options, cfg)
     model = model.eval()
     head = model.bbox_head
     test_cfg = head.test_cfg
-    decode = YOLOv3Decode(model).eval()
+    try:
+        settings = dense_nms_settings(head)
+    except (KeyError, ValueError) as err:
+        where = getattr(cfg, "filename", None) or "config"
+        raise ConfigError(f"{where}: the head's test_cfg cannot describe the export's NMS: {err}") from None
+    decode = DenseDecode(model).eval()
     with torch.no_grad():
         param = next(model.parameters(), None)
         probe = torch.zeros(1, 3, h, w, device=param.device if param is not None else "cpu")
         num_priors = int(decode(probe)[0].shape[1])
     batch = -1 if options.dynamic else int(options.input_shape[0])
-    thresholds = dict(
-        score_thr=float(test_cfg["score_thr"]),
-        conf_thr=float(test_cfg["conf_thr"]),
-        iou_threshold=float(test_cfg["nms"]["iou_threshold"]),
-    )
+    thresholds: dict[str, Any] = dict(score_thr=settings.score_thr)
+    if "conf_thr" in test_cfg:  # YOLOv3's objectness pre-filter (applied inside export_decode)
+        thresholds["conf_thr"] = float(test_cfg["conf_thr"])
+    thresholds["iou_threshold"] = settings.iou_threshold
+    inside = ["decode", "candidates"] if settings.nms_pre_in_decode else ["decode"]
     if in_graph_nms:
-        module = YOLOv3WithNMS(model, num_priors).eval()
+        module = DenseWithNMS(model, num_priors).eval()
         m = module.max_per_img
         shapes = {"num_dets": [batch], "boxes": [batch, m, 4], "scores": [batch, m], "labels": [batch, m]}
         outputs = [
             dict(name=n, shape=shapes[n], dtype=OUTPUT_META[n][0], meaning=OUTPUT_META[n][1]) for n in OUTPUT_META
         ]
+        if getattr(head, "export_score_meaning", None):  # not YOLOv3's objectness * class probability
+            what = str(head.export_score_meaning).split(";")[0]
+            outputs[2]["meaning"] = f"score = {what}, decreasing; 0 in padding rows"
         postprocess = dict(
             type="detection",
             num_classes=int(head.num_classes),  # predictors check that labels names them all
-            inside_graph=["decode", "nms"],
+            inside_graph=[*inside, "nms"],
             **thresholds,
             max_per_img=m,
-            nms_pre=int(test_cfg["nms_pre"] or 0),
+            nms_pre=int(test_cfg.get("nms_pre") or 0),
             boxes_in="input_pixels",
             label_pad=LABEL_PAD,
         )
-        settings = MatchSettings(
-            score_thr=thresholds["score_thr"], iou_threshold=thresholds["iou_threshold"], label_pad=LABEL_PAD
-        )
-        spec = ExportSpec(
+        match = MatchSettings(score_thr=settings.score_thr, iou_threshold=settings.iou_threshold, label_pad=LABEL_PAD)
+        return ExportSpec(
             module=module,
             input_name="image",
             output_names=list(OUTPUT_META),
             outputs=outputs,
             postprocess=postprocess,
             atol=1e-4,
-            compare=DetectionCompare(settings),
+            compare=DetectionCompare(match),
             agreement=detection_agreement,
             custom_translation_table=dict(ONNX_TRANSLATIONS),  # oars::nms -> ONNX NonMaxSuppression
             predictor="detection_boxes",
         )
-    else:
-        c = int(head.num_classes)
-        outputs = [
-            dict(
-                name="boxes",
-                shape=[batch, num_priors, 4],
-                dtype="float32",
-                meaning="x1, y1, x2, y2 per prior in input pixels, clipped to the input",
-            ),
-            dict(
-                name="scores",
-                shape=[batch, num_priors, c],
-                dtype="float32",
-                meaning="objectness * class probability per prior and class; 0 where objectness <= conf_thr",
-            ),
-        ]
-        postprocess = dict(
-            type="detection",
-            num_classes=c,
-            inside_graph=["decode"],
-            **thresholds,
-            max_per_img=int(test_cfg["max_per_img"] or 0),
-            nms_pre=int(test_cfg["nms_pre"] or 0),
-            boxes_in="input_pixels",
-        )
-        spec = ExportSpec(
-            module=decode,
-            input_name="image",
-            output_names=["boxes", "scores"],
-            outputs=outputs,
-            postprocess=postprocess,
-            predictor="detection_boxes",
-        )
-    return spec
+    c = int(head.num_classes)
+    meaning = getattr(head, "export_score_meaning", None) or (
+        "objectness * class probability per prior and class; 0 where objectness <= conf_thr"
+    )
+    outputs = [
+        dict(
+            name="boxes",
+            shape=[batch, num_priors, 4],
+            dtype="float32",
+            meaning="x1, y1, x2, y2 per prior in input pixels, clipped to the input",
+        ),
+        dict(name="scores", shape=[batch, num_priors, c], dtype="float32", meaning=meaning),
+    ]
+    postprocess = dict(
+        type="detection",
+        num_classes=c,
+        inside_graph=inside,
+        **thresholds,
+        max_per_img=int(test_cfg.get("max_per_img") or 0),
+        # the predictor's global top-k before NMS; 0 when export_decode already selected per level
+        nms_pre=settings.nms_pre,
+        boxes_in="input_pixels",
+    )
+    return ExportSpec(
+        module=decode,
+        input_name="image",
+        output_names=["boxes", "scores"],
+        outputs=outputs,
+        postprocess=postprocess,
+        predictor="detection_boxes",
+    )

@@ -1,6 +1,7 @@
 """Detection models: importing this package registers every class in ``detection.registry.MODELS``."""
 
 from . import (
+    backbones,  # registers SSDVGG, SSDLiteMobileNetV3
     batch_augments,
     data_preprocessor,
     detectors,
@@ -10,6 +11,7 @@ from . import (
     task_utils,
     torchvision_box_coder,  # registers TorchvisionBoxCoder (TASK_UTILS)
     torchvision_preprocessor,  # registers TorchvisionRCNNPreprocessor
+    torchvision_ssd_preprocessor,  # registers TorchvisionSSDPreprocessor
 )
 from . import roi_heads as roi_heads  # registers the RoI extractors, box/mask heads and RoI heads
 from .batch_augments import BatchRandomResize
@@ -29,6 +31,7 @@ __all__ = [
     "YOLOv3",
     "YOLOv3Head",
     "YOLOv3Neck",
+    "backbones",
     "batch_augments",
     "data_preprocessor",
     "detectors",
@@ -39,4 +42,5 @@ __all__ = [
     "task_utils",
     "torchvision_box_coder",
     "torchvision_preprocessor",
+    "torchvision_ssd_preprocessor",
 ]

@@ -234,6 +234,28 @@ class YOLOv3Head(nn.Module):
         boxes, obj, cls = self._decode_flat(raw_outputs)
         return boxes, obj * cls
 
+    def export_decode(self, raw_outputs: Sequence[Tensor], image_hw: Sequence[int]) -> tuple[Tensor, Tensor]:
+        """The one-stage export seam (:mod:`detection.export.module`): raw outputs -> (boxes, scores).
+
+        Args:
+            raw_outputs: ``forward``'s per-level ``[B, A * (5 + C), H_l, W_l]``.
+            image_hw: (H, W) of the network input, which the boxes are clipped to.
+
+        Returns:
+            boxes: float32 ``[B, N, 4]`` xyxy input pixels, clipped to the input.
+            scores: float32 ``[B, N, C]`` ``obj * cls``, 0 on rows whose objectness is <= ``conf_thr`` (what
+            ``predict_by_feat`` does before its score threshold; ``nms_pre`` is left to the NMS stage).
+        """
+        boxes, obj, cls = self._decode_flat(raw_outputs)
+        h, w = image_hw
+        boxes = torch.stack(
+            [boxes[..., 0].clamp(0, w), boxes[..., 1].clamp(0, h), boxes[..., 2].clamp(0, w),
+             boxes[..., 3].clamp(0, h)],
+            dim=-1,
+        )
+        scores = torch.where(obj > float(self.test_cfg["conf_thr"]), obj * cls, torch.zeros_like(cls))
+        return boxes, scores
+
     # ----------------------------------------------------------------- training
     def loss(self, feats: Sequence[Tensor], data_samples: Sequence[Any]) -> dict[str, Tensor]:
         return self.loss_by_feat(self(feats), data_samples)

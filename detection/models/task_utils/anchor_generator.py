@@ -38,6 +38,9 @@ class AnchorGenerator:
         scales: anchor sizes as multiples of ``base_size``; or give ``octave_base_scale`` and
             ``scales_per_octave`` (RetinaNet: ``octave_base_scale * 2 ** (i / scales_per_octave)``).
         base_sizes: base size of each level (default: the stride).
+        sizes: per level, the anchor sizes in pixels (torchvision's ``AnchorGenerator(sizes=...)``, e.g.
+            RetinaNet's ``[[32, 40, 50], [64, 80, 101], ...]``, whose ``int(x * 2 ** (i / 3))`` no shared
+            ``scales`` reproduces); replaces ``scales`` / ``octave_base_scale`` and ``base_sizes``.
         center_offset: anchor centre within a cell, in strides (0: the cell's top-left corner, MMDetection's
             default and torchvision's; 0.5: the cell centre).
         round_base_anchors: round base anchors to whole pixels (torchvision's ``AnchorGenerator`` does).
@@ -56,11 +59,20 @@ class AnchorGenerator:
         center_offset: float = 0.0,
         round_base_anchors: bool = False,
         strides_from_image: bool = False,
+        sizes: Sequence[Sequence[float]] | None = None,
     ) -> None:
         strides_f = _floats("strides", strides)
         assert strides_f is not None
         self.strides = [int(s) for s in strides_f]
         self.ratios = _floats("ratios", ratios)
+        if sizes is not None:
+            if scales is not None or octave_base_scale is not None or base_sizes is not None:
+                raise ValueError("AnchorGenerator: sizes replaces scales, octave_base_scale and base_sizes; give one")
+            if isinstance(sizes, (int, float)) or len(sizes) != len(strides_f):
+                raise ValueError(f"AnchorGenerator: sizes needs one list per level ({len(strides_f)} strides), got "
+                                 f"{sizes!r}")
+            level_scales = [_floats("sizes", s) for s in sizes]
+            scales, base_sizes = level_scales[0], [1] * len(strides_f)
         if scales is not None and octave_base_scale is not None:
             raise ValueError("AnchorGenerator: give either scales or octave_base_scale/scales_per_octave, not both")
         if scales is None:
@@ -79,7 +91,12 @@ class AnchorGenerator:
         self.center_offset = float(center_offset)
         self.round_base_anchors = bool(round_base_anchors)
         self.strides_from_image = bool(strides_from_image)
-        self.base_anchors = [self._base_anchors(b) for b in self.base_sizes]
+        if sizes is None:
+            level_scales = [self.scales] * len(self.strides)
+        if len({len(s) for s in level_scales}) != 1:
+            raise ValueError(f"AnchorGenerator: every level needs as many sizes (anchors per position), got {sizes!r}")
+        self.level_scales = level_scales
+        self.base_anchors = [self._base_anchors(b, sc) for b, sc in zip(self.base_sizes, level_scales)]
 
     @property
     def num_levels(self) -> int:
@@ -90,10 +107,10 @@ class AnchorGenerator:
         """``A`` of each level: the anchors at one feature-map position."""
         return [len(b) for b in self.base_anchors]
 
-    def _base_anchors(self, base_size: int) -> Tensor:
+    def _base_anchors(self, base_size: int, level_scales: Sequence[float]) -> Tensor:
         """``[A, 4]`` float32 anchors of one level around its cell origin, ratio-major then scale-minor."""
         ratios = torch.tensor(self.ratios, dtype=torch.float32)
-        scales = torch.tensor(self.scales, dtype=torch.float32)
+        scales = torch.tensor(level_scales, dtype=torch.float32)
         h_ratios = torch.sqrt(ratios)
         w_ratios = 1.0 / h_ratios
         ws = (base_size * w_ratios[:, None] * scales[None, :]).reshape(-1)

@@ -1,0 +1,171 @@
+"""Pieces shared by the anchor-based and anchor-free dense heads (RetinaNet, FCOS): per-level flattening, the
+static per-level candidate selection of the export seam, eager NMS over those candidates, and gt gathering.
+
+Eager predict and export share one implementation: ``export_decode`` (fixed shapes, candidates marked by
+non-zero scores) followed by :func:`nms_predict` (torchvision's ``batched_nms`` per image) gives the same
+detections as :class:`detection.export.DenseWithNMS` (ONNX ``NonMaxSuppression``) on an input of that size.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from mmengine.structures import InstanceData
+from torch import Tensor
+from torchvision.ops import batched_nms, clip_boxes_to_image
+
+from oars.errors import DataError
+
+TEST_CFG_KEYS = ("score_thr", "nms", "max_per_img", "nms_pre")
+
+
+def check_test_cfg(name: str, test_cfg: dict[str, Any] | None) -> dict[str, Any]:
+    """A dense head's ``test_cfg`` with every key present and valid.
+
+    Keys: ``score_thr`` (a (prior, class) pair is a candidate when its score is > this), ``nms_pre`` (per level,
+    the best candidates kept; <= 0: all), ``nms: {iou_threshold}`` (per-class NMS), ``max_per_img`` (detections
+    kept per image; <= 0: all). Defaults come from the config (``configs/_base_/models``), not from here.
+
+    Raises:
+        ValueError: a missing or unknown key, or a value out of range.
+    """
+    cfg = dict(test_cfg or {})
+    unknown = sorted(set(cfg) - set(TEST_CFG_KEYS))
+    missing = sorted(set(TEST_CFG_KEYS) - set(cfg))
+    if unknown or missing:
+        raise ValueError(f"{name}: test_cfg needs exactly the keys {list(TEST_CFG_KEYS)}; unknown {unknown}, "
+                         f"missing {missing} (e.g. {{score_thr: 0.05, nms_pre: 1000, nms: {{iou_threshold: 0.5}}, "
+                         f"max_per_img: 100}})")
+    nms = dict(cfg["nms"] or {})
+    if set(nms) - {"iou_threshold", "type"} or nms.get("type", "nms") != "nms" or "iou_threshold" not in nms:
+        raise ValueError(f"{name}: test_cfg.nms={nms} is invalid; expected {{iou_threshold: 0.5}} (type: nms)")
+    if not 0 < float(cfg["score_thr"]) < 1:
+        raise ValueError(f"{name}: test_cfg.score_thr must be in (0, 1) (0 would make every pair a candidate, "
+                         f"and the export marks non-candidates with score 0), got {cfg['score_thr']!r}")
+    if not 0 < float(nms["iou_threshold"]) <= 1:
+        raise ValueError(f"{name}: test_cfg.nms.iou_threshold must be in (0, 1], got {nms['iou_threshold']!r}")
+    return dict(score_thr=float(cfg["score_thr"]), nms=nms, max_per_img=int(cfg["max_per_img"] or 0),
+                nms_pre=int(cfg["nms_pre"] or 0))
+
+
+def flatten_levels(outputs: Sequence[Tensor], channels: int) -> Tensor:
+    """Per-level ``[B, A * channels, H_l, W_l]`` -> ``[B, sum_l H_l * W_l * A, channels]``, ordered level,
+    row, column, anchor (torchvision's order, and :class:`AnchorGenerator`'s position-major, anchor-minor)."""
+    flat = []
+    for out in outputs:
+        b, _, h, w = out.shape
+        flat.append(out.view(b, -1, channels, h, w).permute(0, 3, 4, 1, 2).reshape(b, -1, channels))
+    return torch.cat(flat, dim=1)
+
+
+def level_candidates(scores: Tensor, level_maps: Sequence[Tensor], score_thr: float, nms_pre: int) -> Tensor:
+    """Zero the (prior, class) pairs that are not candidates, per level, with fixed shapes.
+
+    A pair is a candidate when its score is > ``score_thr`` and among the ``nms_pre`` best pairs of its image and
+    level (torchvision's ``topk_candidates``, MMDetection's ``filter_scores_and_topk``); exact up to ties at the
+    k-th score.
+
+    Args:
+        scores: float ``[B, N, C]`` (:func:`flatten_levels` order), N the priors of all levels.
+        level_maps: per level the same scores in the head's own layout, e.g. ``[B, A * C, H_l, W_l]``. The k-th
+            best score of a level is taken from this contiguous map (``flatten(1)`` is a view): a top-k over a
+            slice of ``scores`` would make the exporter specialise the batch size to the example's.
+        score_thr: the score threshold.
+        nms_pre: per level, the most candidates (<= 0: no limit).
+
+    Returns:
+        float ``[B, N, C]``: ``scores`` where candidate, else 0.
+    """
+    c = scores.shape[-1]
+    kths = []
+    for level in level_maps:
+        flat = level.flatten(1)  # [B, pairs]
+        pairs = flat.shape[1]
+        if 0 < nms_pre < pairs:
+            kth = flat.topk(nms_pre, dim=1).values[:, -1:]
+        else:
+            kth = torch.zeros_like(flat[:, :1])
+        kths.append(kth.expand(-1, pairs // c))
+    kth = torch.cat(kths, dim=1)  # [B, N]: the k-th score of each prior's level
+    keep = (scores > score_thr) & (scores >= kth.unsqueeze(-1))
+    return torch.where(keep, scores, torch.zeros_like(scores))
+
+
+def clip_to(boxes: Tensor, image_hw: Sequence[int]) -> Tensor:
+    """``[..., 4]`` xyxy boxes clamped to ``[0, W] x [0, H]`` (traceable for symbolic sizes)."""
+    h, w = image_hw
+    return torch.stack([boxes[..., 0].clamp(0, w), boxes[..., 1].clamp(0, h), boxes[..., 2].clamp(0, w),
+                        boxes[..., 3].clamp(0, h)], dim=-1)
+
+
+def nms_predict(boxes: Tensor, scores: Tensor, metas: Sequence[dict[str, Any]], iou_threshold: float,
+                max_per_img: int, rescale: bool) -> list[InstanceData]:
+    """Per image: class-wise ``batched_nms`` over the non-zero (prior, class) pairs, the ``max_per_img`` best.
+
+    Args:
+        boxes: float ``[B, N, 4]`` xyxy input pixels (``export_decode``'s).
+        scores: float ``[B, N, C]``, 0 where not a candidate.
+        metas: per image, ``scale_factor`` (w, h) and ``ori_shape`` for ``rescale``.
+        iou_threshold: per-class NMS threshold.
+        max_per_img: detections kept (<= 0: all).
+        rescale: map boxes to original-image pixels (``/ scale_factor``, clipped to ``ori_shape``).
+
+    Returns:
+        one ``InstanceData(bboxes [K, 4] float32, scores [K] float32, labels [K] int64)`` per image, by
+        decreasing score.
+    """
+    results = []
+    for i, meta in enumerate(metas):
+        prior_idx, labels = scores[i].nonzero(as_tuple=True)
+        cand_scores = scores[i][prior_idx, labels].float()
+        cand_boxes = boxes[i][prior_idx].float()
+        keep = batched_nms(cand_boxes, cand_scores, labels, iou_threshold)
+        if max_per_img > 0:
+            keep = keep[:max_per_img]
+        det_boxes = cand_boxes[keep]
+        if rescale:
+            sw, sh = meta.get("scale_factor", (1.0, 1.0))[:2]
+            det_boxes = det_boxes / det_boxes.new_tensor([sw, sh, sw, sh])
+            if "ori_shape" in meta:
+                det_boxes = clip_boxes_to_image(det_boxes, tuple(int(v) for v in meta["ori_shape"][:2]))
+        results.append(InstanceData(bboxes=det_boxes, scores=cand_scores[keep], labels=labels[keep].long()))
+    return results
+
+
+def gather_gt(name: str, data_samples: Sequence[Any], num_classes: int, device: torch.device
+              ) -> tuple[list[Tensor], list[Tensor], list[Tensor]]:
+    """Per image: gt boxes float32 ``[M_i, 4]``, labels int64 ``[M_i]`` and ignored boxes ``[K_i, 4]``.
+
+    Raises:
+        DataError: a label outside ``[0, num_classes)``, naming the image.
+    """
+    boxes, labels, ignored = [], [], []
+    for i, sample in enumerate(data_samples):
+        gt = sample.gt_instances if "gt_instances" in sample else None
+        if gt is None or "bboxes" not in gt:
+            b, lb = torch.zeros((0, 4), device=device), torch.zeros((0,), dtype=torch.long, device=device)
+        else:
+            b = torch.as_tensor(gt.bboxes, device=device).float().reshape(-1, 4)
+            lb = torch.as_tensor(gt.labels, device=device).long().reshape(-1)
+        if lb.numel() and (int(lb.min()) < 0 or int(lb.max()) >= num_classes):
+            where = sample.metainfo.get("img_path", f"sample {i}")
+            raise DataError(f"{name}: gt labels must be in [0, {num_classes - 1}] (num_classes={num_classes}); "
+                            f"got {sorted(set(lb.tolist()))} in {where}")
+        ign = sample.ignored_instances if "ignored_instances" in sample else None
+        has_ign = ign is not None and "bboxes" in ign
+        ignored.append(torch.as_tensor(ign.bboxes, device=device).float().reshape(-1, 4) if has_ign
+                       else torch.zeros((0, 4), device=device))
+        boxes.append(b)
+        labels.append(lb)
+    return boxes, labels, ignored
+
+
+def input_hw(metas: Sequence[dict[str, Any]], featmap_hw: Sequence[int], stride: int) -> tuple[int, int]:
+    """(H, W) of the network input: ``batch_input_shape`` of the metainfo, else the first level's size times
+    its stride."""
+    shape = metas[0].get("batch_input_shape") if metas else None
+    if shape:
+        return int(shape[0]), int(shape[1])
+    return int(featmap_hw[0]) * stride, int(featmap_hw[1]) * stride
