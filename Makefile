@@ -1,6 +1,7 @@
 # make demo: set up .venv, generate the demo data, train a small U-Net, YOLOv3, Mask R-CNN, TSM (video) and pix2pix
 # on the CPU, evaluate them, draw pictures, export (demo-seg / demo-det / demo-video / demo-gan run one task;
-# demo-yolo / demo-mask / demo-pix2pix / demo-cgan one model; demo-int8 the YOLOv3 INT8 export).
+# demo-yolo / demo-mask / demo-pix2pix / demo-cgan one model; demo-int8 the YOLOv3 INT8 export; demo-onestage the
+# FCOS one-stage detector, outside make demo's 20 minutes).
 # make demo runs its demos in two lanes side by side, one thread each: these small models use a second core for
 # about 1.3x speed, a second process for nearly 2x. Each lane's lines are prefixed with its name.
 # make test: set up .venv and run the test suite.
@@ -19,10 +20,12 @@ VID_CFG := configs/video/tsm/tsm_r18_demo_videos.yaml
 VID_DIR := work_dirs/demo_video
 PIX_CFG := configs/gan/pix2pix/pix2pix_demo_shapes.yaml
 PIX_DIR := work_dirs/demo_pix2pix
+FCOS_CFG := configs/detection/fcos/fcos_r18_fpn_demo_shapes.yaml
+FCOS_DIR := work_dirs/demo_fcos
 CGAN_CFG := configs/gan/cgan/cgan_demo_digits.yaml
 CGAN_DIR := work_dirs/demo_cgan
 
-.PHONY: demo demo-lane-1 demo-lane-2 demo-seg demo-det demo-yolo demo-mask demo-int8 demo-video demo-video-data \
+.PHONY: demo demo-lane-1 demo-lane-2 demo-seg demo-det demo-yolo demo-mask demo-int8 demo-onestage demo-video demo-video-data \
 	demo-gan demo-pix2pix demo-cgan demo-gan-data demo-data test bench cpp lint setup clean-demo
 
 setup: $(STAMP)
@@ -90,6 +93,17 @@ demo-yolo: demo-data
 	$(PY) deploy/python/infer.py --model-dir $(DET_DIR)/export -i data/demo_shapes/images/val \
 		-o $(DET_DIR)/deploy_infer --benchmark
 
+# the one-stage demo: FCOS (anchor-free) on the demo shapes (~4 min training on one thread), not part of make demo
+demo-onestage: demo-data
+	$(PY) tools/train.py -c $(FCOS_CFG) --work-dir $(FCOS_DIR) --overwrite
+	$(PY) tools/eval.py -c $(FCOS_CFG) -w "$$(cat $(FCOS_DIR)/last_checkpoint)" --work-dir $(FCOS_DIR) \
+		--show-dir $(FCOS_DIR)/pictures --report
+	$(PY) tools/infer.py -c $(FCOS_CFG) -w "$$(cat $(FCOS_DIR)/last_checkpoint)" \
+		-i data/demo_shapes/images/val -o $(FCOS_DIR)/infer
+	$(PY) tools/export.py -c $(FCOS_CFG) -w "$$(cat $(FCOS_DIR)/last_checkpoint)" -o $(FCOS_DIR)/export --dynamic --overwrite
+	$(PY) deploy/python/infer.py --model-dir $(FCOS_DIR)/export -i data/demo_shapes/images/val \
+		-o $(FCOS_DIR)/deploy_infer --benchmark
+
 # the YOLOv3 demo's INT8 graph (calibrated on 64 training images; its agreement with FP32 printed), after demo-yolo
 demo-int8:
 	test -f $(DET_DIR)/last_checkpoint || $(MAKE) --no-print-directory demo-yolo
@@ -149,4 +163,4 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 
 clean-demo:
-	rm -rf $(DEMO_DIR) $(DET_DIR) $(MASK_DIR) $(VID_DIR) $(PIX_DIR) $(CGAN_DIR)
+	rm -rf $(DEMO_DIR) $(DET_DIR) $(MASK_DIR) $(VID_DIR) $(PIX_DIR) $(CGAN_DIR) $(FCOS_DIR)

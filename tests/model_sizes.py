@@ -147,6 +147,10 @@ SIZES: dict[str, Size] = {
         33_786_804, 34_014_999, TV_RETINA, "80 classes instead of 91: -9*11*2305 = -228,195"),
     "detection/fcos/fcos_r50_fpn_1x_coco.yaml": Size(
         32_244_250, 32_269_600, TV_FCOS, "80 classes instead of 91: -11*2305 = -25,355; +5 learnable per-level scales"),
+    "detection/fcos/fcos_r18_fpn_demo_shapes.yaml": Size(
+        980_251, 980_251,
+        f"{DEMO}: ResNet-18 at 16 base channels 702,096 + FPN P3-P5 at 64 channels (laterals (32+64+128)*64+3*64, "
+        "outputs 3*(64*64*9+64)) 125,312 + FCOS head (2-conv GN towers, 3 classes, centerness, 3 scales) 152,843"),
     "detection/fcos/fcos_r50_fpn_torchvision_coco.yaml": Size(
         32_244_245, 32_269_600, TV_FCOS, "80 classes instead of 91: -11*2305 = -25,355"),
     "detection/ssd/ssd300_vgg16_coco.yaml": Size(34_305_206, 35_641_826, TV_SSD, SSD_COCO80),
