@@ -1,23 +1,27 @@
 """Inference latency and throughput: PyTorch eager vs ONNX Runtime (vs TensorRT when available).
 
-For DeepLabV3-R50, U-Net, YOLOv3-DarkNet53, Faster R-CNN R50-FPN and Mask R-CNN R50-FPN, and the Cityscapes
-segmentation models ICNet R50-D8, PSPNet R50-D8, BiSeNetV2 and DeepLabV3-R50 (``deeplabv3_city``) at 512x1024
-(their full-size configs, random weights), the exported graph of each model (``{task}.export.build_export_spec``:
-normalised image in, final outputs out: argmax labels / boxes after NMS / mask logits of the kept boxes) is run by
+For DeepLabV3-R50, U-Net, YOLOv3-DarkNet53, Faster R-CNN R50-FPN and Mask R-CNN R50-FPN, the single-stage
+detectors RetinaNet R50-FPN, FCOS R50-FPN (800x1344), SSD300 VGG-16 (300) and SSDLite320 MobileNetV3-Large (320),
+and the Cityscapes segmentation models ICNet R50-D8, PSPNet R50-D8, BiSeNetV2 and DeepLabV3-R50
+(``deeplabv3_city``) at 512x1024 (their full-size configs, random weights), the exported graph of each model
+(``{task}.export.build_export_spec``: normalised image in, final outputs out: argmax labels / boxes after NMS / mask
+logits of the kept boxes; the single-stage detectors decode every level and run NMS inside the graph) is run by
 every engine on the same input at batch 1 and 8 (the two-stage detectors at batch 1 only and FP32 only, unless
-``--batches``/``--precisions`` say otherwise: at 800x1344 on a CPU a batch of 8 takes minutes; the 512x1024
-Cityscapes models at batch 1 only).
+``--batches``/``--precisions`` say otherwise: at 800x1344 on a CPU a batch of 8 takes minutes; RetinaNet / FCOS at
+800x1344 and the 512x1024 Cityscapes models at batch 1 only).
 Printed: median and p90 latency per batch, images/s and the speed-up against PyTorch eager (same process, runs of the
 engines interleaved); with ``icnet`` and ``deeplabv3_city`` both run, the latency ratio ICNet / DeepLabV3-R50 per
 engine and batch (same input).
 
     python benchmarks/infer_latency.py [--size 256] [--runs 10] [--batches 1 8] [--device cpu|cuda]
-                                       [--models deeplabv3 unet yolov3 faster_rcnn mask_rcnn
-                                                 icnet pspnet bisenetv2 deeplabv3_city]
+                                       [--models deeplabv3 unet yolov3 faster_rcnn mask_rcnn retinanet fcos ssd300
+                                                 ssdlite icnet pspnet bisenetv2 deeplabv3_city]
                                        [--precisions fp32 fp16 int8]
 
 ``--size`` overrides the square input size of every model (default: each config's export.input_shape: 512/512/608,
-800x1344 for the two-stage detectors; 512x1024 for the Cityscapes models, whose configs export 1024x2048).
+800x1344 for the R50-FPN detectors, 300 / 320 for SSD300 / SSDLite; 512x1024 for the Cityscapes models, whose
+configs export 1024x2048). SSD300 / SSDLite: their default boxes are laid out for 300 / 320 px; another ``--size``
+times the same graph on other feature-map sizes (a speed check, not a meaningful detector).
 ``--precisions``: besides the FP32 graph, the FP16 / INT8 (Q/DQ) graphs of oars.export.precision for ONNX Runtime
 and TensorRT (default: fp32 int8 on the CPU, where ONNX Runtime has no fast FP16 kernels; all three on CUDA). The
 INT8 graph is calibrated on two random batches: its speed is real, its accuracy is not measured here.
@@ -48,6 +52,10 @@ MODELS = {
     "yolov3": ("YOLOv3-DarkNet53", "configs/detection/yolov3/yolov3_darknet53_270e_coco.yaml"),
     "faster_rcnn": ("Faster R-CNN R50-FPN", "configs/detection/faster_rcnn/faster_rcnn_r50_fpn_1x_coco.yaml"),
     "mask_rcnn": ("Mask R-CNN R50-FPN", "configs/detection/mask_rcnn/mask_rcnn_r50_fpn_1x_coco.yaml"),
+    "retinanet": ("RetinaNet R50-FPN", "configs/detection/retinanet/retinanet_r50_fpn_1x_coco.yaml"),
+    "fcos": ("FCOS R50-FPN", "configs/detection/fcos/fcos_r50_fpn_1x_coco.yaml"),
+    "ssd300": ("SSD300 VGG-16", "configs/detection/ssd/ssd300_vgg16_coco.yaml"),
+    "ssdlite": ("SSDLite320 MobileNetV3-Large", "configs/detection/ssd/ssdlite_mobilenetv3_320_coco.yaml"),
     "icnet": ("ICNet R50-D8", "configs/segmentation/icnet/icnet_r50-d8_80k_cityscapes.yaml"),
     "pspnet": ("PSPNet R50-D8", "configs/segmentation/pspnet/pspnet_r50-d8_80k_cityscapes.yaml"),
     "bisenetv2": ("BiSeNetV2", "configs/segmentation/bisenetv2/bisenetv2_fcn_160k_cityscapes.yaml"),
@@ -57,7 +65,8 @@ MODELS = {
 INPUT_HW = {key: (512, 1024) for key in ("icnet", "pspnet", "bisenetv2", "deeplabv3_city")}
 # Defaults of models that are slow on a CPU at their export size (batches, precisions), when not given.
 HEAVY_DEFAULTS = {"faster_rcnn": ([1], ["fp32"]), "mask_rcnn": ([1], ["fp32"])}
-BATCH1_DEFAULTS = set(INPUT_HW)  # the 1x3x512x1024 comparison; --batches adds others
+# the 1x3x512x1024 comparison, and the single-stage R50-FPN detectors at 800x1344; --batches adds others
+BATCH1_DEFAULTS = {*INPUT_HW, "retinanet", "fcos"}
 RATIO = ("icnet", "deeplabv3_city")  # latency ratio printed when both run
 
 

@@ -7,6 +7,18 @@ Models (``--model``):
   a torchvision ``FasterRCNN`` R50-FPN built as ``fasterrcnn_resnet50_fpn`` builds it for fine-tuning (frozen BN,
   conv1 + layer1 frozen, 91 outputs): both do the same work (2000 proposals per image, 512 sampled RoIs, the same
   losses); ``--preset mmdet`` builds our default faster_rcnn_r50_fpn_1x_coco.yaml (1000 proposals) instead.
+- ``retinanet`` / ``fcos``: RetinaNet / FCOS R50-FPN. ``--preset torchvision`` (default) builds
+  retinanet_r50_fpn_torchvision.yaml / fcos_r50_fpn_torchvision.yaml (short side = ``--size``, no resize; 90 classes)
+  with the weights of a torchvision ``RetinaNet`` / ``FCOS`` built as ``retinanet_resnet50_fpn`` /
+  ``fcos_resnet50_fpn`` build it for fine-tuning (frozen BN, conv1 + layer1 frozen, P6/P7 from P5, 91 outputs);
+  ``--preset mmdet`` builds our default retinanet_r50_fpn_1x_coco.yaml / fcos_r50_fpn_1x_coco.yaml instead
+  (MMDetection's choices, 80 classes: RetinaNet's P6 from C5 and its anchors / box coder; FCOS's points at cell
+  centres, per-level scales, centre sampling), the torchvision side unchanged (its own random weights).
+- ``ssd300`` / ``ssdlite``: SSD300 VGG-16 / SSDLite320 MobileNetV3-Large, ``--preset torchvision`` only
+  (ssd300_vgg16_torchvision.yaml / ssdlite_mobilenetv3_320_torchvision.yaml, 90 classes) with the weights of
+  torchvision's ``ssd300_vgg16`` / ``ssdlite320_mobilenet_v3_large`` (random init, every layer trainable, as
+  torchvision builds them without pretrained weights; 91 outputs). Both sides resize the ``--size`` images to
+  300 x 300 / 320 x 320 (default ``--size`` 300 / 320).
 - ``tsm``: TSM-R50 (video ``Recognizer2D`` + ``ResNetTSM`` depth 50, 8 segments, ``TSMHead``, 400 classes, as
   MMAction2's tsm_r50_1x1x8 Kinetics-400 model); ``--batch`` clips of 8 frames at ``--size`` x ``--size``
   (its defaults, ``--size 224 --batch 1``, are the "1x8x224^2" input).
@@ -23,17 +35,20 @@ frames with a class label; segmentation: a random label map per image, 5% of it 
   device), the loss dict parsed and logged, the optimizer wrapper's backward / step / zero_grad;
 - bare: ``model(inputs, samples, mode='loss')`` on the pre-processed batch, the sum of the ``loss`` entries (all
   heads), ``backward()``, ``step()``, ``zero_grad()``: the same module without the framework;
-- torchvision (Faster R-CNN only): ``tv_model(images, targets)`` (its own transform included) on the same images as
-  [0, 1] floats, ``sum().backward()``, ``step()``, ``zero_grad()``.
+- torchvision (the detectors with a torchvision preset: Faster R-CNN, RetinaNet, FCOS, SSD300, SSDLite):
+  ``tv_model(images, targets)`` (its own transform included) on the same images as [0, 1] floats, the labels + 1
+  (torchvision's 0 is the background), ``sum().backward()``, ``step()``, ``zero_grad()``.
 Runs alternate (bare, oars[, torchvision], bare, ...) so that drift in machine speed hits all. Prints the medians and
 the ratios oars / bare (goal <= 1.05) and oars / torchvision (goal <= 1.0).
 
 - GANs (``pix2pix``, ``cyclegan``: their full-size configs, default 1x256x256): see benchmarks/gan_step.py.
 
-    python benchmarks/train_step.py [--model yolov3|faster_rcnn|tsm|deeplabv3|unet|icnet|pix2pix|cyclegan]
+    python benchmarks/train_step.py [--model yolov3|faster_rcnn|retinanet|fcos|ssd300|ssdlite|tsm|deeplabv3|unet|
+                                             icnet|pix2pix|cyclegan]
         [--preset torchvision|mmdet]
         [--repeats 10] [--warmup 2] [--device cpu|cuda] [--size 320 | HxW] [--batch 2]
-        (tsm: --size 224 --batch 1; deeplabv3/unet: 512 and 2; icnet: 1024x512 and 2, by default)
+        (tsm: --size 224 --batch 1; deeplabv3/unet: 512 and 2; icnet: 1024x512 and 2; ssd300: 300 and 2;
+         ssdlite: 320 and 2, by default)
 
 The cheapest run, to check that it works: ``--model unet --size 32 --repeats 1 --warmup 1``; tests build every
 ``--model`` / ``--preset`` choice through :func:`build_steps` at a tiny size.
@@ -58,6 +73,12 @@ CONFIGS = {
     "yolov3": os.path.join(ROOT, "configs/detection/yolov3/yolov3_darknet53_270e_coco.yaml"),
     "faster_rcnn/torchvision": os.path.join(ROOT, "configs/_base_/models/faster_rcnn_r50_fpn_torchvision.yaml"),
     "faster_rcnn/mmdet": os.path.join(ROOT, "configs/detection/faster_rcnn/faster_rcnn_r50_fpn_1x_coco.yaml"),
+    "retinanet/torchvision": os.path.join(ROOT, "configs/_base_/models/retinanet_r50_fpn_torchvision.yaml"),
+    "retinanet/mmdet": os.path.join(ROOT, "configs/detection/retinanet/retinanet_r50_fpn_1x_coco.yaml"),
+    "fcos/torchvision": os.path.join(ROOT, "configs/_base_/models/fcos_r50_fpn_torchvision.yaml"),
+    "fcos/mmdet": os.path.join(ROOT, "configs/detection/fcos/fcos_r50_fpn_1x_coco.yaml"),
+    "ssd300/torchvision": os.path.join(ROOT, "configs/_base_/models/ssd300_vgg16_torchvision.yaml"),
+    "ssdlite/torchvision": os.path.join(ROOT, "configs/_base_/models/ssdlite_mobilenetv3_320_torchvision.yaml"),
     "deeplabv3": os.path.join(ROOT, "configs/segmentation/deeplabv3/deeplabv3_r50_40k_voc12.yaml"),
     "unet": os.path.join(ROOT, "configs/segmentation/unet/unet_s5-d16_40k_voc12.yaml"),
     "icnet": os.path.join(ROOT, "configs/segmentation/icnet/icnet_r50-d8_80k_cityscapes.yaml"),
@@ -65,8 +86,18 @@ CONFIGS = {
 # segmentation models: default (batch, H, W)
 SEG_DEFAULTS = {"deeplabv3": (2, 512, 512), "unet": (2, 512, 512), "icnet": (2, 1024, 512)}
 NAMES = {"yolov3": "YOLOv3-DarkNet53", "faster_rcnn/torchvision": "Faster R-CNN R50-FPN (torchvision preset)",
-         "faster_rcnn/mmdet": "Faster R-CNN R50-FPN (MMDetection preset)", "tsm": "TSM-R50 (1x1x8 segments)",
+         "faster_rcnn/mmdet": "Faster R-CNN R50-FPN (MMDetection preset)",
+         "retinanet/torchvision": "RetinaNet R50-FPN (torchvision preset)",
+         "retinanet/mmdet": "RetinaNet R50-FPN (MMDetection preset)",
+         "fcos/torchvision": "FCOS R50-FPN (torchvision preset)", "fcos/mmdet": "FCOS R50-FPN (MMDetection preset)",
+         "ssd300/torchvision": "SSD300 VGG-16 (torchvision preset)",
+         "ssdlite/torchvision": "SSDLite320 MobileNetV3-Large (torchvision preset)", "tsm": "TSM-R50 (1x1x8 segments)",
          "deeplabv3": "DeepLabV3-R50-D8", "unet": "U-Net S5-D16", "icnet": "ICNet R50-D8"}
+# the detectors compared with torchvision too: --preset choices (the first is the default)
+PRESETS = {"faster_rcnn": ("torchvision", "mmdet"), "retinanet": ("torchvision", "mmdet"),
+           "fcos": ("torchvision", "mmdet"), "ssd300": ("torchvision",), "ssdlite": ("torchvision",)}
+# SSD: the fixed size its preprocessor (and torchvision's transform) resizes every image to; the default --size
+SSD_SIZES = {"ssd300": 300, "ssdlite": 320}
 TSM_SEGMENTS = 8
 # TSM-R50 as MMAction2's tsm_imagenet-pretrained-r50_8xb16-1x1x8-50e_kinetics400-rgb (ImageNet weights aside)
 TSM_MODEL = dict(
@@ -162,11 +193,17 @@ def build_oars(key: str, size: int, device: str):
 
     from oars.config import load_config
 
+    # the torchvision presets are model presets (configs/_base_/models), not full configs: they set no default_scope;
+    # 90 classes = torchvision's 91 outputs less the background; R-CNN / dense: short side = size (no resize)
+    resize = [f"model.data_preprocessor.min_size={size}"]
+    tv_preset = ["default_scope=detection", "model.num_classes=90"]
     overrides = {
         "yolov3": ["model.data_preprocessor.batch_augments=null"],
-        # a model preset (configs/_base_/models), not a full config: it sets no default_scope
-        "faster_rcnn/torchvision": ["default_scope=detection", "model.num_classes=90",
-                                    f"model.data_preprocessor.min_size={size}"],
+        "faster_rcnn/torchvision": tv_preset + resize,
+        "retinanet/torchvision": tv_preset + resize,
+        "fcos/torchvision": tv_preset + resize,
+        "ssd300/torchvision": tv_preset,
+        "ssdlite/torchvision": tv_preset,
     }.get(key, [])
     cfg = load_config(CONFIGS[key], overrides)
     with DefaultScope.overwrite_default_scope(cfg.default_scope):
@@ -174,20 +211,40 @@ def build_oars(key: str, size: int, device: str):
     return model.to(device).train(), cfg
 
 
-def build_torchvision(size: int, device: str):
-    """torchvision's Faster R-CNN R50-FPN as ``fasterrcnn_resnet50_fpn`` builds it for fine-tuning (frozen BN,
-    trainable layers 3, 91 outputs), random weights; images are not resized (short side = ``size``)."""
-    import torchvision
+def build_torchvision(model: str, size: int, device: str) -> torch.nn.Module:
+    """torchvision's detector ``model`` (a key of :data:`PRESETS`, train mode, random weights, 91 outputs).
+
+    Faster R-CNN / RetinaNet / FCOS R50-FPN as ``fasterrcnn_resnet50_fpn`` / ``retinanet_resnet50_fpn`` /
+    ``fcos_resnet50_fpn`` build them for fine-tuning (frozen BN, trainable layers 3; RetinaNet and FCOS: C3-C5 and
+    P6/P7 from P5), images not resized (short side = ``size``). SSD300 / SSDLite320 as ``ssd300_vgg16`` /
+    ``ssdlite320_mobilenet_v3_large`` build them without pretrained weights (every layer trainable; SSDLite's
+    reduced tail), images resized to 300 x 300 / 320 x 320. Nothing is downloaded.
+    """
+    from torchvision.models import detection
     from torchvision.models.detection.backbone_utils import resnet_fpn_backbone
+    from torchvision.ops.feature_pyramid_network import LastLevelP6P7
     from torchvision.ops.misc import FrozenBatchNorm2d
 
-    backbone = resnet_fpn_backbone(backbone_name="resnet50", weights=None, norm_layer=FrozenBatchNorm2d,
-                                   trainable_layers=3)
-    model = torchvision.models.detection.FasterRCNN(backbone, num_classes=91, min_size=size, max_size=1333)
-    return model.to(device).train()
+    if model == "ssd300":
+        tv = detection.ssd300_vgg16(weights=None, weights_backbone=None, num_classes=91)
+    elif model == "ssdlite":
+        tv = detection.ssdlite320_mobilenet_v3_large(weights=None, weights_backbone=None, num_classes=91)
+    elif model == "faster_rcnn":
+        backbone = resnet_fpn_backbone(backbone_name="resnet50", weights=None, norm_layer=FrozenBatchNorm2d,
+                                       trainable_layers=3)
+        tv = detection.FasterRCNN(backbone, num_classes=91, min_size=size, max_size=1333)
+    elif model in ("retinanet", "fcos"):
+        backbone = resnet_fpn_backbone(backbone_name="resnet50", weights=None, norm_layer=FrozenBatchNorm2d,
+                                       trainable_layers=3, returned_layers=[2, 3, 4],
+                                       extra_blocks=LastLevelP6P7(256, 256))
+        cls = detection.RetinaNet if model == "retinanet" else detection.FCOS
+        tv = cls(backbone, num_classes=91, min_size=size, max_size=1333)
+    else:
+        raise ValueError(f"no torchvision counterpart for {model!r}; expected one of {list(PRESETS)}")
+    return tv.to(device).train()
 
 
-MODEL_CHOICES = ["yolov3", "faster_rcnn", "tsm", *SEG_DEFAULTS, *GAN_CONFIGS]
+MODEL_CHOICES = ["yolov3", *PRESETS, "tsm", *SEG_DEFAULTS, *GAN_CONFIGS]
 STEP_LABELS = {"bare": "bare PyTorch loop", "oars": "oars train_step", "torchvision": "torchvision model"}
 GOALS = {"bare": 1.05, "torchvision": 1.0}
 
@@ -199,6 +256,8 @@ def default_shape(model: str) -> tuple[tuple[int, int], int]:
         return (height, width), batch
     if model in GAN_CONFIGS:
         return (256, 256), 1
+    if model in SSD_SIZES:
+        return (SSD_SIZES[model], SSD_SIZES[model]), 2
     return ((224, 224), 1) if model == "tsm" else ((320, 320), 2)
 
 
@@ -210,18 +269,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
     Returns:
         The namespace; ``size`` is (H, W) and ``batch`` an int. HxW sizes are refused for the models that take
-        square inputs only (argparse's usage error, exit status 2).
+        square inputs only, and a ``--preset`` a detector does not have (argparse's usage error, exit status 2).
     """
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", choices=MODEL_CHOICES, default="yolov3")
     parser.add_argument("--preset", choices=["torchvision", "mmdet"], default="torchvision",
-                        help="Faster R-CNN only: which oars preset (see above)")
+                        help="the detectors compared with torchvision: which oars preset (see above; "
+                             "ssd300 / ssdlite: torchvision only)")
     parser.add_argument("--repeats", type=int, default=10, help="timed steps of each side (at least 1)")
     parser.add_argument("--warmup", type=int, default=2, help="untimed steps of each side first (at least 1)")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--size", type=parse_size, default=None,
                         help="N (square) or HxW (segmentation); default 320 (tsm: 224; deeplabv3/unet: 512; "
-                             "icnet: 1024x512; pix2pix/cyclegan: 256)")
+                             "icnet: 1024x512; pix2pix/cyclegan: 256; ssd300: 300; ssdlite: 320)")
     parser.add_argument("--batch", type=int, default=None, help="images, or tsm clips; default 2 (tsm, GANs: 1)")
     args = parser.parse_args(argv)
     if args.repeats < 1 or args.batch is not None and args.batch < 1:
@@ -233,6 +293,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error(f"--size {args.size[0]}x{args.size[1]}: only the segmentation models take HxW")
     if args.batch is None:
         args.batch = batch
+    if args.model in PRESETS and args.preset not in PRESETS[args.model]:
+        parser.error(f"--model {args.model} has the presets {', '.join(PRESETS[args.model])}, not {args.preset}")
     return args
 
 
@@ -245,7 +307,7 @@ def build_steps(model: str, preset: str, size: tuple[int, int], batch: int,
 
     Args:
         model: a ``--model`` choice.
-        preset: the ``--preset`` choice (Faster R-CNN only).
+        preset: the ``--preset`` choice (the detectors of :data:`PRESETS` only; ignored by the others).
         size: (H, W) of the images (square except for the segmentation models).
         batch: images (or clips) per step.
         device: ``cpu`` or ``cuda``.
@@ -259,7 +321,7 @@ def build_steps(model: str, preset: str, size: tuple[int, int], batch: int,
     from mmengine.optim import OptimWrapper
 
     height, width = size
-    key = f"faster_rcnn/{preset}" if model == "faster_rcnn" else model
+    key = f"{model}/{preset}" if model in PRESETS else model
     net, cfg = build_tsm(device) if key == "tsm" else build_oars(key, height, device)
     if model in SEG_DEFAULTS:
         data = make_seg_batch(height, width, batch, cfg.model.num_classes)
@@ -282,32 +344,37 @@ def build_steps(model: str, preset: str, size: tuple[int, int], batch: int,
         net.train_step(data, wrapper)
 
     steps = {"bare": bare, "oars": oars}
-    if model == "faster_rcnn":
-        steps["torchvision"] = torchvision_step(net, data, height, device, same_weights=preset == "torchvision")
+    if model in PRESETS:
+        steps["torchvision"] = torchvision_step(model, net, data, height, device,
+                                                same_weights=preset == "torchvision")
     frames = f"x{TSM_SEGMENTS}" if key == "tsm" else ""
     shape = f"{batch}{frames}x{height}x{width}"
     if tuple(inputs.shape[-2:]) != (height, width):
-        shape += f" (padded to {inputs.shape[-2]}x{inputs.shape[-1]})"
+        how = "resized" if model in SSD_SIZES else "padded"
+        shape += f" ({how} to {inputs.shape[-2]}x{inputs.shape[-1]})"
     return steps, f"{NAMES[key]}, {shape}, {device}"
 
 
-def torchvision_step(model: torch.nn.Module, data: dict, size: int, device: str,
+def torchvision_step(name: str, model: torch.nn.Module, data: dict, size: int, device: str,
                      same_weights: bool) -> Callable[[], None]:
-    """torchvision's Faster R-CNN training step on the same images (as [0, 1] RGB floats) and boxes.
+    """torchvision's training step of the detector ``name`` on the same images (as [0, 1] RGB floats) and boxes.
 
     Args:
-        model: the oars Faster R-CNN; with ``same_weights`` it gets the torchvision model's weights (the same
-            proposals, the same work on both sides).
+        name: a key of :data:`PRESETS` (which torchvision model, see :func:`build_torchvision`).
+        model: the oars detector; with ``same_weights`` it gets the torchvision model's weights (converted with
+            ``classes='all'``: the same proposals / matches / hard negatives, the same work on both sides).
         data: the batch the oars side trains on.
-        size: the images' side (torchvision's ``min_size``: no resize).
+        size: the images' side (torchvision's ``min_size`` for the R50-FPN detectors: no resize).
         device: where both models run.
         same_weights: load the torchvision weights into ``model`` (the torchvision preset).
     """
-    from detection.models.convert_torchvision import rcnn_from_torchvision
+    from detection.models import convert_torchvision as conv
 
-    tv = build_torchvision(size, device)
+    tv = build_torchvision(name, size, device)
     if same_weights:
-        model.load_state_dict(rcnn_from_torchvision(tv.state_dict(), "all"), strict=True)
+        convert = {"faster_rcnn": conv.rcnn_from_torchvision, "ssd300": conv.ssd_from_torchvision,
+                   "ssdlite": conv.ssd_from_torchvision}.get(name, conv.dense_from_torchvision)
+        model.load_state_dict(convert(tv.state_dict(), "all"), strict=True)
     tv_opt = torch.optim.SGD([p for p in tv.parameters() if p.requires_grad], lr=1e-5, momentum=0.9,
                              weight_decay=5e-4)
     images = [img.flip(0).float().div(255).to(device) for img in data["inputs"]]  # BGR -> RGB [0, 1]

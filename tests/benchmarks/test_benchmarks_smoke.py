@@ -35,12 +35,15 @@ CHEAPEST = {
 # data_pipeline.py runs once per task, on a small generated set (tests below)
 DATA_PIPELINE = ["--batches", "1", "--batch-size", "1", "--workers", "0"]
 
-# train_step choices that take seconds per step even tiny (full-size R50 / DarkNet-53 detectors, 256-px pix2pix,
-# CycleGAN's four networks): built in every run, stepped in the slow test
-HEAVY_STEPS = {"yolov3", "faster_rcnn", "pix2pix", "cyclegan"}
-# a small input each train_step model takes: (H, W), batch (BatchNorm on pooled maps needs batch 2 in training;
-# pix2pix's U-Net-256 halves 256 px eight times)
-TINY = {"yolov3": ((64, 64), 1), "faster_rcnn": ((64, 64), 1), "tsm": ((32, 32), 1), "deeplabv3": ((32, 32), 2),
+# train_step choices that take seconds per step even tiny (full-size R50 / DarkNet-53 detectors, SSD300's VGG-16 on
+# the 300x300 it resizes every input to, 256-px pix2pix, CycleGAN's four networks): built in every run, stepped in
+# the slow test
+HEAVY_STEPS = {"yolov3", "faster_rcnn", "ssd300", "pix2pix", "cyclegan"}
+# a small input each train_step model takes: (H, W), batch (BatchNorm on pooled maps needs batch 2 in training, as
+# on SSDLite's 1x1 last level; pix2pix's U-Net-256 halves 256 px eight times; SSD resizes to 300 / 320 whatever
+# comes in)
+TINY = {"yolov3": ((64, 64), 1), "faster_rcnn": ((64, 64), 1), "retinanet": ((64, 64), 1), "fcos": ((64, 64), 1),
+        "ssd300": ((64, 64), 1), "ssdlite": ((64, 64), 2), "tsm": ((32, 32), 1), "deeplabv3": ((32, 32), 2),
         "unet": ((32, 32), 2), "icnet": ((64, 32), 2), "pix2pix": ((256, 256), 1), "cyclegan": ((64, 64), 1)}
 
 
@@ -59,9 +62,10 @@ def assert_ran(proc: subprocess.CompletedProcess, expected: list[str]) -> None:
 
 
 def train_step_choices() -> list[tuple[str, str]]:
-    """Every (``--model``, ``--preset``) pair train_step.py accepts; the preset matters for Faster R-CNN only."""
+    """Every (``--model``, ``--preset``) pair train_step.py accepts; the preset matters for the detectors compared
+    with torchvision only (``train_step.PRESETS``)."""
     return [(model, preset) for model in train_step.MODEL_CHOICES
-            for preset in (["torchvision", "mmdet"] if model == "faster_rcnn" else ["torchvision"])]
+            for preset in train_step.PRESETS.get(model, ["torchvision"])]
 
 
 def test_every_benchmark_script_has_a_smoke_run():
@@ -109,6 +113,9 @@ def test_default_arguments_resolve():
     assert (args.model, args.preset, args.size, args.batch) == ("yolov3", "torchvision", (320, 320), 2)
     assert train_step.parse_args(["--model", "icnet"]).size == (1024, 512)
     assert train_step.parse_args(["--model", "pix2pix"]).size == (256, 256)
+    assert train_step.parse_args(["--model", "ssdlite"]).size == (320, 320)
+    with pytest.raises(SystemExit):
+        train_step.parse_args(["--model", "ssd300", "--preset", "mmdet"])  # torchvision preset only
     args = contention.parse_args([])
     assert (args.iters, args.warmup, args.busy, args.repeats, args.threads) == (10, 3, 2, 3, 0)
     with pytest.raises(SystemExit):
@@ -129,7 +136,7 @@ def test_every_train_step_choice_builds(model, preset):
     """Built through the function ``main`` uses; the cheap ones also take one step of each side."""
     size, batch = TINY[model]
     steps, title = train_step.build_steps(model, preset, size, batch, "cpu")
-    expected = {"bare", "oars", "torchvision"} if model == "faster_rcnn" else {"bare", "oars"}
+    expected = {"bare", "oars", "torchvision"} if model in train_step.PRESETS else {"bare", "oars"}
     assert set(steps) == expected and title.endswith(", cpu")
     if model not in HEAVY_STEPS:
         for step in steps.values():
@@ -145,10 +152,16 @@ def test_heavy_train_step_choices_take_a_step(model, preset):
         step()
 
 
+# infer_latency models built at another size than 64: SSD's extra layers need their 300 / 320 px input
+SPEC_SIZES = {"ssd300": 300, "ssdlite": 320}
+
+
 @pytest.mark.parametrize("key", list(infer_latency.MODELS))
 def test_every_infer_latency_model_builds_its_export_spec(key):
-    module, spec, options = infer_latency.build_spec(infer_latency.MODELS[key][1], 64, infer_latency.INPUT_HW.get(key))
-    assert options.input_shape == (1, 3, 64, 64) and spec.input_name and not module.training
+    size = SPEC_SIZES.get(key, 64)
+    module, spec, options = infer_latency.build_spec(infer_latency.MODELS[key][1], size,
+                                                     infer_latency.INPUT_HW.get(key))
+    assert options.input_shape == (1, 3, size, size) and spec.input_name and not module.training
 
 
 @pytest.mark.parametrize("key", list(seg_model_table.FAMILIES))
