@@ -203,3 +203,18 @@ def test_cpp_chooses_by_the_predictor_key(oars_infer, unet_dir, images, tmp_path
         assert proc.returncode == 1, proc.stdout
         assert f"key 'predictor': '{name}' is not run by the C++ predictor" in proc.stderr
         assert "oars-infer" in proc.stderr
+
+
+def test_cpp_opencv_refuses_one_stage_graphs_it_cannot_load(oars_infer, images, tmp_path):
+    """RetinaNet/FCOS/SSD graphs select candidates with TopK (per level or per class) even without NMS inside
+    (FCOS here): OpenCV DNN 4.6 cannot import TopK, also after opencv_compat.py, so the C++ predictor refuses them
+    with one message naming the model file and the operator (ONNX Runtime runs them: tests/detection)."""
+    config = os.path.join(ROOT, "configs/detection/fcos/fcos_r18_fpn_demo_shapes.yaml")
+    model_dir = _export(config, str(tmp_path), overrides=["export.postprocess=false"])
+    converted = _opencv_model_dir(model_dir, str(tmp_path))
+    for folder in (model_dir, converted):
+        proc = subprocess.run([oars_infer, "--model-dir", folder, "--image", images, "--out", str(tmp_path / "o"),
+                               "--backend", "opencv"], capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 1 and "Traceback" not in proc.stderr
+        assert f"cannot load {folder}/model.onnx" in proc.stderr
+    assert "TopK" in proc.stderr
