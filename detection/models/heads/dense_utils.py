@@ -21,6 +21,49 @@ from oars.errors import DataError
 TEST_CFG_KEYS = ("score_thr", "nms", "max_per_img", "nms_pre")
 
 
+def shared_tower_channels(name: str, in_channels: int | Sequence[int]) -> int:
+    """The one channel count of every input level: the towers are shared by the levels.
+
+    Raises:
+        ValueError: the levels differ in channels (naming the head and the channels given).
+    """
+    chans = [in_channels] if isinstance(in_channels, int) else [int(c) for c in in_channels]
+    if not chans or len(set(chans)) != 1:
+        raise ValueError(f"{name}: the towers are shared by the levels, so every input level needs the same "
+                         f"channels; got in_channels={in_channels!r}")
+    return chans[0]
+
+
+def build_priors(name: str, anchor_generator: dict[str, Any], strides: Sequence[int] | None, prior_prob: float
+                 ) -> tuple[Any, list[int]]:
+    """The head's prior generator (``TASK_UTILS``) and its strides, checked against the neck's and with a valid
+    ``prior_prob`` (the initial foreground probability of every class logit): what RetinaNet and FCOS share.
+
+    Raises:
+        ValueError: ``prior_prob`` outside (0, 1), or the neck's strides differ from the generator's.
+    """
+    from detection.registry import TASK_UTILS
+
+    if not 0 < prior_prob < 1:
+        raise ValueError(f"{name}: prior_prob must be in (0, 1), got {prior_prob!r}")
+    generator = TASK_UTILS.build(dict(anchor_generator))
+    own = list(generator.strides)
+    if strides is not None and [int(s) for s in strides] != own:
+        raise ValueError(f"{name}: the neck's levels have strides {list(strides)} but anchor_generator.strides "
+                         f"is {own}; they must match")
+    return generator, own
+
+
+def single_assigner_cfg(name: str, train_cfg: dict[str, Any] | None, assigner: str) -> dict[str, Any]:
+    """``train_cfg`` checked to be exactly ``{assigner: {...}}`` (``assigner`` names the expected type for the
+    message)."""
+    cfg = dict(train_cfg or {})
+    if set(cfg) - {"assigner"} or "assigner" not in cfg:
+        raise ValueError(f"{name}: train_cfg needs exactly {{assigner: {{type: {assigner}, ...}}}}, got keys "
+                         f"{sorted(cfg)}")
+    return cfg
+
+
 def check_test_cfg(name: str, test_cfg: dict[str, Any] | None) -> dict[str, Any]:
     """A dense head's ``test_cfg`` with every key present and valid.
 

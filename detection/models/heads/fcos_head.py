@@ -26,10 +26,21 @@ from torch import Tensor, nn
 from torch.nn.utils.rnn import pad_sequence
 
 from detection.registry import MODELS, TASK_UTILS
+from oars.models.building import check_num_classes
 from oars.models.layers import build_norm_layer
 
-from .dense_utils import check_test_cfg, clip_to, flatten_levels, gather_gt, input_hw, level_candidates, nms_predict
-from .retina_head import _channels
+from .dense_utils import (
+    build_priors,
+    check_test_cfg,
+    clip_to,
+    flatten_levels,
+    gather_gt,
+    input_hw,
+    level_candidates,
+    nms_predict,
+    shared_tower_channels,
+    single_assigner_cfg,
+)
 
 
 def _tower(channels: int, num: int, norm: Any) -> nn.Sequential:
@@ -88,29 +99,17 @@ class FCOSHead(nn.Module):
     ) -> None:
         super().__init__()
         name = type(self).__name__
-        if not isinstance(num_classes, int) or isinstance(num_classes, bool) or num_classes < 1:
-            raise ValueError(f"{name}: num_classes must be an int >= 1, got {num_classes!r}")
-        if not 0 < prior_prob < 1:
-            raise ValueError(f"{name}: prior_prob must be in (0, 1), got {prior_prob!r}")
-        channels = _channels(name, in_channels)
-        self.num_classes = num_classes
-        self.prior_generator = TASK_UTILS.build(dict(anchor_generator))
-        self.strides = list(self.prior_generator.strides)
-        if strides is not None and [int(s) for s in strides] != self.strides:
-            raise ValueError(f"{name}: the neck's levels have strides {list(strides)} but anchor_generator.strides "
-                             f"is {self.strides}; they must match")
+        self.num_classes = check_num_classes(name, num_classes)
+        channels = shared_tower_channels(name, in_channels)
+        self.prior_generator, self.strides = build_priors(name, anchor_generator, strides, prior_prob)
         if any(n != 1 for n in self.prior_generator.num_base_anchors):
             raise ValueError(f"{name}: the anchor generator must give one anchor per position (ratios [1.0], one "
                              f"scale), got {self.prior_generator.num_base_anchors}")
         self.loss_cls = MODELS.build(dict(loss_cls))
         self.loss_bbox = MODELS.build(dict(loss_bbox))
         self.loss_centerness = MODELS.build(dict(loss_centerness))
-        cfg = dict(train_cfg or {})
-        if set(cfg) - {"assigner"} or "assigner" not in cfg:
-            raise ValueError(f"{name}: train_cfg needs exactly {{assigner: {{type: FCOSAssigner, ...}}}}, got keys "
-                             f"{sorted(cfg)}")
-        self.train_cfg = cfg
-        self.assigner = TASK_UTILS.build(dict(cfg["assigner"]))
+        self.train_cfg = single_assigner_cfg(name, train_cfg, "FCOSAssigner")
+        self.assigner = TASK_UTILS.build(dict(self.train_cfg["assigner"]))
         self.test_cfg = check_test_cfg(name, test_cfg)
         self.classification_head = nn.ModuleDict(dict(
             conv=_tower(channels, stacked_convs, norm), cls_logits=nn.Conv2d(channels, num_classes, 3, padding=1)))

@@ -23,9 +23,21 @@ from mmengine.structures import InstanceData
 from torch import Tensor, nn
 
 from detection.registry import MODELS, TASK_UTILS
+from oars.models.building import check_num_classes
 from oars.models.layers import ConvNormAct
 
-from .dense_utils import check_test_cfg, clip_to, flatten_levels, gather_gt, input_hw, level_candidates, nms_predict
+from .dense_utils import (
+    build_priors,
+    check_test_cfg,
+    clip_to,
+    flatten_levels,
+    gather_gt,
+    input_hw,
+    level_candidates,
+    nms_predict,
+    shared_tower_channels,
+    single_assigner_cfg,
+)
 
 
 def _img_hw(meta: dict[str, Any]) -> tuple[int, int]:
@@ -33,14 +45,6 @@ def _img_hw(meta: dict[str, Any]) -> tuple[int, int]:
     if shape is None:
         raise ValueError("RetinaHead: a data sample has neither 'img_shape' nor 'batch_input_shape' in its metainfo")
     return int(shape[0]), int(shape[1])
-
-
-def _channels(name: str, in_channels: int | Sequence[int]) -> int:
-    chans = [in_channels] if isinstance(in_channels, int) else [int(c) for c in in_channels]
-    if not chans or len(set(chans)) != 1:
-        raise ValueError(f"{name}: the towers are shared by the levels, so every input level needs the same "
-                         f"channels; got in_channels={in_channels!r}")
-    return chans[0]
 
 
 @MODELS.register_module()
@@ -86,29 +90,17 @@ class RetinaHead(nn.Module):
     ) -> None:
         super().__init__()
         name = type(self).__name__
-        if not isinstance(num_classes, int) or isinstance(num_classes, bool) or num_classes < 1:
-            raise ValueError(f"{name}: num_classes must be an int >= 1, got {num_classes!r}")
-        if not 0 < prior_prob < 1:
-            raise ValueError(f"{name}: prior_prob must be in (0, 1), got {prior_prob!r}")
-        channels = _channels(name, in_channels)
-        self.num_classes = num_classes
-        self.prior_generator = TASK_UTILS.build(dict(anchor_generator))
-        self.strides = list(self.prior_generator.strides)
-        if strides is not None and [int(s) for s in strides] != self.strides:
-            raise ValueError(f"{name}: the neck's levels have strides {list(strides)} but anchor_generator.strides "
-                             f"is {self.strides}; they must match")
+        self.num_classes = check_num_classes(name, num_classes)
+        channels = shared_tower_channels(name, in_channels)
+        self.prior_generator, self.strides = build_priors(name, anchor_generator, strides, prior_prob)
         if len(set(self.prior_generator.num_base_anchors)) != 1:
             raise ValueError(f"{name}: every level needs the same number of anchors per position")
         self.num_anchors = self.prior_generator.num_base_anchors[0]
         self.bbox_coder = TASK_UTILS.build(dict(bbox_coder))
         self.loss_cls = MODELS.build(dict(loss_cls))
         self.loss_bbox = MODELS.build(dict(loss_bbox))
-        cfg = dict(train_cfg or {})
-        if set(cfg) - {"assigner"} or "assigner" not in cfg:
-            raise ValueError(f"{name}: train_cfg needs exactly {{assigner: {{type: MaxIoUAssigner, ...}}}}, got "
-                             f"keys {sorted(cfg)}")
-        self.train_cfg = cfg
-        self.assigner = TASK_UTILS.build(dict(cfg["assigner"]))
+        self.train_cfg = single_assigner_cfg(name, train_cfg, "MaxIoUAssigner")
+        self.assigner = TASK_UTILS.build(dict(self.train_cfg["assigner"]))
         self.test_cfg = check_test_cfg(name, test_cfg)
 
         def tower() -> nn.Sequential:

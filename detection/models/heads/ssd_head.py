@@ -26,6 +26,7 @@ from torchvision.ops import batched_nms, clip_boxes_to_image
 
 from detection.registry import MODELS, TASK_UTILS
 from oars.errors import DataError
+from oars.models.building import check_num_classes
 from oars.models.layers import ConvNormAct
 
 from ..task_utils.hard_negative_mining import hard_negative_mask
@@ -91,8 +92,7 @@ class SSDHead(nn.Module):
     ) -> None:
         super().__init__()
         name = type(self).__name__
-        if not isinstance(num_classes, int) or isinstance(num_classes, bool) or num_classes < 1:
-            raise ValueError(f"{name}: num_classes must be an int >= 1, got {num_classes!r}")
+        check_num_classes(name, num_classes)
         if conv_type not in CONV_TYPES:
             raise ValueError(f"{name}: conv_type={conv_type!r} is invalid; accepted: {list(CONV_TYPES)}")
         if init not in INITS:
