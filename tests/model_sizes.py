@@ -299,6 +299,14 @@ SIZES: dict[str, Size] = {
         "hand count of PaddleVideo's AttentionLSTM: per modality fc(1024 or 128, 512), 2 LSTM(512, 1024) of "
         "4*1024*(512+1024) + 2*4096 = 6,299,648 (PyTorch's two bias vectors), attention fc(2048, 1); "
         f"25,793,538 in all; fc(4096, 8192) 33,562,624; fc(8192, 4096) 33,558,528; {YT8M_LOGITS}"),
+    "video/bmn/bmn_400x100_9e_activitynet_feature.yaml": Size(
+        4_978_564, 4_978_564,
+        "hand count of MMAction2's BMN layout (bmn_2xb8-400x100-9e_activitynet-feature, feat_dim 400, T = D = 100, "
+        "hidden 256/128/512; its model zoo gives no count): base 2 grouped conv1d(400->256, 256->256, k3, groups 4)"
+        "+bias 126,464; start and end conv1d(256, 256, k3, groups 4)+bias + fc(256, 1) 49,665 each; PEM conv1d(256, "
+        "256, k3)+bias 196,864, conv3d(256, 512, 32x1x1)+bias 4,194,816, fc(512, 128) 65,664, 2 conv(128, 128, 3)"
+        "+bias 295,168, fc(128, 2) 258. MMAction2 holds the 100 x 320,000 sampling matrix as a frozen "
+        "nn.Parameter, so its parameters() sum reads 32,000,000 more (36,978,564); ours is a non-persistent buffer"),
     "video/nextvlad/nextvlad_youtube8m.yaml": Size(
         88_889_378, 88_889_378,
         "hand count of NeXtVLAD (Lin et al. 2018; PaddleVideo's nextvlad, clusters 128/64, groups 8/4, "

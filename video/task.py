@@ -40,6 +40,20 @@ class VideoTask(Task):
 
         return preprocess_steps(cfg)
 
+    def check_export(self, cfg: Config, fmt: str, precision: str) -> None:
+        """Temporal action localisers (BMN) have no export yet: their graph runs (``mode='tensor'``), but the
+        deployed predictor that turns a video file into segments (recognizer features -> localiser -> Soft-NMS) is
+        not written, so an export folder would hold a model nothing can run."""
+        from oars.export.errors import ExportError
+        from video.models.localizers import BMN
+        from video.registry import MODELS
+
+        model_cls = MODELS.get(str((cfg.get("model") or {}).get("type")))
+        if isinstance(model_cls, type) and issubclass(model_cls, BMN):
+            raise ExportError(f"{cfg.filename}: {model_cls.__name__} (temporal action localisation) cannot be exported "
+                              "yet: the predictor from a video file to timed segments is not written; evaluate it with "
+                              "tools/eval.py on feature files")
+
     def build_export_spec(self, model: torch.nn.Module, cfg: Config, options: ExportOptions) -> ExportSpec:
         """:func:`video.export.build_export_spec` (clips -> scores, with the ``sampling`` section)."""
         from video.export import build_export_spec

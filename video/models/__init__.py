@@ -12,7 +12,7 @@ from .task_utils import AvgConsensus, MaxConsensus
 
 # isort: split
 # The other video model families (their own packages, registered on import like the rest).
-from . import feature_models
+from . import feature_models, localizers
 from .feature_models import FeatureRecognizer
 
 __all__ = [
@@ -39,6 +39,7 @@ __all__ = [
     "convert_torchvision_r2plus1d",
     "feature_models",
     "heads",
+    "localizers",
     "losses",
     "recognizers",
     "task_utils",

@@ -5,6 +5,8 @@ Registered in ``video.registry.TRANSFORMS`` on import.
 
 from video.transforms.crops import CenterCrop, MultiScaleCrop, RandomResizedCrop, TenCrop, ThreeCrop
 from video.transforms.formatting import FormatShape, PackActionInputs, PackFeatureInputs
+from video.transforms.localization import GenerateLocalizationLabels, PackLocalizationInputs, ResizeTemporal
+from video.transforms.localization_loading import LoadLocalizationFeature
 from video.transforms.photometric import ColorJitter
 from video.transforms.sampling import SampleFrames
 from video.transforms.spatial import Flip, Resize
@@ -14,11 +16,15 @@ __all__ = [
     'ColorJitter',
     'Flip',
     'FormatShape',
+    'GenerateLocalizationLabels',
+    'LoadLocalizationFeature',
     'MultiScaleCrop',
     'PackActionInputs',
     'PackFeatureInputs',
+    'PackLocalizationInputs',
     'RandomResizedCrop',
     'Resize',
+    'ResizeTemporal',
     'SampleFrames',
     'TenCrop',
     'ThreeCrop',

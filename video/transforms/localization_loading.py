@@ -1,0 +1,75 @@
+"""Reading one video's snippet features (T x C) for temporal action localisation: ``.npy`` arrays or MMAction2's
+``.csv`` files (a header row, then T rows of C comma-separated values)."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from oars.errors import DataError
+from video.registry import TRANSFORMS
+
+
+def read_localization_feature(path: str, where: str) -> np.ndarray:
+    """The features of one video.
+
+    Args:
+        path: a ``.npy`` file (a 2-D numeric array) or a ``.csv`` file (header row + T rows of C values).
+        where: ``'video ID'`` for messages.
+
+    Returns:
+        float32 [T, C], T >= 1, finite.
+
+    Raises:
+        DataError: missing, unreadable, not 2-D, empty, or non-finite values (naming the file and video).
+    """
+    if not os.path.isfile(path):
+        raise DataError(f'{where}: feature file not found: {path}')
+    try:
+        if path.endswith('.csv'):
+            feat = np.loadtxt(path, dtype=np.float32, delimiter=',', skiprows=1, ndmin=2)
+        else:
+            feat = np.load(path, allow_pickle=False)
+    except (OSError, ValueError, EOFError) as err:
+        raise DataError(f'{where}: cannot read feature file {path} ({err})') from None
+    if feat.ndim != 2 or feat.shape[0] < 1 or feat.shape[1] < 1 or not np.issubdtype(feat.dtype, np.number):
+        raise DataError(f'{where}: feature file {path} must hold a numeric T x C array, got shape '
+                        f'{tuple(feat.shape)} of {feat.dtype}')
+    feat = feat.astype(np.float32, copy=False)
+    if not np.isfinite(feat).all():
+        raise DataError(f'{where}: feature file {path} has NaN or infinite values')
+    return feat
+
+
+@TRANSFORMS.register_module()
+class LoadLocalizationFeature:
+    """Read ``results['feature_path']`` into ``results['features']`` (float32 [T, C]); set ``feature_length`` (T).
+
+    Args:
+        feat_dim: the expected width C (400 for the CUHK ActivityNet features BMN uses); another width is an
+            error naming the file, since a model built for C channels would fail later with a shape error.
+            None skips the check.
+    """
+
+    def __init__(self, feat_dim: int | None = None) -> None:
+        if feat_dim is not None and (isinstance(feat_dim, bool) or not isinstance(feat_dim, int) or feat_dim < 1):
+            raise DataError(f'LoadLocalizationFeature: feat_dim must be a positive int or null, got {feat_dim!r}')
+        self.feat_dim = feat_dim
+
+    def __call__(self, results: dict) -> dict:
+        if 'feature_path' not in results:
+            raise KeyError("LoadLocalizationFeature needs results['feature_path']; is the dataset an "
+                           'ActivityNetFeatureDataset?')
+        path = str(results['feature_path'])
+        where = f"video {results.get('video_name', '?')}"
+        feat = read_localization_feature(path, where)
+        if self.feat_dim is not None and feat.shape[1] != self.feat_dim:
+            raise DataError(f'{where}: feature file {path} has {feat.shape[1]} channels per snippet (shape '
+                            f'{tuple(feat.shape)}, T x C), but feat_dim is {self.feat_dim}')
+        results['features'] = feat
+        results['feature_length'] = int(feat.shape[0])
+        return results
+
+    def __repr__(self) -> str:
+        return f'{type(self).__name__}(feat_dim={self.feat_dim})'
