@@ -68,9 +68,14 @@ class VideoTask(Task):
         return run_inference(cfg, weights, inputs, output, device=device, failures=failures)
 
     def subcommands(self) -> list[Subcommand]:
-        """``tools/check_videos.py``; ``tools/demo_data.py videos`` (the demo clips and features)."""
+        """``tools/check_videos.py``; ``tools/extract_features.py`` (:mod:`video.features.extract`);
+        ``tools/demo_data.py videos`` (the demo clips and features)."""
         return [Subcommand("check_videos", "check_videos", "decode every video of an annotation list and list the "
                            "unreadable ones", _check_videos_arguments, _run_check_videos),
+                Subcommand("extract_features", "extract_features", "snippet features of long videos from a "
+                           "trained recognizer (T x C .npy per video + videos.json, for BMN)",
+                           _extract_features_arguments, _run_extract_features,
+                           usage="tools/extract_features.py -c RECOGNIZER_CFG -w CKPT -i VIDEOS -o OUT"),
                 Subcommand("demo_data", "videos", "moving-shape clips (8 classes) with their lists and per-clip "
                            "features (python -m video.demo_data)", _demo_arguments, _run_demo,
                            usage="tools/demo_data.py videos --out data/demo_videos")]
@@ -86,6 +91,19 @@ def _run_demo(args: argparse.Namespace) -> int:
     from video.demo_data import run
 
     return run(args)
+
+
+def _extract_features_arguments(parser: argparse.ArgumentParser) -> None:
+    from video.features.extract import add_arguments
+
+    add_arguments(parser)
+
+
+def _run_extract_features(args: argparse.Namespace) -> None:
+    """Extract; a ``FolderFailuresError`` (exit status 2) lists the unreadable videos after the others are written."""
+    from video.features.extract import run
+
+    run(args)
 
 
 def _check_videos_arguments(parser: argparse.ArgumentParser) -> None:

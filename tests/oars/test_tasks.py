@@ -163,6 +163,7 @@ def test_single_command_tools_find_their_task():
     assert tool_command("check_videos").run.__module__ == "video.task"
     assert tool_command("class_weights").run.__module__ == "segmentation.task"
     assert tool_command("optimize_anchors").run.__module__ == "detection.task"
+    assert tool_command("extract_features").run.__module__ == "video.task"
     with pytest.raises(OarsError, match=r"tools/nothing\.py: the registered tasks give no command for it"):
         tool_command("nothing")
 
