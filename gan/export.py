@@ -163,7 +163,7 @@ def _device(model: nn.Module) -> torch.device:
 
 
 def _class_names(cfg: Config, model: nn.Module) -> list[str]:
-    from oars.export.onnx_export import dataset_labels
+    from oars.export.labels import dataset_labels
 
     names = dataset_labels(cfg, model)[0]
     return [str(n) for n in names[:int(model.num_classes)]]

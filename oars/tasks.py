@@ -28,12 +28,12 @@ from __future__ import annotations
 import abc
 import argparse
 import threading
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
 from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any
 
 from oars.errors import OarsError
+from oars.subcommands import Subcommand  # noqa: F401  (part of this module's interface: tasks build these)
 
 if TYPE_CHECKING:
     import torch
@@ -53,31 +53,6 @@ class UnknownTaskError(OarsError, KeyError):
 
     def __str__(self) -> str:  # KeyError would print the message quoted
         return str(self.args[0]) if self.args else ""
-
-
-@dataclass(frozen=True)
-class Subcommand:
-    """One command a task adds to a ``tools/*.py`` entry point (a converter, a data check).
-
-    Attributes:
-        tool: the entry point it belongs to, the file name without ``.py`` (``"convert"`` -> ``tools/convert.py``).
-        name: its name under that tool (``tools/convert.py voc2coco``); for a tool that runs a single command
-            (``tools/check_videos.py``) the tool's name.
-        help: one line for the tool's list of commands.
-        add_arguments: adds the command's flags to the (sub)parser the tool made for it.
-        run: does the work with the parsed arguments; user errors are :class:`OarsError` s.
-        usage: example command lines for the tool's ``--help`` (the tool's description is built from them).
-        check_outputs: called by the tool before ``run``, before anything is read: refuses an output that would
-            replace an input, or an existing file without ``--overwrite`` (the rule every tool that writes follows).
-    """
-
-    tool: str
-    name: str
-    help: str
-    add_arguments: Callable[[argparse.ArgumentParser], None]
-    run: Callable[[argparse.Namespace], object]
-    usage: str = ""
-    check_outputs: Callable[[argparse.Namespace], None] | None = None
 
 
 class Task(abc.ABC):

@@ -23,7 +23,8 @@ from mmengine.registry import MODELS, DefaultScope
 from mmengine.structures import InstanceData
 from torch import nn
 
-from detection.models.convert_torchvision import COCO80_CATEGORY_IDS, ConversionError, ssd_from_torchvision
+from detection.models.convert_torchvision import COCO80_CATEGORY_IDS, ConversionError
+from detection.models.convert_torchvision_onestage import ssd_from_torchvision
 from detection.structures import DetDataSample
 from oars.config import load_config
 

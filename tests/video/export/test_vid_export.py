@@ -108,7 +108,7 @@ def test_torchcodec_backend_is_refused(tmp_path):
 
 def test_classes_from_a_file(tmp_path):
     """A dataset's classes given as a text file name the labels (not the characters of its path)."""
-    from oars.export.onnx_export import _config_dataset_meta
+    from oars.export.labels import _config_dataset_meta
 
     (tmp_path / "classes.txt").write_text("\n".join(CLASSES) + "\n\n")
     cfg = _cfg(tmp_path)
