@@ -24,7 +24,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from oars.data.generated_set import GeneratedSet, check_int_arg, count_files
+from oars.data.generated_set import GeneratedSet, check_int_arg, count_files, generator_main
 from oars.errors import OarsError
 
 CLASSES: tuple[str, ...] = tuple(str(d) for d in range(10))
@@ -168,13 +168,7 @@ def run(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """CLI: generate the set and print what was written (or that an identical set was reused)."""
-    parser = argparse.ArgumentParser(prog='python -m gan.demo_data', description=__doc__.split('\n')[0])
-    add_arguments(parser)
-    args = parser.parse_args(argv)
-    try:
-        return run(args)
-    except OarsError as err:
-        parser.error(str(err))
+    return generator_main('python -m gan.demo_data', __doc__.split('\n')[0], add_arguments, run, argv)
 
 
 if __name__ == '__main__':

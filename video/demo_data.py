@@ -41,7 +41,7 @@ import cv2
 import numpy as np
 
 from oars.data.demo_shapes import _background, _pick_colour
-from oars.data.generated_set import GeneratedSet, check_int_arg, count_files
+from oars.data.generated_set import GeneratedSet, check_int_arg, count_files, generator_main
 from oars.errors import OarsError
 
 CLASSES: tuple[str, ...] = ('left', 'right', 'up', 'down', 'rotate_cw', 'rotate_ccw', 'grow', 'shrink')
@@ -346,13 +346,7 @@ def run(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """CLI: generate the set and print what was written (or that an identical set was reused)."""
-    parser = argparse.ArgumentParser(prog='python -m video.demo_data', description=__doc__.split('\n')[0])
-    add_arguments(parser)
-    args = parser.parse_args(argv)
-    try:
-        return run(args)
-    except OarsError as err:
-        parser.error(str(err))
+    return generator_main('python -m video.demo_data', __doc__.split('\n')[0], add_arguments, run, argv)
 
 
 if __name__ == '__main__':

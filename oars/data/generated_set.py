@@ -1,23 +1,50 @@
 """Bookkeeping of a generated (never downloaded) demo data set: its ``meta.json`` stamp, reuse and replacement.
 
 Why one helper: every demo generator (``oars.data.demo_shapes``, ``video.demo_data``, ``gan.demo_data``) must
-reuse a complete set written with the same parameters and format version (so ``make demo`` does not regenerate it), replace a set it
-wrote earlier with other parameters or a half-written one, and refuse to delete files in a folder it did not
-write. ``meta.json`` carries ``generator`` (who wrote it), ``format_version``, ``params`` and ``complete``; it is
+reuse a complete set written with the same parameters and format version (so ``make demo`` does not regenerate
+it), replace a set it wrote earlier with other parameters or a half-written one, and refuse to delete files in a
+folder it did not write; the generators also share their command line (:func:`generator_main`). ``meta.json`` carries ``generator`` (who wrote it), ``format_version``, ``params`` and ``complete``; it is
 written first with ``complete: false`` (which marks a half-written set as the generator's own) and rewritten
 with ``complete: true`` at the end.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import shutil
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
 
 META_NAME = 'meta.json'
+
+
+def generator_main(prog: str, description: str, add_arguments: Callable[[argparse.ArgumentParser], None],
+                   run: Callable[[argparse.Namespace], int], argv: Sequence[str] | None = None) -> int:
+    """The ``python -m <generator>`` command line every demo generator shares: its flags, then ``run``; a user
+    error (a folder holding other files, a bad count) is argparse's one-line error (exit 2), not a traceback.
+
+    Args:
+        prog: the command shown in usage lines (``python -m video.demo_data``).
+        description: the first line of the generator's docstring.
+        add_arguments: adds the generator's flags (also used by ``tools/demo_data.py``).
+        run: generates the set of the parsed arguments and prints what was written; raises ``OarsError``.
+        argv: the arguments (None: ``sys.argv[1:]``).
+
+    Returns:
+        ``run``'s exit status.
+    """
+    from oars.errors import OarsError
+
+    parser = argparse.ArgumentParser(prog=prog, description=description)
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        return run(args)
+    except OarsError as err:
+        parser.error(str(err))
 
 
 def check_int_arg(owner: str, key: str, value: object, low: int) -> int:
