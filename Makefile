@@ -33,7 +33,7 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[deploy,dev]'
+	$(PY) -m pip install -q -e '.[deploy,dev,serve,compress]'
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 
