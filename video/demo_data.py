@@ -43,6 +43,8 @@ import numpy as np
 from oars.data.demo_shapes import _background, _pick_colour
 from oars.data.generated_set import GeneratedSet, check_int_arg, count_files, generator_main
 from oars.errors import OarsError
+from oars_deploy.streams.writer import VideoWriter
+from oars_deploy.streams.writer import available_codec as runtime_available_codec
 
 CLASSES: tuple[str, ...] = ('left', 'right', 'up', 'down', 'rotate_cw', 'rotate_ccw', 'grow', 'shrink')
 SPLITS: tuple[str, ...] = ('train', 'val')
@@ -57,9 +59,7 @@ _SHIFT, _SCALE = 4, 16.0  # sub-pixel polygon drawing (4 fractional bits)
 
 def available_codec() -> str:
     """``'libx264'`` when PyAV's FFmpeg has it, else ``'mpeg4'`` (every FFmpeg build has that one)."""
-    import av
-
-    return 'libx264' if 'libx264' in av.codecs_available else 'mpeg4'
+    return runtime_available_codec()
 
 
 def write_video(path: str | Path, frames: Sequence[np.ndarray] | np.ndarray, fps: int = 8, codec: str | None = None,
@@ -75,33 +75,21 @@ def write_video(path: str | Path, frames: Sequence[np.ndarray] | np.ndarray, fps
         crf: libx264 quality (lower is closer to the input).
         faststart: put the index (moov atom) before the frames, as streaming sites do.
 
-    One encoding thread and fixed options, so the same frames give the same bytes.
+    The runtime's frame-by-frame writer (:class:`oars_deploy.streams.VideoWriter`, also the stream predictor's)
+    with one encoding thread and fixed options, so the same frames give the same bytes.
     """
-    import av
-
-    codec = codec or available_codec()
     frames = list(frames)
     if not frames:
         raise ValueError(f'write_video({path}): no frames')
     h, w = frames[0].shape[:2]
-    with av.open(str(path), 'w', options={'movflags': 'faststart'} if faststart else None) as container:
-        stream = container.add_stream(codec, rate=int(fps))
-        stream.width, stream.height, stream.pix_fmt = w, h, 'yuv420p'
-        stream.codec_context.gop_size = int(gop)
-        if codec == 'libx264':
-            stream.options = {'crf': str(crf), 'preset': 'veryfast', 'threads': '1'}
-        else:
-            stream.options = {'qscale': '2', 'threads': '1'}
-            stream.codec_context.bit_rate = 0
+    for img in frames:
+        if img.shape[:2] != (h, w) or img.dtype != np.uint8 or h % 2 or w % 2:
+            raise ValueError(f'write_video({path}): every frame must be {h}x{w}x3 uint8 with even sizes, got '
+                             f'{img.shape} {img.dtype}')
+    with VideoWriter(path, fps, codec=codec, gop=gop, crf=crf, faststart=faststart) as writer:
         for img in frames:
-            if img.shape[:2] != (h, w) or img.dtype != np.uint8:
-                raise ValueError(f'write_video({path}): every frame must be {h}x{w}x3 uint8, got {img.shape} '
-                                 f'{img.dtype}')
-            for packet in stream.encode(av.VideoFrame.from_ndarray(np.ascontiguousarray(img), format='bgr24')):
-                container.mux(packet)
-        for packet in stream.encode():
-            container.mux(packet)
-    return codec
+            writer.write(img)
+    return writer.codec
 
 
 def quantize(features: np.ndarray, min_quantized_value: float = -2.0, max_quantized_value: float = 2.0) -> np.ndarray:

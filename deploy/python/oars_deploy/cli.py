@@ -15,7 +15,9 @@ deploy.yaml ``predictor`` key (inferred for older exports) chooses the plug-in t
 its flags, runs it and makes the records (oars_deploy.plugins). An image that cannot be
 read is skipped: the others are written, then the failures are listed and the exit status is 2. The output
 folder may not be, hold or lie inside the input folder (oars_deploy.output_paths). --benchmark
-prints latency (median, p90) and images/s.
+prints latency (median, p90) and images/s. For an image model, ``-i`` may also be a video file, a URL that FFmpeg
+opens or a camera index: a stream, predicted frame by frame (``--every N``) into results.jsonl (with each frame's
+index and time) and ``<name>_vis.mp4`` (oars_deploy.streams).
 """
 
 from __future__ import annotations
@@ -38,9 +40,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model-dir", required=True, help="folder with deploy.yaml and model.onnx (tools/export.py)")
     parser.add_argument("-i", "--input", default=None,
-                        help="an image or a folder of images (none for noise GANs; a video or a folder of videos for "
-                             "video models; "
-                             "a .npz/.pkl feature file or a folder of them for feature models)")
+                        help="an image or a folder of images; for image models also a video file, a URL FFmpeg "
+                             "opens (http, rtsp) or a camera index, read as a stream (none for noise GANs; a video "
+                             "or a folder of videos for video models; a .npz/.pkl feature file or a folder of them "
+                             "for feature models)")
     parser.add_argument("-o", "--output-dir", required=True, help="folder for the pictures and results.jsonl")
     parser.add_argument("--device", default="cpu", help="cpu or cuda (cuda: CUDAExecutionProvider / TensorRT)")
     parser.add_argument("--backend", default="onnxruntime", choices=BACKENDS,
@@ -52,6 +55,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--runs", type=int, default=30, help="--benchmark: timed runs")
     parser.add_argument("--array-module", default=None, choices=("numpy", "cupy"),
                         help="pre/post-processing arrays (default: cupy with --device cuda when it runs, else numpy)")
+    parser.add_argument("--every", type=int, default=1,
+                        help="streams (-i a video file, URL or camera index for an image model): predict every N-th "
+                             "frame (the others are drawn with the latest result)")
+    parser.add_argument("--max-frames", type=int, default=None, help="streams: stop after this many frames")
     add_all_arguments(parser)
     return parser.parse_args(argv)
 

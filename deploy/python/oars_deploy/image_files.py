@@ -36,7 +36,8 @@ def unreadable_image_message(path: str) -> str:
     suffix = osp.splitext(path)[1].lower()
     takes = f"an image model takes image files ({', '.join(IMAGE_SUFFIXES)})"
     if suffix in VIDEO_SUFFIXES:
-        return f"{path} is a video ({suffix}), not an image: {takes}; videos go to a video model"
+        return (f"{path} is a video ({suffix}), not an image: {takes}; videos go to a video model, or give one "
+                "video file as -i to predict it frame by frame")
     if suffix in FEATURE_SUFFIXES:
         return f"{path} is a frame-feature file ({suffix}), not an image: {takes}"
     return f"could not read image (unsupported or corrupt file): {path}"

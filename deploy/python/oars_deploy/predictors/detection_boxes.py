@@ -12,7 +12,6 @@ import argparse
 import os.path as osp
 from typing import Any
 
-import cv2
 import numpy as np
 
 from oars_deploy.draw import draw_detection_sample
@@ -56,18 +55,23 @@ class DetectionBoxes(ImagePlugin):
         """:func:`oars_deploy.postprocess.detection`."""
         return detection(outputs, metas, post)
 
-    def write(self, out_dir: str, path: str, img: np.ndarray, result: dict, predictor: Any,
-              args: argparse.Namespace) -> tuple[str, ResultRecord]:
-        """``<stem>_vis.png`` with the boxes (and masks) at or above the draw threshold; the image's record."""
-        threshold = DEFAULT_DRAW_THRESHOLD if args.draw_threshold is None else args.draw_threshold
+    @staticmethod
+    def _pred(result: dict) -> dict[str, np.ndarray]:
         pred = {"bboxes": result["bboxes"].astype(np.float64), "scores": result["scores"].astype(np.float64),
                 "labels": result["labels"].astype(np.int64)}
         if "masks" in result:  # instance segmentation: masks filled under the boxes, RLEs in the records
             pred["masks"] = result["masks"]
-        stem = osp.splitext(osp.basename(path))[0]
-        out = osp.join(out_dir, f"{stem}_vis.png")
-        cv2.imwrite(out, draw_detection_sample(img, pred, predictor.labels, predictor.palette, threshold))
-        return out, detection_result(path, pred, predictor.labels, img.shape[:2])
+        return pred
+
+    def draw(self, img: np.ndarray, result: dict, predictor: Any, args: argparse.Namespace) -> np.ndarray:
+        """The boxes (and masks) at or above the draw threshold over ``img``."""
+        threshold = DEFAULT_DRAW_THRESHOLD if args.draw_threshold is None else args.draw_threshold
+        return draw_detection_sample(img, self._pred(result), predictor.labels, predictor.palette, threshold)
+
+    def record(self, out_dir: str, path: str, stem: str, img: np.ndarray, result: dict,
+               predictor: Any) -> ResultRecord:
+        """Every kept detection, whatever the draw threshold."""
+        return detection_result(path, self._pred(result), predictor.labels, img.shape[:2])
 
     def finish(self, out_dir: str, records: list[ResultRecord], predictor: Any) -> None:
         """``detections.json``: every image's detections (the results.jsonl entries in tools/infer.py's form)."""

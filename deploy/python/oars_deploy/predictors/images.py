@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import argparse
 import os
+import os.path as osp
 from abc import abstractmethod
 from typing import Any, ClassVar
 
+import cv2
 import numpy as np
 
 from oars_deploy.deploy_config import validate_image_input
@@ -21,6 +23,7 @@ from oars_deploy.image_files import list_images
 from oars_deploy.outputs import read_image
 from oars_deploy.plugins import PredictorPlugin, PredictorRun
 from oars_deploy.records import ResultRecord
+from oars_deploy.streams.source import stream_source
 
 
 def image_task(deploy: dict) -> str | None:
@@ -74,15 +77,29 @@ class ImagePlugin(PredictorPlugin):
         """Refuse the flags that do not fit this kind (before the model is loaded)."""
 
     @abstractmethod
+    def draw(self, img: np.ndarray, result: dict, predictor: Any, args: argparse.Namespace) -> np.ndarray:
+        """The picture of one image's result: HxWx3 uint8 BGR (``<stem>_vis.png``, or a frame of a stream's
+        annotated video)."""
+
+    @abstractmethod
+    def record(self, out_dir: str, path: str, stem: str, img: np.ndarray, result: dict,
+               predictor: Any) -> ResultRecord:
+        """One image's record (writing what it refers to into ``out_dir`` under ``stem``, e.g. a label PNG)."""
+
     def write(self, out_dir: str, path: str, img: np.ndarray, result: dict, predictor: Any,
               args: argparse.Namespace) -> tuple[str, ResultRecord]:
-        """Write one image's pictures into ``out_dir``; return (the picture path, the image's record)."""
+        """Write one image's ``<stem>_vis.png`` (:meth:`draw`) into ``out_dir``; return its path and the record."""
+        stem = osp.splitext(osp.basename(path))[0]
+        out = osp.join(out_dir, f"{stem}_vis.png")
+        cv2.imwrite(out, self.draw(img, result, predictor, args))
+        return out, self.record(out_dir, path, stem, img, result, predictor)
 
     def finish(self, out_dir: str, records: list[ResultRecord], predictor: Any) -> None:
         """Write what covers every image (after the last one), e.g. detections.json."""
 
     def run(self, args: argparse.Namespace, deploy: dict) -> PredictorRun:
-        """Predict every image of ``args.input`` in batches; unreadable images are listed, the others written."""
+        """Predict every image of ``args.input`` in batches; unreadable images are listed, the others written.
+        A video file, URL or camera index is read as a stream (:mod:`oars_deploy.streams.run`)."""
         from oars_deploy.predictor import Predictor  # lazy: the predictor module imports the plug-in registry
 
         self.check_args(args, deploy)
@@ -90,6 +107,16 @@ class ImagePlugin(PredictorPlugin):
                               array_module_name=args.array_module)
         if args.batch_size is not None and args.batch_size < 1:
             raise DeployError(f"--batch-size must be >= 1, got {args.batch_size}")
+        source = stream_source(args.input)
+        if source is not None:  # a video file, a URL or a camera: frame by frame into a video
+            from oars_deploy.streams.run import run_stream
+
+            return run_stream(self, predictor, args, source)
+        for flag, value, default in (("--every", getattr(args, "every", 1), 1),
+                                     ("--max-frames", getattr(args, "max_frames", None), None)):
+            if value != default:
+                raise DeployError(f"{flag} applies to streams (-i a video file, a URL or a camera index), not to "
+                                  f"images: -i {args.input}")
         batch_size = args.batch_size or predictor.batch_size or 8
         paths = list_images(args.input)
         os.makedirs(args.output_dir, exist_ok=True)

@@ -13,7 +13,6 @@ import argparse
 import os.path as osp
 from typing import Any
 
-import cv2
 import numpy as np
 
 from oars_deploy.draw import draw_sample, save_label_png
@@ -45,12 +44,12 @@ class SemanticLabels(ImagePlugin):
         """:func:`oars_deploy.postprocess.segmentation`."""
         return segmentation(outputs, metas, post)
 
-    def write(self, out_dir: str, path: str, img: np.ndarray, result: dict, predictor: Any,
-              args: argparse.Namespace) -> tuple[str, ResultRecord]:
-        """``<stem>_vis.png`` and the label PNG ``<stem>.png``; the image's record."""
-        label = result["label"]
-        stem = osp.splitext(osp.basename(path))[0]
-        out = osp.join(out_dir, f"{stem}_vis.png")
-        cv2.imwrite(out, draw_sample(img, label, predictor.palette, class_names=predictor.labels))
-        save_label_png(label, predictor.palette, osp.join(out_dir, f"{stem}.png"))
-        return out, semantic_labels_result(path, label, predictor.labels, f"{stem}.png")
+    def draw(self, img: np.ndarray, result: dict, predictor: Any, args: argparse.Namespace) -> np.ndarray:
+        """The label map over ``img`` with the class legend."""
+        return draw_sample(img, result["label"], predictor.palette, class_names=predictor.labels)
+
+    def record(self, out_dir: str, path: str, stem: str, img: np.ndarray, result: dict,
+               predictor: Any) -> ResultRecord:
+        """The label PNG ``<stem>.png`` (written here) and the record naming it."""
+        save_label_png(result["label"], predictor.palette, osp.join(out_dir, f"{stem}.png"))
+        return semantic_labels_result(path, result["label"], predictor.labels, f"{stem}.png")
