@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 import os.path as osp
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from oars.tasks import ArgumentContainer, Subcommand, Task
 
@@ -50,6 +50,22 @@ class DetectionTask(Task):
         """``--draw-threshold``."""
         parser.add_argument("--draw-threshold", type=float, default=None,
                             help="detection: draw boxes with a score at or above this (default 0.3)")
+
+    evaluates_exports = True
+
+    def prediction_from_export(self, result: dict, sample: Any) -> None:
+        """``pred_instances`` (bboxes, scores, labels[, masks]: original pixels) from the runtime's detection
+        result, as the detector's predict mode (``rescale=True``) fills it."""
+        import torch
+        from mmengine.structures import InstanceData
+
+        inst = InstanceData()
+        inst.bboxes = torch.as_tensor(result["bboxes"], dtype=torch.float32).reshape(-1, 4)
+        inst.scores = torch.as_tensor(result["scores"], dtype=torch.float32).reshape(-1)
+        inst.labels = torch.as_tensor(result["labels"], dtype=torch.int64).reshape(-1)
+        if "masks" in result:
+            inst.masks = torch.as_tensor(result["masks"], dtype=torch.bool)
+        sample.pred_instances = inst
 
     def infer(self, cfg: Config, weights: str, inputs: str | None, output: str, *, device: str,
               failures: Failures, args: argparse.Namespace) -> list[str]:

@@ -191,6 +191,23 @@ class Task(abc.ABC):
         """
         return None
 
+    # ---------------------------------------------------------------------------------------- evaluating exports
+    #: whether ``tools/eval.py --model-dir`` can evaluate this task's exports (:meth:`prediction_from_export`)
+    evaluates_exports: bool = False
+
+    def prediction_from_export(self, result: dict, sample: Any) -> None:
+        """Put an export's result for one test image into its data sample, in the fields the task's metrics read
+        (what ``tools/eval.py --model-dir`` runs, :class:`oars.models.exported.ExportedModel`).
+
+        Args:
+            result: the runtime predictor's dict for the image (``oars_deploy.predictor.Predictor.predict``),
+                in original image pixels.
+            sample: the test sample (its metainfo holds ``img_path``, ``ori_shape``...), changed in place.
+
+        A task that supports it sets :attr:`evaluates_exports` and overrides this; the default raises.
+        """
+        raise OarsError(f"tools/eval.py --model-dir: task {self.scope!r} cannot evaluate exported models")
+
     # ---------------------------------------------------------------------------------------------------- report
     def report_hook(self, cfg: Config, out_file: str) -> dict:
         """The hook config ``tools/eval.py --report`` adds to the test run to write ``out_file`` (report.html).

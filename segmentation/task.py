@@ -45,6 +45,15 @@ class SegmentationTask(Task):
                             help="segmentation: the graph's last op (export.output_op): argmax -> a label map "
                                  "(default), softmax -> class probabilities, none -> logits")
 
+    evaluates_exports = True
+
+    def prediction_from_export(self, result: dict, sample: Any) -> None:
+        """``pred_sem_seg`` ([1, H, W] int64 class ids, original pixels) from the runtime's label map."""
+        import torch
+        from mmengine.structures import PixelData
+
+        sample.pred_sem_seg = PixelData(data=torch.as_tensor(result["label"], dtype=torch.int64)[None])
+
     def infer(self, cfg: Config, weights: str, inputs: str | None, output: str, *, device: str,
               failures: Failures, args: argparse.Namespace) -> list[str]:
         """:func:`segmentation.apis.run_inference`."""

@@ -1,4 +1,5 @@
-"""Evaluate a checkpoint: tools/eval.py -c CONFIG -w CKPT [--show-dir DIR] [--report]."""
+"""Evaluate a checkpoint: tools/eval.py -c CONFIG -w CKPT [--show-dir DIR] [--report]; or an export folder
+(FP32/FP16/INT8/pruned ONNX through the torch-free predictor, as deployed): tools/eval.py -c CONFIG --model-dir DIR."""
 
 from oars.cli import base_parser, run_cli
 from oars.engine.entry import evaluate
@@ -7,7 +8,13 @@ from oars.evaluation.report import format_metrics
 
 def main() -> None:
     parser = base_parser(__doc__)
-    parser.add_argument("-w", "--weights", required=True, help="checkpoint to evaluate")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("-w", "--weights", help="checkpoint to evaluate")
+    source.add_argument("--model-dir", help="export folder (deploy.yaml + model*.onnx) to evaluate with the runtime "
+                                            "predictor instead of a checkpoint")
+    parser.add_argument("--device", default="cpu", help="--model-dir: cpu or cuda")
+    parser.add_argument("--backend", default="onnxruntime", choices=("onnxruntime", "tensorrt"),
+                        help="--model-dir: onnxruntime (model.onnx) or tensorrt (model.engine)")
     parser.add_argument("--show-dir", default=None, help="write pictures of predictions next to the ground truth")
     parser.add_argument("--max-show", type=int, default=24, help="how many pictures --show-dir writes")
     parser.add_argument("--report", action="store_true",
@@ -17,7 +24,8 @@ def main() -> None:
                              "accuracy and the clips with the lowest true-class probability")
     args = parser.parse_args()
     result = evaluate(args.config, args.weights, args.overrides, work_dir=args.work_dir,
-                      show_dir=args.show_dir, max_show=args.max_show, report=args.report)
+                      show_dir=args.show_dir, max_show=args.max_show, report=args.report, model_dir=args.model_dir,
+                      device=args.device, backend=args.backend)
     print(format_metrics(result))
     print(f"metrics written to {result['metrics_file']}")
     if result.get("report_file"):

@@ -24,11 +24,12 @@ from .runner import OarsRunner, build_runner
 
 def train(config: str, overrides: Sequence[str] = (), *, work_dir: str | None = None,
           resume: bool | str | None = None, amp: bool = False, launcher: str = "none",
-          overwrite: bool = False) -> OarsRunner:
+          overwrite: bool = False, compile: bool = False) -> OarsRunner:
     """Train the model a config describes; returns the finished Runner.
 
     A work dir that holds another run's checkpoints is refused unless ``resume`` continues that run or
     ``overwrite`` deletes its checkpoints (``epoch_N``/``iter_N``/``best_*``/``last_checkpoint``) first.
+    ``compile``: ``--compile`` (``compile: true`` unless the config sets its options; ``oars.engine.compile``).
     """
     from .work_dir import prepare_work_dir
 
@@ -36,7 +37,8 @@ def train(config: str, overrides: Sequence[str] = (), *, work_dir: str | None = 
         from oars.errors import OarsError
 
         raise OarsError("--resume continues the run in the work dir and --overwrite deletes it; give one of them")
-    cfg = set_up_run(config, overrides, RunOptions(work_dir=work_dir, resume=resume, amp=amp, launcher=launcher))
+    cfg = set_up_run(config, overrides, RunOptions(work_dir=work_dir, resume=resume, amp=amp, launcher=launcher,
+                                                   compile=compile))
 
     def guard(cfg: Config) -> None:
         prepare_work_dir(cfg.work_dir, resume=bool(resume) or bool(cfg.resume), overwrite=overwrite)
@@ -46,19 +48,21 @@ def train(config: str, overrides: Sequence[str] = (), *, work_dir: str | None = 
         with setup_errors_are_config_errors(cfg, runner):
             runner.train()
     except KeyboardInterrupt:
-        raise _interrupted(cfg, config, overrides, amp) from None
+        raise _interrupted(cfg, config, overrides, amp, compile) from None
     return runner
 
 
 def print_config(config: str, overrides: Sequence[str] = (), *, work_dir: str | None = None,
-                 resume: bool | str | None = None, amp: bool = False, launcher: str = "none") -> str:
+                 resume: bool | str | None = None, amp: bool = False, launcher: str = "none",
+                 compile: bool = False) -> str:
     """The config ``train`` with the same arguments would run and write as ``<work_dir>/config.yaml``, with the
     source of every value oars set (``_resolved_by_oars``); nothing is trained, built or written."""
     return resolved_config_text(config, overrides,
-                                RunOptions(work_dir=work_dir, resume=resume, amp=amp, launcher=launcher))
+                                RunOptions(work_dir=work_dir, resume=resume, amp=amp, launcher=launcher,
+                                           compile=compile))
 
 
-def _interrupted(cfg: Config, config: str, overrides: Sequence[str], amp: bool):
+def _interrupted(cfg: Config, config: str, overrides: Sequence[str], amp: bool, compile: bool = False):
     """Ctrl-C: name the last good checkpoint (atomic saves never leave a torn one) and the resume command."""
     from oars.errors import OarsError
 
@@ -69,25 +73,38 @@ def _interrupted(cfg: Config, config: str, overrides: Sequence[str], amp: bool):
         last = latest_checkpoint(cfg.work_dir)
     except OarsError:  # only damaged checkpoints: --resume explains which
         last = None
-    return TrainingInterrupted(interrupted_message(cfg.work_dir, last, config, overrides, amp=amp))
+    return TrainingInterrupted(interrupted_message(cfg.work_dir, last, config, overrides, amp=amp,
+                                                   compile=compile))
 
 
-def evaluate(config: str, checkpoint: str, overrides: Sequence[str] = (), *, work_dir: str | None = None,
-             show_dir: str | None = None, max_show: int = 24, report: bool = False) -> dict:
-    """Evaluate ``checkpoint`` on the config's test set; writes ``<work_dir>/metrics.json``.
+def evaluate(config: str, checkpoint: str | None, overrides: Sequence[str] = (), *, work_dir: str | None = None,
+             show_dir: str | None = None, max_show: int = 24, report: bool = False, model_dir: str | None = None,
+             device: str = "cpu", backend: str = "onnxruntime") -> dict:
+    """Evaluate ``checkpoint`` (or the export folder ``model_dir``) on the config's test set; writes
+    ``<work_dir>/metrics.json``.
 
     ``show_dir`` adds the task's visualisation hook, which draws predictions next to the ground truth;
-    ``report`` adds the task's ``EvaluationReportHook``, which writes ``<work_dir>/report.html``.
+    ``report`` adds the task's ``EvaluationReportHook``, which writes ``<work_dir>/report.html``. With
+    ``model_dir`` the model is the export run by the torch-free predictor on ``device`` / ``backend``
+    (:class:`oars.models.exported.ExportedModel`): the same data, metrics, report and pictures.
     """
     from oars.engine.checkpoint import check_checkpoint_file
     from oars_deploy.output_paths import check_output_folder
 
+    if (checkpoint is None) == (model_dir is None):
+        from oars.errors import OarsError
+
+        raise OarsError("give either -w CHECKPOINT (a PyTorch checkpoint) or --model-dir EXPORT_DIR (an export "
+                        "folder), not both and not neither")
     cfg = load(config, overrides)
     if report:
         _require_hook(cfg, _report_hook(cfg, "report.html")["type"], "--report")
     if show_dir:
         _require_hook(cfg, "PredictionPicturesHook", "--show-dir")
-    check_checkpoint_file(checkpoint)  # before the data is touched: a wrong -w is the likelier mistake
+    if model_dir is not None:
+        _use_export(cfg, model_dir, device, backend)
+    else:
+        check_checkpoint_file(checkpoint)  # before the data is touched: a wrong -w is the likelier mistake
     cfg = validated_and_resolved(cfg, RunOptions(work_dir=work_dir, load_from=checkpoint))
     if show_dir:  # pictures never go into the data they are drawn from
         data_root = ((cfg.get("test_dataloader") or {}).get("dataset") or {}).get("data_root")
@@ -106,11 +123,29 @@ def evaluate(config: str, checkpoint: str, overrides: Sequence[str] = (), *, wor
     metrics = {k: _plain(v) for k, v in metrics.items()}
     extra = _metric_details(runner)
     out = osp.join(cfg.work_dir, "metrics.json")
-    atomic_write(out, json.dumps(_json_safe({"checkpoint": checkpoint, "metrics": metrics, **extra}), indent=2))
+    source = {"checkpoint": checkpoint} if model_dir is None else {"model_dir": model_dir}
+    atomic_write(out, json.dumps(_json_safe({**source, "metrics": metrics, **extra}), indent=2))
     result = {"metrics": metrics, "metrics_file": out, **extra}
     if report_file:
         result["report_file"] = report_file
     return result
+
+
+def _use_export(cfg: Config, model_dir: str, device: str, backend: str) -> None:
+    """Swap the config's model for the export folder (:class:`oars.models.exported.ExportedModel`): the model
+    section is replaced, the rest (data, evaluator, hooks) kept; a missing folder or deploy.yaml is refused first."""
+    from oars.errors import OarsError
+    from oars_deploy.deploy_config import DEPLOY_FILE
+
+    if not osp.isfile(osp.join(model_dir, DEPLOY_FILE)):
+        raise OarsError(f"--model-dir {model_dir}: no {DEPLOY_FILE} there (an export folder written by "
+                        "tools/export.py holds deploy.yaml and model.onnx)")
+    cfg.model = {"type": "ExportedModel", "model_dir": osp.abspath(model_dir), "scope": cfg.get("default_scope"),
+                 "device": device, "backend": backend}
+    cfg.pop("load_from", None)
+    # weight averaging (EMA) belongs to the trained network; the export holds the weights it was exported with
+    hooks = cfg.get("custom_hooks") or []
+    cfg.custom_hooks = [h for h in hooks if "EMA" not in str(h.get("type", ""))]
 
 
 def _report_hook(cfg: Config, out_file: str) -> dict:

@@ -1,0 +1,91 @@
+"""An export folder as a model the Runner can test: ``tools/eval.py --model-dir EXPORT_DIR -c CFG``.
+
+Why: an export is what runs in production (FP32, FP16, INT8, pruned), and its accuracy is what matters there —
+``mmdeploy``'s ``test.py`` and ``yolo val model=x.onnx`` measure it the same way. Running it inside the ordinary test
+loop means the same dataset, evaluator, metrics.json, ``--report`` and ``--show-dir`` as the PyTorch evaluation, with
+only the model swapped: each batch's original image files go through the torch-free runtime predictor
+(``oars_deploy.predictor.Predictor``: deploy.yaml's pre-processing, ONNX Runtime or TensorRT, the runtime's
+post-processing) exactly as ``oars-infer`` runs them, and the task turns each result into its data sample's
+prediction fields (:meth:`oars.tasks.Task.prediction_from_export`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from mmengine.model import BaseModel
+
+from oars.errors import OarsError
+from oars.registry import MODELS
+
+
+@MODELS.register_module()
+class ExportedModel(BaseModel):
+    """The runtime predictor of an export folder behind ``test_step`` / ``val_step``.
+
+    Args:
+        model_dir: the export folder (deploy.yaml + model.onnx, or model.engine).
+        scope: the config's ``default_scope``: the task that fills the data samples' predictions.
+        device: ``cpu`` or ``cuda``.
+        backend: ``onnxruntime`` or ``tensorrt``.
+
+    Raises:
+        OarsError: the task cannot evaluate exports, or the export is not an image model the predictor runs
+            (the runtime's message, naming the folder).
+    """
+
+    def __init__(self, model_dir: str, scope: str, device: str = "cpu", backend: str = "onnxruntime") -> None:
+        super().__init__()
+        from oars.tasks import get_task
+        from oars_deploy.errors import DeployError
+        from oars_deploy.predictor import Predictor
+
+        self.model_dir = model_dir
+        self.task = get_task(scope)
+        if not self.task.evaluates_exports:
+            raise OarsError(f"tools/eval.py --model-dir: task {scope!r} cannot evaluate exported models yet; "
+                            "evaluate its checkpoint with -w instead")
+        try:
+            self.predictor = Predictor(model_dir, device=device, backend=backend)
+        except DeployError as err:
+            raise OarsError(f"--model-dir {model_dir}: {err}") from None
+        # an empty parameter list would leave the runner without a device to move batches to
+        self.register_buffer("_device_anchor", torch.zeros(()), persistent=False)
+
+    def _images(self, data_samples: list[Any]) -> list:
+        from oars_deploy.errors import DeployError
+        from oars_deploy.outputs import read_image
+
+        images = []
+        for sample in data_samples:
+            path = sample.metainfo.get("img_path")
+            if not path:
+                raise OarsError("--model-dir: a test sample has no img_path; the export is evaluated on the image "
+                                "files, so the test dataset must list them")
+            try:
+                images.append(read_image(path))
+            except DeployError as err:
+                raise OarsError(f"--model-dir: {err}") from None
+        return images
+
+    def test_step(self, data: dict | tuple | list) -> list:
+        """Predict a test batch's original images with the export; returns its data samples with predictions.
+
+        Args:
+            data: the test dataloader's batch (``inputs`` are ignored: the runtime pre-processes the image files
+                itself, as it does in deployment; ``data_samples`` give the files and receive the predictions).
+        """
+        samples = list(data["data_samples"] if isinstance(data, dict) else data[1])
+        results = self.predictor.predict(self._images(samples))
+        for result, sample in zip(results, samples):
+            self.task.prediction_from_export(result, sample)
+        return samples
+
+    def val_step(self, data: dict | tuple | list) -> list:
+        """:meth:`test_step` (validation of an export is the same run)."""
+        return self.test_step(data)
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        """Not used: the export runs through :meth:`test_step` only (it cannot be trained)."""
+        raise OarsError("an exported model (--model-dir) can be evaluated, not trained or run in tensor mode")
