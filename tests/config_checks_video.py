@@ -8,6 +8,7 @@ import copy
 
 import numpy as np
 import torch
+from config_checks_ctcn import run_ctcn_modes, run_ctcn_pipelines, shrink_ctcn
 from mmengine.dataset import Compose, pseudo_collate
 from mmengine.registry import DefaultScope
 from model_modes import loss_then_predict
@@ -21,6 +22,8 @@ def shrink_model(model_cfg: dict) -> dict:
     cfg = copy.deepcopy(model_cfg)
     if cfg["type"] == "BMN":
         return shrink_bmn(cfg)
+    if cfg["type"] == "CTCN":
+        return shrink_ctcn(cfg)
     if cfg["type"] == "FeatureRecognizer":
         head = cfg["head"]
         if head["type"] == "AttentionLSTM":
@@ -87,6 +90,9 @@ def run_all_modes(model: torch.nn.Module, num_classes: int) -> None:
     if type(model).__name__ == "BMN":
         run_bmn_modes(model)
         return
+    if type(model).__name__ == "CTCN":
+        run_ctcn_modes(model)
+        return
     if type(model).__name__ == "FeatureRecognizer":
         preds, scores = loss_then_predict(model, lambda: _feature_batch(model, num_classes))
     else:
@@ -119,6 +125,9 @@ def run_pipelines(cfg, tmp_path) -> None:
     frames per view match the backbone, or float [T, D] features per modality."""
     if cfg.model.type == "BMN":
         run_bmn_pipelines(cfg, tmp_path)
+        return
+    if cfg.model.type == "CTCN":
+        run_ctcn_pipelines(cfg, tmp_path)
         return
     num_classes = cfg.model.num_classes
     for split in ("train_dataloader", "val_dataloader", "test_dataloader"):

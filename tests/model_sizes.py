@@ -307,6 +307,16 @@ SIZES: dict[str, Size] = {
         "256, k3)+bias 196,864, conv3d(256, 512, 32x1x1)+bias 4,194,816, fc(512, 128) 65,664, 2 conv(128, 128, 3)"
         "+bias 295,168, fc(128, 2) 258. MMAction2 holds the 100 x 320,000 sampling matrix as a frozen "
         "nn.Parameter, so its parameters() sum reads 32,000,000 more (36,978,564); ours is a non-persistent buffer"),
+    "video/ctcn/ctcn_activitynet_feature.yaml": Size(
+        318_021_421, 318_021_421,
+        "hand count of PaddleVideo's C-TCN layout (PaddleCV/PaddleVideo/models/ctcn/fpn_ctcn.py with configs/"
+        "ctcn.yaml: 402 concepts, 7 anchors, 201 classes incl. background; its model zoo gives no count): stem "
+        "conv(1, 32, 7x1)+BN and conv(32, 64, 7x1)+BN 14,752; ResNet-50 bottleneck stages with (3, 1) kernels "
+        "15,953,664 (res2-res5 23,498,496 less 6 of the 9 taps of every 3x3 conv, 7,544,832); FPN laterals "
+        "fc(256|512|1024|2048, 512) 1,968,128, 3 smoothing conv(512, 512, 3x1)+bias 2,360,832, extra levels "
+        "conv(2048, 512, 3x1)+bias and 3 conv(512, 512, 3x1)+bias 5,507,072; loc head (shared by the 8 levels) "
+        "conv(512, 256, 3x1)+bias + conv(256, 14, 1x402)+bias 1,834,254; cls head conv(512, 512, 3x1)+bias + "
+        "conv(512, 1407, 1x402)+bias 290,382,719 (91% of the model: the (1, 402) kernel over the concepts)"),
     "video/nextvlad/nextvlad_youtube8m.yaml": Size(
         88_889_378, 88_889_378,
         "hand count of NeXtVLAD (Lin et al. 2018; PaddleVideo's nextvlad, clusters 128/64, groups 8/4, "

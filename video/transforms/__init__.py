@@ -7,6 +7,7 @@ from video.transforms.crops import CenterCrop, MultiScaleCrop, RandomResizedCrop
 from video.transforms.formatting import FormatShape, PackActionInputs, PackFeatureInputs
 from video.transforms.localization import GenerateLocalizationLabels, PackLocalizationInputs, ResizeTemporal
 from video.transforms.localization_loading import LoadLocalizationFeature
+from video.transforms.localization_streams import LoadLocalizationStreams
 from video.transforms.photometric import ColorJitter
 from video.transforms.sampling import SampleFrames
 from video.transforms.spatial import Flip, Resize
@@ -18,6 +19,7 @@ __all__ = [
     'FormatShape',
     'GenerateLocalizationLabels',
     'LoadLocalizationFeature',
+    'LoadLocalizationStreams',
     'MultiScaleCrop',
     'PackActionInputs',
     'PackFeatureInputs',
