@@ -12,6 +12,7 @@ import os
 import os.path as osp
 from typing import TYPE_CHECKING, Any
 
+from oars.hub.converters import register_converter
 from oars.tasks import ArgumentContainer, Subcommand, Task
 
 if TYPE_CHECKING:
@@ -290,3 +291,11 @@ def _run_optimize_anchors(args: argparse.Namespace) -> None:
 
 
 TASK = DetectionTask()
+
+# Converters of torchvision's COCO detectors for the hub (``load_from: torchvision://<builder>``, oars.hub): to the
+# 80 COCO classes, as the *_torchvision_coco configs (num_classes 80) build them.
+register_converter("torchvision_rcnn", "detection.models.convert_torchvision:rcnn_from_torchvision", classes="coco80")
+register_converter("torchvision_dense", "detection.models.convert_torchvision_onestage:dense_from_torchvision",
+                   classes="coco80")
+register_converter("torchvision_ssd", "detection.models.convert_torchvision_onestage:ssd_from_torchvision",
+                   classes="coco80")

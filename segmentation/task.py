@@ -10,6 +10,7 @@ import argparse
 from typing import TYPE_CHECKING, Any
 
 from oars.errors import OarsError
+from oars.hub.converters import register_converter
 from oars.tasks import ArgumentContainer, Subcommand, Task
 
 if TYPE_CHECKING:
@@ -181,3 +182,7 @@ def _run_class_weights(args: argparse.Namespace) -> None:
 
 
 TASK = SegmentationTask()
+
+# Converters of torchvision's segmentation models for the hub (``load_from: torchvision://<builder>``, oars.hub).
+register_converter("torchvision_deeplabv3", "segmentation.models.converters:convert_torchvision_deeplabv3")
+register_converter("torchvision_fcn", "segmentation.models.converters:convert_torchvision_fcn")

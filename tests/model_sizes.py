@@ -58,6 +58,8 @@ BOX_HEAD = ("box head fc(256*7*7, 1024) + fc(1024, 1024) + cls fc(1024, 81) + cl
             "14,306,705")
 CASCADE_HEAD = "fc(256*7*7, 1024) + fc(1024, 1024) + cls fc(1024, 81) + class-agnostic reg fc(1024, 4) = 13,982,805"
 MASK_HEAD = "4 conv(256, 256, 3)+bias, deconv 256*256*4+256, logits fc(256, 80) = 2,643,280"
+FT3_BOX = ("3 classes (the fine-tuning recipes' demo shapes): box cls fc(1024, 4) + reg fc(1024, 12) 16,400 instead "
+           "of torchvision's fc(1024, 91) + fc(1024, 364) 466,375")
 TV_RETINA = "torchvision retinanet_resnet50_fpn weights meta (FrozenBatchNorm trunk, 91 COCO ids)"
 TV_FCOS = "torchvision fcos_resnet50_fpn weights meta (FrozenBatchNorm trunk, 91 COCO ids)"
 TV_SSD = ("torchvision ssd300_vgg16 weights meta (91 COCO ids incl. background; MMDetection's SSD300 layout counts "
@@ -104,6 +106,8 @@ SIZES: dict[str, Size] = {
         41_392_436, 41_755_286, TV_FASTER,
         "20 classes: 1025*(91+364) - 1025*(21+80) = 362,850 fewer box-predictor parameters"),
     "detection/faster_rcnn/faster_rcnn_r50_fpn_torchvision_coco.yaml": Size(41_699_936, 41_755_286, TV_FASTER, COCO80),
+    "detection/faster_rcnn/faster_rcnn_r50_fpn_finetune_demo_shapes.yaml": Size(
+        41_305_311, 41_755_286, TV_FASTER, FT3_BOX),
     "detection/faster_rcnn/faster_rcnn_r50_vd_fpn_2x_coco.yaml": Size(
         41_719_040, 41_755_286, TV_FASTER,
         f"{COCO80}; ResNet-vd's deep stem conv(3, 32, 3) + conv(32, 32, 3) + conv(32, 64, 3) = 28,512 replaces "
@@ -117,6 +121,8 @@ SIZES: dict[str, Size] = {
         44_343_216, 44_401_393, TV_MASK, f"{COCO80}, and mask logits fc(256, 80) vs fc(256, 91): 2,827 fewer"),
     "detection/mask_rcnn/mask_rcnn_r50_fpn_torchvision_coco.yaml": Size(
         44_343_216, 44_401_393, TV_MASK, f"{COCO80}, and mask logits fc(256, 80) vs fc(256, 91): 2,827 fewer"),
+    "detection/mask_rcnn/mask_rcnn_r50_fpn_finetune_demo_shapes.yaml": Size(
+        43_928_802, 44_401_393, TV_MASK, f"{FT3_BOX}; mask logits fc(256, 3) 771 instead of fc(256, 91) 23,387"),
     "detection/yolov3/yolov3_darknet53_270e_coco.yaml": Size(
         61_949_149, 61_949_149,
         "pjreddie's yolov3.weights (Redmon & Farhadi 2018, COCO): 248,007,048 bytes = 20-byte header + "
@@ -145,6 +151,9 @@ SIZES: dict[str, Size] = {
         "instead of P5: +(2048-256)*256*9 = +4,128,768"),
     "detection/retinanet/retinanet_r50_fpn_torchvision_coco.yaml": Size(
         33_786_804, 34_014_999, TV_RETINA, "80 classes instead of 91: -9*11*2305 = -228,195"),
+    "detection/retinanet/retinanet_r50_fpn_finetune_demo_shapes.yaml": Size(
+        32_189_439, 34_014_999, TV_RETINA,
+        "3 classes: cls_logits conv(256, 9*3, 3)+bias 62,235 instead of 9*91 outputs 1,887,795"),
     "detection/fcos/fcos_r50_fpn_1x_coco.yaml": Size(
         32_244_250, 32_269_600, TV_FCOS, "80 classes instead of 91: -11*2305 = -25,355; +5 learnable per-level scales"),
     "detection/fcos/fcos_r18_fpn_demo_shapes.yaml": Size(
@@ -153,6 +162,9 @@ SIZES: dict[str, Size] = {
         "outputs 3*(64*64*9+64)) 125,312 + FCOS head (2-conv GN towers, 3 classes, centerness, 3 scales) 152,843"),
     "detection/fcos/fcos_r50_fpn_torchvision_coco.yaml": Size(
         32_244_245, 32_269_600, TV_FCOS, "80 classes instead of 91: -11*2305 = -25,355"),
+    "detection/fcos/fcos_r50_fpn_finetune_demo_shapes.yaml": Size(
+        32_066_760, 32_269_600, TV_FCOS,
+        "3 classes: cls_logits conv(256, 3, 3)+bias 6,915 instead of 91 outputs 209,755"),
     "detection/ssd/ssd300_vgg16_coco.yaml": Size(34_305_206, 35_641_826, TV_SSD, SSD_COCO80),
     "detection/ssd/ssd300_vgg16_torchvision_coco.yaml": Size(34_305_206, 35_641_826, TV_SSD, SSD_COCO80),
     "detection/ssd/ssd300_vgg16_voc.yaml": Size(
@@ -224,6 +236,9 @@ SIZES: dict[str, Size] = {
     "segmentation/deeplabv3/deeplabv3_r50_80k_cityscapes.yaml": Size(
         42_003_046, 42_004_074, "torchvision deeplabv3_resnet50 weights meta (21 classes, aux head)",
         "19 classes: the classifier fc(256, C) and the aux classifier fc(256, C) lose 2*257 each: 1,028 fewer"),
+    "segmentation/deeplabv3/deeplabv3_r50_finetune_demo_shapes.yaml": Size(
+        41_995_336, 42_004_074, "torchvision deeplabv3_resnet50 weights meta (21 classes, aux head)",
+        "4 classes: the classifier fc(256, C) and the aux classifier fc(256, C) lose 17*257 each: 8,738 fewer"),
     "segmentation/deeplabv3plus/deeplabv3plus_mobilenetv2_40k_voc12.yaml": Size(
         2_946_906, 2_946_906,
         "hand count of the DeepLabV3+ paper's 256-channel head (Chen et al. 2018) on MobileNetV2: torchvision "
@@ -330,6 +345,9 @@ SIZES: dict[str, Size] = {
         "2,101,760 each + fc(2048, 400) 819,600"),
     "video/r2plus1d/r2plus1d_r18_kinetics400.yaml": Size(
         31_505_325, 31_505_325, "torchvision r2plus1d_18 weights meta (400 classes)"),
+    "video/r2plus1d/r2plus1d_r18_finetune_demo_videos.yaml": Size(
+        31_304_229, 31_505_325, "torchvision r2plus1d_18 weights meta (400 classes)",
+        "8 classes: fc(512, 8) 4,104 instead of fc(512, 400) 205,200"),
     "video/stnet/stnet_r50_kinetics400.yaml": Size(
         33_158_864, 33_158_864,
         "hand count of PaddleVideo's StNet (He et al. 2019) on ResNet-50: 15-channel 7x7 stem conv 47,040 + BN "

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
+from oars.hub.converters import register_converter
 from oars.tasks import Subcommand, Task
 
 if TYPE_CHECKING:
@@ -131,3 +132,6 @@ def _run_check_videos(args: argparse.Namespace) -> None:
 
 
 TASK = VideoTask()
+
+# Converter of torchvision's R(2+1)D-18 for the hub (``load_from: torchvision://r2plus1d_18``, oars.hub).
+register_converter("torchvision_r2plus1d", "video.models.converters:convert_torchvision_r2plus1d")

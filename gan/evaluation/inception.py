@@ -51,7 +51,14 @@ class InceptionFeatures(nn.Module):
     def load(self, path: str) -> InceptionFeatures:
         """Load a torchvision ``inception_v3`` state dict (or a checkpoint with ``state_dict``) from ``path``;
         ``fc.*`` and ``AuxLogits.*`` are ignored. Raises ``DataFileNotFoundError`` / ``DataError`` naming the
-        file and the first missing or unexpected keys."""
+        file and the first missing or unexpected keys. ``path`` may be a hub name (``torchvision://inception_v3``):
+        its file is fetched into the hub cache (or the one offline message raised) first."""
+        from oars.hub import is_hub_name
+
+        if is_hub_name(path):
+            from oars.hub.loading import hub_file
+
+            path = hub_file(path)[1]
         if not os.path.isfile(path):
             raise DataFileNotFoundError(f'inception_weights file not found: {path}')
         try:

@@ -23,6 +23,7 @@ from mmengine.fileio.backends import LocalBackend
 from mmengine.runner.checkpoint import CheckpointLoader, get_torch_safe_globals
 
 from oars.errors import OarsError
+from oars.hub.entries import SCHEMES as HUB_SCHEMES
 from oars_deploy.atomic import atomic_write
 
 UNSAFE_ENV = "OARS_UNSAFE_LOAD"
@@ -42,7 +43,13 @@ def load_checkpoint_file(path: str | Path, map_location: Any = "cpu") -> Any:
     A file that needs arbitrary unpickling is refused unless ``OARS_UNSAFE_LOAD=1``
     is set, because unpickling can execute code stored in the file. The zip CRCs are checked first
     (one extra read of the file), so a damaged file is called corrupt instead of loading wrong weights.
+    A hub name (``torchvision://resnet50``, ``oars://NAME``) is fetched into the hub cache and converted by its
+    entry's converter (:func:`oars.hub.loading.load_hub_checkpoint`).
     """
+    if isinstance(path, str) and path.startswith(HUB_SCHEMES):
+        from oars.hub.loading import load_hub_checkpoint
+
+        return load_hub_checkpoint(path, map_location)
     path = verify_checkpoint(path)
     try:
         with torch.serialization.safe_globals(get_torch_safe_globals()):
@@ -71,7 +78,14 @@ def checkpoint_mismatch(checkpoint: str, config: str | None, detail: object) -> 
 
 
 def check_checkpoint_file(path: str | Path) -> str:
-    """Fail early (without reading the whole file) when ``path`` is missing, truncated or not a torch.save file."""
+    """Fail early (without reading the whole file) when ``path`` is missing, truncated or not a torch.save file.
+    A hub name is fetched into the hub cache (or its one message raised) and its file checked; the name is returned,
+    since loading it goes through its converter (:func:`load_checkpoint_file`)."""
+    if isinstance(path, str) and path.startswith(HUB_SCHEMES):
+        from oars.hub.loading import hub_file
+
+        check_checkpoint_file(hub_file(path)[1])
+        return path
     path = osp.expanduser(str(path))
     if not osp.isfile(path):
         raise CheckpointError(f"checkpoint file not found: {path}")
@@ -140,6 +154,12 @@ def state_dict_from_checkpoint(ckpt: Any, prefix: str | None = None) -> dict[str
         p = prefix if prefix.endswith(".") else prefix + "."
         state = {k[len(p) :]: v for k, v in state.items() if k.startswith(p)}
     return state
+
+
+@CheckpointLoader.register_scheme(prefixes=HUB_SCHEMES, force=True)
+def _load_from_hub(filename: str, map_location: Any) -> Any:
+    """mmengine's ``torchvision://`` loader replaced by the hub's (its cache, hash check and offline message)."""
+    return load_checkpoint_file(filename, map_location)
 
 
 @CheckpointLoader.register_scheme(prefixes="", force=True)

@@ -16,6 +16,8 @@ from mmengine.dist import is_main_process
 from mmengine.runner import Runner
 
 from oars.errors import OarsError
+from oars.hub.entries import is_hub_name
+from oars.hub.loading import load_into_runner
 
 from .checkpoint import CheckpointError, checkpoint_mismatch
 from .resolve import ENGINE_HOOKS as ENGINE_HOOKS  # re-exported: public API
@@ -92,6 +94,8 @@ class OarsRunner(Runner):
         strict = strict or self.strict_load
         kwargs = {} if revise_keys is None else {"revise_keys": revise_keys}
         try:
+            if is_hub_name(filename):  # torchvision://, oars://: converted, mis-shaped heads skipped and listed
+                return load_into_runner(self, filename, map_location=map_location, strict=strict)
             return super().load_checkpoint(filename, map_location=map_location, strict=strict, **kwargs)
         except RuntimeError as err:
             if not strict or isinstance(err, OarsError):
