@@ -31,6 +31,8 @@ CHEAPEST = {
     "infer_memory.py": (["--size", "128"], ["peak RSS: 64x64 image ", "128x128 image "]),
     "seg_model_table.py": (["--models", "unet", "--size", "32x64", "--repeats", "1", "--warmup", "0", "--no-check"],
                            ["| U-Net S5-D16 | unet_s5-d16_80k_cityscapes.yaml |"]),
+    "serve_load.py": (["--models", "unet", "--clients", "1", "--requests", "2"],
+                      ["| U-Net | on | 1 |", "| U-Net | off | 1 |"]),
 }
 # data_pipeline.py runs once per task, on a small generated set (tests below)
 DATA_PIPELINE = ["--batches", "1", "--batch-size", "1", "--workers", "0"]
@@ -79,7 +81,7 @@ def test_every_benchmark_script_has_a_smoke_run():
 
 
 # contention.py's cheapest form is still two fresh training processes with their DataLoader workers (~25 s)
-SLOW_SCRIPTS = {"contention.py"}
+SLOW_SCRIPTS = {"contention.py", "serve_load.py"}  # serve_load.py: a demo export and a local Ray (~60 s)
 
 
 @pytest.mark.parametrize("script", [pytest.param(s, marks=pytest.mark.slow) if s in SLOW_SCRIPTS else s

@@ -17,7 +17,8 @@ read is skipped: the others are written, then the failures are listed and the ex
 folder may not be, hold or lie inside the input folder (oars_deploy.output_paths). --benchmark
 prints latency (median, p90) and images/s. For an image model, ``-i`` may also be a video file, a URL that FFmpeg
 opens or a camera index: a stream, predicted frame by frame (``--every N``) into results.jsonl (with each frame's
-index and time) and ``<name>_vis.mp4`` (oars_deploy.streams).
+index and time) and ``<name>_vis.mp4`` (oars_deploy.streams). ``--ray`` runs a folder (or a glob / .txt list)
+with Ray Data instead: resumable, records appended as they come (oars_deploy.serve.ray_data).
 """
 
 from __future__ import annotations
@@ -59,6 +60,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="streams (-i a video file, URL or camera index for an image model): predict every N-th "
                              "frame (the others are drawn with the latest result)")
     parser.add_argument("--max-frames", type=int, default=None, help="streams: stop after this many frames")
+    parser.add_argument("--ray", action="store_true",
+                        help="batch inference with Ray Data: resumable results.jsonl, -i may also be a glob or a "
+                             ".txt list (oars_deploy.serve.ray_data; needs the serve extra)")
+    parser.add_argument("--num-workers", type=int, default=2, help="--ray: predictor actors (default 2)")
+    parser.add_argument("--worker-cpus", type=float, default=1.0, help="--ray: Ray CPUs per actor (default 1)")
+    parser.add_argument("--ray-address", default=None, help="--ray: a running Ray cluster (default: a local one)")
     add_all_arguments(parser)
     return parser.parse_args(argv)
 
@@ -77,6 +84,13 @@ def run(argv: list[str] | None = None) -> None:
     if args.input is None and plugin.needs_input:
         raise DeployError("-i/--input is required: an image or a folder of images (a video / feature file or a "
                           "folder of them for video models)")
+    if args.ray:
+        from oars_deploy.serve.ray_data import run_ray
+
+        written, skipped, failures = run_ray(args, deploy, plugin)
+        print(f"wrote {written} records to {args.output_dir}/results.jsonl ({skipped} done before, skipped)")
+        failures.raise_if_any(total=written + len(failures))
+        return
     outcome = plugin.run(args, deploy)
     write_results(outcome.records, args.output_dir)
     outcome.failures.raise_if_any(total=outcome.total)

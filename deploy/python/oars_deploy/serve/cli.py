@@ -1,0 +1,181 @@
+"""``oars-serve``: an exported model behind HTTP, on a local Ray Serve instance.
+
+    oars-serve --model-dir EXPORT_DIR [--host 127.0.0.1] [--port 8000] [--replicas N] [--max-batch B]
+               [--batch-wait-ms W] [--token-file F] [--max-body-mb M] [--max-pixels P] [--max-queue Q]
+    oars-serve --model-dir EXPORT_DIR [...] --write-config serve.yaml     # for `serve run` / `serve deploy`
+
+Starts a Ray instance of its own on this machine (every Ray process listening on the loopback interface only, no
+dashboard, a few CPUs), then the application of :mod:`oars_deploy.serve.app` (POST /predict, GET /health, /model,
+/metrics) on ``--host``:``--port`` (127.0.0.1 unless told otherwise), waits until /health answers 200 and serves
+until Ctrl-C. ``--write-config`` instead writes a Ray Serve config file naming the app builder with these
+settings, which ``serve run serve.yaml`` or ``serve deploy serve.yaml`` start on an existing cluster.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import os.path as osp
+import signal
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+
+from oars_deploy.errors import DeployError, run_cli
+from oars_deploy.serve.options import ServeOptions
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+START_TIMEOUT_S = 300.0
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line (defaults: :class:`ServeOptions`)."""
+    d = ServeOptions(model_dir="")
+    p = argparse.ArgumentParser(prog="oars-serve", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model-dir", required=True, help="export folder (deploy.yaml + model.onnx), read at start only")
+    p.add_argument("--host", default="127.0.0.1", help="HTTP address (default 127.0.0.1: this machine only)")
+    p.add_argument("--port", type=int, default=8000, help="HTTP port (default 8000)")
+    p.add_argument("--replicas", type=int, default=d.replicas, help="model replicas (default %(default)s)")
+    p.add_argument("--max-batch", type=int, default=d.max_batch,
+                   help="most requests per model call (default %(default)s; 1 for a static-batch export)")
+    p.add_argument("--batch-wait-ms", type=float, default=d.batch_wait_ms,
+                   help="how long a batch may wait to fill (default %(default)s ms)")
+    p.add_argument("--token-file", default=None, help="file whose first line is the bearer token clients must send")
+    p.add_argument("--max-body-mb", type=float, default=d.max_body_mb, help="largest body (default %(default)s MiB)")
+    p.add_argument("--max-pixels", type=int, default=d.max_pixels, help="largest image, width*height (default "
+                                                                          "%(default)s)")
+    p.add_argument("--max-queue", type=int, default=d.max_queue,
+                   help="requests waiting for a replica before 503 + Retry-After (default %(default)s)")
+    p.add_argument("--topk", type=int, default=d.topk, help="video / feature models: classes per record")
+    p.add_argument("--device", default=d.device, help="cpu or cuda")
+    p.add_argument("--backend", default=d.backend, choices=("onnxruntime", "tensorrt"))
+    p.add_argument("--replica-cpus", type=float, default=d.replica_cpus, help="Ray CPUs per replica")
+    p.add_argument("--num-cpus", type=int, default=None, help="CPUs of the local Ray instance (default: replicas "
+                                                               "x replica CPUs, at least 1)")
+    p.add_argument("--app-name", default=d.app_name, help="Ray Serve application name")
+    p.add_argument("--write-config", default=None, metavar="SERVE_YAML",
+                   help="write a Ray Serve config file for these settings and exit (nothing is started)")
+    return p.parse_args(argv)
+
+
+def options_from_args(args: argparse.Namespace) -> ServeOptions:
+    """:class:`ServeOptions` of the command line (the model folder made absolute: replicas run elsewhere)."""
+    return ServeOptions(model_dir=osp.abspath(args.model_dir), device=args.device, backend=args.backend,
+                        replicas=args.replicas, replica_cpus=args.replica_cpus, max_batch=args.max_batch,
+                        batch_wait_ms=args.batch_wait_ms,
+                        token_file=osp.abspath(args.token_file) if args.token_file else None,
+                        max_body_mb=args.max_body_mb, max_pixels=args.max_pixels, max_queue=args.max_queue,
+                        topk=args.topk, app_name=args.app_name)
+
+
+def check_model_dir(options: ServeOptions) -> int | None:
+    """Refuse a folder the server could not serve before Ray starts; returns the export's static batch (None:
+    dynamic). Also reads the token file once, so a bad one is told now."""
+    from oars_deploy.deploy_config import DEPLOY_FILE, read_deploy_yaml
+    from oars_deploy.plugins import predictor_for
+    from oars_deploy.serve.models import SERVED_MODELS
+    from oars_deploy.serve.service import read_token
+
+    path = osp.join(options.model_dir, DEPLOY_FILE)
+    if not osp.isfile(path):
+        raise DeployError(f"--model-dir {options.model_dir}: no {DEPLOY_FILE} there (expected an export folder "
+                          "written by tools/export.py)")
+    deploy = read_deploy_yaml(path)
+    kind = predictor_for(deploy, path).name
+    if kind not in SERVED_MODELS:
+        raise DeployError(f"{path}: predictor {kind!r} is not served by oars-serve (it serves "
+                          f"{', '.join(SERVED_MODELS)}); run it with oars-infer")
+    if options.token_file:
+        read_token(options.token_file)
+    first = deploy["input"]["shape"][0]
+    return None if first in (-1, None) else int(first)
+
+
+def wait_healthy(url: str, timeout_s: float) -> dict:
+    """Poll ``url`` (GET /health) until 200; the last body. Raises DeployError on a failed load or a timeout."""
+    deadline, last = time.monotonic() + timeout_s, "no answer"
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url, timeout=5) as resp:
+                return json.loads(resp.read())
+        except urllib.error.HTTPError as err:
+            body = err.read().decode("utf-8", "replace")
+            last = f"HTTP {err.code}: {body}"
+            if err.code == 503 and '"failed"' in body:
+                raise DeployError(f"the model did not load: {json.loads(body).get('error')}") from None
+        except (urllib.error.URLError, OSError) as err:
+            last = str(err)
+        time.sleep(0.2)
+    raise DeployError(f"{url} did not answer 200 within {timeout_s:.0f} s (last: {last})")
+
+
+def start(options: ServeOptions, host: str, port: int, num_cpus: int | None) -> float:
+    """Start the local Ray instance (loopback only) and the application; returns the seconds until healthy."""
+    t0 = time.perf_counter()
+    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # Ray's node address = loopback: no socket
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # of Ray's listens beyond this machine; no telemetry
+    import ray
+    from ray import serve
+
+    from oars_deploy.serve.app import build_app
+
+    cpus = num_cpus or max(1, int(round(options.replicas * options.replica_cpus + 0.49)))
+    ray.init(address="local", include_dashboard=False, num_cpus=cpus, _node_ip_address="127.0.0.1",
+             log_to_driver=False, configure_logging=False)
+    serve.start(http_options={"host": host, "port": port}, proxy_location="HeadOnly")
+    serve.run(build_app(options.to_dict()), name=options.app_name, route_prefix="/", blocking=False)
+    url_host = f"[{host}]" if ":" in host else ("127.0.0.1" if host in ("0.0.0.0", "::") else host)
+    wait_healthy(f"http://{url_host}:{port}/health", START_TIMEOUT_S)
+    return time.perf_counter() - t0
+
+
+def ray_address() -> str:
+    """The running local Ray instance's GCS address (other drivers, e.g. ``oars-infer --ray``, may join it)."""
+    import ray
+
+    return ray.get_runtime_context().gcs_address
+
+
+def run(argv: list[str] | None = None) -> None:
+    """The command with user errors raised (:func:`main` prints them)."""
+    from oars_deploy.serve.config_file import write_serve_config
+
+    args = parse_args(argv)
+    options = options_from_args(args)
+    static = check_model_dir(options)
+    if static is not None:
+        print(f"oars-serve: the export has a static batch of {static}: requests are served one per model call "
+              f"(--max-batch {args.max_batch} ignored; export with a dynamic batch to batch requests)")
+    if args.write_config:
+        path = write_serve_config(args.write_config, options, args.host, args.port)
+        print(f"wrote {path}: start it with `serve run {path}` (a local Ray) or `serve deploy {path}` (a running "
+              "cluster)")
+        return
+    if args.host not in LOOPBACK:
+        print(f"oars-serve: listening on {args.host}, reachable from other machines"
+              + ("" if options.token_file else " WITHOUT a token (--token-file)"), file=sys.stderr)
+    seconds = start(options, args.host, args.port, args.num_cpus)
+    print(f"oars-serve: ready on http://{args.host}:{args.port} (POST /predict, GET /health /model /metrics); "
+          f"startup {seconds:.1f} s; Ray address {ray_address()} (oars-infer --ray --ray-address)", flush=True)
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    stop.wait()
+    import ray
+    from ray import serve
+
+    serve.shutdown()
+    ray.shutdown()
+
+
+def main(argv: list[str] | None = None) -> None:
+    """The ``oars-serve`` console script: user errors printed without a traceback, exit status 2."""
+    run_cli(lambda: run(argv))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,234 @@
+"""The model behind ``oars-serve`` and ``oars-infer --ray``: one :class:`ServedModel` per predictor plug-in kind,
+found by deploy.yaml's ``predictor`` key (:func:`oars_deploy.plugins.predictor_for`) in :data:`SERVED_MODELS`.
+
+Each wraps the runtime predictor ``oars-infer`` runs (:class:`oars_deploy.predictor.Predictor` for image models,
+``VideoPredictor`` / ``FeaturePredictor`` for clip and feature classifiers), loaded once, and turns one input into
+the same result record (:mod:`oars_deploy.records`) that ``oars-infer`` writes to results.jsonl for that file:
+``load_path`` reads a file as ``oars-infer`` reads it, ``decode`` reads request bytes into the same input,
+``predict`` runs a batch, ``record`` makes the record's JSON. GAN generators write pictures, not records a client
+can use, and are refused with that said (:func:`load_served`).
+"""
+
+from __future__ import annotations
+
+import os
+import os.path as osp
+import tempfile
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar
+
+import numpy as np
+
+from oars_deploy.deploy_config import DEPLOY_FILE, read_deploy_yaml
+from oars_deploy.errors import DeployError
+from oars_deploy.plugins import predictor_for
+from oars_deploy.serve.requests import RAW_IMAGE_TYPES, RAW_VIDEO_TYPES, RequestError, decode_image
+
+SERVED_MODELS: dict[str, type[ServedModel]] = {}
+
+
+def register_served(*names: str) -> Callable[[type[ServedModel]], type[ServedModel]]:
+    """Class decorator: serve the predictor kinds ``names`` (deploy.yaml ``predictor`` values) with this class.
+
+    Raises:
+        ValueError: a name is registered already (a duplicate is an error, not an overwrite).
+    """
+
+    def decorate(cls: type[ServedModel]) -> type[ServedModel]:
+        for name in names:
+            if name in SERVED_MODELS:
+                raise ValueError(f"served model {name!r} is registered already ({SERVED_MODELS[name].__name__})")
+            SERVED_MODELS[name] = cls
+        return cls
+
+    return decorate
+
+
+class ServedModel(ABC):
+    """One loaded export: inputs from files or request bytes, a batched predict, the results.jsonl record.
+
+    Attributes:
+        kind: the predictor plug-in name. batch_size: the graph's static batch, or None (dynamic).
+        raw_types: Content-Type prefixes a raw request body may have. plugin: the runtime plug-in.
+    """
+
+    raw_types: ClassVar[tuple[str, ...]] = RAW_IMAGE_TYPES
+
+    def __init__(self, model_dir: str, deploy: dict, device: str, backend: str) -> None:
+        self.model_dir = model_dir
+        self.deploy = deploy
+        self.plugin = predictor_for(deploy, osp.join(model_dir, DEPLOY_FILE))
+        self.kind: str = self.plugin.name
+        self.batch_size: int | None = None
+
+    @abstractmethod
+    def load_path(self, path: str) -> Any:
+        """One input file read as ``oars-infer`` reads it. Raises DeployError when it cannot be read."""
+
+    @abstractmethod
+    def decode(self, data: bytes, name: str, max_pixels: int) -> Any:
+        """One request body's input. Raises :class:`RequestError` (4xx) when it is not a usable input."""
+
+    @abstractmethod
+    def predict(self, inputs: Sequence[Any]) -> list[Any]:
+        """One result per input (the runtime predictor's, in original pixels), in order."""
+
+    @abstractmethod
+    def record(self, name: str, item: Any, result: Any) -> dict:
+        """The results.jsonl record's JSON of one input (``name``: its ``input`` field)."""
+
+    def warmup(self) -> None:
+        """One model call on a blank input of the graph's shape (first-call allocations happen before the server
+        reports itself healthy)."""
+        shape = [v if isinstance(v, int) and v > 0 else 1 for v in self.deploy["input"]["shape"]]
+        self.predictor.infer(np.zeros([self.batch_size or 1, *shape[1:]], np.float32))
+
+    def summary(self) -> dict:
+        """What ``GET /model`` answers: the deploy.yaml facts a client needs (no server paths)."""
+        spec = self.deploy.get("input", {})
+        model = self.deploy.get("model", {})
+        return {"predictor": self.kind, "describes": self.plugin.describes, "name": model.get("name"),
+                "task": model.get("task"), "labels": list(self.deploy.get("labels", [])),
+                "input": {"name": spec.get("name"), "shape": spec.get("shape"), "dtype": spec.get("dtype")},
+                "batch": self.batch_size if self.batch_size is not None else "dynamic",
+                "accepts": [t + ("*" if t.endswith("/") else "") for t in self.raw_types] + ["multipart/form-data"]}
+
+
+@register_served("detection_boxes", "instance_masks", "semantic_labels")
+class ImageModel(ServedModel):
+    """Image models, run by :class:`oars_deploy.predictor.Predictor` (the one ``oars-infer`` runs)."""
+
+    def __init__(self, model_dir: str, deploy: dict, device: str, backend: str) -> None:
+        from oars_deploy.predictor import Predictor
+
+        super().__init__(model_dir, deploy, device, backend)
+        self.predictor = Predictor(model_dir, device=device, backend=backend)
+        self.batch_size = self.predictor.batch_size
+
+    def warmup(self) -> None:
+        """One :meth:`predict` of a blank image of the graph's (H, W) (64x64 when dynamic)."""
+        h, w = (v if v > 0 else 64 for v in self.predictor.input_shape[2:])
+        self.predict([np.zeros((h, w, 3), np.uint8)])
+
+    def load_path(self, path: str) -> np.ndarray:
+        """BGR uint8 [H, W, 3] (:func:`oars_deploy.outputs.read_image`)."""
+        from oars_deploy.outputs import read_image
+
+        return read_image(path)
+
+    def decode(self, data: bytes, name: str, max_pixels: int) -> np.ndarray:
+        """BGR uint8 [H, W, 3] (:func:`oars_deploy.serve.requests.decode_image`)."""
+        return decode_image(data, name, max_pixels)
+
+    def predict(self, inputs: Sequence[np.ndarray]) -> list[dict]:
+        """:meth:`Predictor.predict`: one result dict per image."""
+        return self.predictor.predict(list(inputs))
+
+    def record(self, name: str, item: np.ndarray, result: dict) -> dict:
+        """The record the plug-in's ``write`` returns for a file called ``name`` (its pictures are not drawn: a
+        detection record from float64 boxes/scores and int64 labels, a label-map record naming ``<stem>.png``)."""
+        from oars_deploy.records import detection_result, semantic_labels_result
+
+        labels = self.predictor.labels
+        if "label" in result:
+            label = np.asarray(result["label"].get() if hasattr(result["label"], "get") else result["label"])
+            stem = osp.splitext(osp.basename(name))[0]
+            return semantic_labels_result(name, label, labels, f"{stem}.png").to_json()
+        pred = {"bboxes": result["bboxes"].astype(np.float64), "scores": result["scores"].astype(np.float64),
+                "labels": result["labels"].astype(np.int64)}
+        if "masks" in result:
+            pred["masks"] = result["masks"]
+        return detection_result(name, pred, labels, item.shape[:2]).to_json()
+
+
+class ScoreModel(ServedModel):
+    """Clip and feature-file classifiers: ``load(path) -> (input, meta)``, ``infer``, ``result`` top-k
+    (:class:`oars_deploy.predictors.clip_classes.predictor.ScorePredictor`). A request body is written to a
+    private temporary file (the server's name, an allowed suffix), read by the same ``load``, and removed."""
+
+    suffixes: ClassVar[tuple[str, ...]] = ()
+    default_suffix: ClassVar[str] = ""
+    topk: int = 5
+
+    def load_path(self, path: str) -> tuple[np.ndarray, dict]:
+        """(model input, meta) of one file (the predictor's ``load``)."""
+        return self.predictor.load(path)
+
+    def decode(self, data: bytes, name: str, max_pixels: int) -> tuple[np.ndarray, dict]:
+        """The body through a temporary file; 400 when the predictor cannot read it."""
+        suffix = osp.splitext(name)[1].lower()
+        suffix = suffix if suffix in self.suffixes else self.default_suffix
+        fd, tmp = tempfile.mkstemp(prefix="oars-serve-", suffix=suffix)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            clip, meta = self.predictor.load(tmp)
+        except DeployError as err:
+            raise RequestError(400, f"{name}: {str(err).replace(tmp, 'the body')}") from None
+        finally:
+            os.unlink(tmp)
+        return clip, {**meta, "path": name}
+
+    def predict(self, inputs: Sequence[tuple[np.ndarray, dict]]) -> list[dict]:
+        """Top-k results ``{'path', 'topk', 'total_frames', 'frame_inds', ...}`` (the predictor's ``result``)."""
+        scores = self.predictor.infer(np.stack([x for x, _ in inputs]))
+        return [self.predictor.result(meta, row, self.topk) for (_, meta), row in zip(inputs, scores)]
+
+    def record(self, name: str, item: tuple[np.ndarray, dict], result: dict) -> dict:
+        """The clip / feature record of ``result`` with ``input`` = ``name``."""
+        return self.record_class.from_result({**result, "path": name}).to_json()
+
+
+@register_served("clip_classes")
+class ClipModel(ScoreModel):
+    """Video classifiers (:class:`~oars_deploy.predictors.clip_classes.predictor.VideoPredictor`)."""
+
+    raw_types = RAW_VIDEO_TYPES
+
+    def __init__(self, model_dir: str, deploy: dict, device: str, backend: str) -> None:
+        from oars_deploy.clips.inputs import VIDEO_SUFFIXES
+        from oars_deploy.predictors.clip_classes.predictor import VideoPredictor
+        from oars_deploy.records import ClipClassesRecord
+
+        super().__init__(model_dir, deploy, device, backend)
+        self.predictor = VideoPredictor(model_dir, device=device, backend=backend)
+        self.batch_size = self.predictor.batch_size
+        self.suffixes, self.default_suffix = VIDEO_SUFFIXES, ".mp4"
+        self.record_class = ClipClassesRecord
+
+
+@register_served("feature_classes")
+class FeatureModel(ScoreModel):
+    """Frame-feature classifiers; a request body must be an ``.npz`` (read without pickle: a pickle from the
+    network could run code, so ``.pkl`` files are for ``oars-infer`` on trusted files only)."""
+
+    raw_types = ("application/octet-stream", "application/x-npz", "application/zip")
+
+    def __init__(self, model_dir: str, deploy: dict, device: str, backend: str) -> None:
+        from oars_deploy.predictors.feature_classes.predictor import FeaturePredictor
+        from oars_deploy.records import FeatureClassesRecord
+
+        super().__init__(model_dir, deploy, device, backend)
+        self.predictor = FeaturePredictor(model_dir, device=device, backend=backend)
+        self.batch_size = self.predictor.batch_size
+        self.suffixes, self.default_suffix = (".npz",), ".npz"
+        self.record_class = FeatureClassesRecord
+
+
+def load_served(model_dir: str, device: str = "cpu", backend: str = "onnxruntime") -> ServedModel:
+    """The export of ``model_dir`` (deploy.yaml + model) loaded for serving, by its predictor kind.
+
+    Raises:
+        DeployError: no deploy.yaml, an invalid one, or a kind the server does not serve (GAN generators).
+    """
+    path = osp.join(model_dir, DEPLOY_FILE)
+    if not osp.isfile(path):
+        raise DeployError(f"--model-dir {model_dir}: no {DEPLOY_FILE} there (expected an export folder written by "
+                          f"tools/export.py: deploy.yaml + model.onnx)")
+    deploy = read_deploy_yaml(path)
+    kind = predictor_for(deploy, path).name
+    if kind not in SERVED_MODELS:
+        raise DeployError(f"{path}: predictor {kind!r} is not served by oars-serve (it serves "
+                          f"{', '.join(SERVED_MODELS)}); run it with oars-infer")
+    return SERVED_MODELS[kind](model_dir, deploy, device, backend)

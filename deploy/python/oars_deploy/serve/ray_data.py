@@ -1,0 +1,205 @@
+"""``oars-infer --ray [--num-workers N] [--ray-address ADDR]``: batch inference over many files with Ray Data.
+
+The inputs (a file, a folder, a glob pattern such as ``'imgs/*.jpg'``, or a ``.txt`` list of paths, one per line)
+become a Ray dataset of paths; a pool of ``--num-workers`` actors (:class:`RecordMaker`, Ray Data's stateful
+``map_batches`` with ``concurrency``) loads the export once each and turns batches of paths into results.jsonl
+records, the same ones ``oars-infer`` writes (image models: the plug-in's own ``write``, pictures included;
+video / feature models: the :class:`~oars_deploy.serve.models.ServedModel` record).
+
+Resumable: each record is appended to OUT_DIR/results.jsonl as soon as it arrives (in completion order, not input
+order), and a file whose record is there already is not predicted again, so a killed run continues where it
+stopped. A file that cannot be read is listed with its reason at the end (exit status 2) and never stops the
+others; it is tried again by the next run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import os.path as osp
+
+import numpy as np
+
+from oars_deploy.atomic import atomic_write
+from oars_deploy.errors import DeployError, UserError
+from oars_deploy.failures import Failures
+from oars_deploy.plugins import PredictorPlugin
+from oars_deploy.records import RESULTS_FILE
+
+LIST_SUFFIXES = (".txt", ".lst")
+
+
+def list_inputs(spec: str, plugin: PredictorPlugin) -> list[str]:
+    """The input files of ``-i``: a glob pattern (``*?[``), a ``.txt``/``.lst`` list (one path a line, relative
+    to the list's folder), else the plug-in's own listing of a file or a folder (as ``oars-infer``).
+
+    Raises:
+        UserError: nothing matches, or the list file cannot be read.
+    """
+    if any(c in spec for c in "*?["):
+        paths = sorted(p for p in glob.glob(spec, recursive=True) if osp.isfile(p))
+        if not paths:
+            raise UserError(f"-i {spec!r}: the pattern matches no file")
+        return paths
+    if osp.isfile(spec) and spec.lower().endswith(LIST_SUFFIXES):
+        root = osp.dirname(spec)
+        try:
+            with open(spec, encoding="utf-8") as f:
+                lines = [line.strip() for line in f]
+        except OSError as err:
+            raise UserError(f"-i {spec}: cannot read the list ({err.strerror})") from None
+        return [line if osp.isabs(line) else osp.join(root, line) for line in lines if line and line[0] != "#"]
+    if plugin.name == "clip_classes":
+        from oars_deploy.predictors.clip_classes.cli import list_videos
+
+        return list_videos(spec)
+    if plugin.name == "feature_classes":
+        from oars_deploy.predictors.feature_classes.predictor import list_feature_files
+
+        return list_feature_files(spec)
+    from oars_deploy.image_files import list_images
+
+    return list_images(spec)
+
+
+def done_inputs(out_dir: str) -> set[str]:
+    """The ``input`` of every record already in ``out_dir``/results.jsonl. A last line cut by a killed run is
+    dropped (the file is rewritten atomically without it), so appending continues on a clean line."""
+    path = osp.join(out_dir, RESULTS_FILE)
+    if not osp.isfile(path):
+        return set()
+    with open(path, encoding="utf-8") as f:
+        lines = f.read().splitlines(keepends=True)
+    good, done = [], set()
+    for line in lines:
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if line.endswith("\n") and isinstance(record, dict):
+            good.append(line)
+            done.add(record.get("input"))
+    if len(good) != len(lines):
+        atomic_write(path, "".join(good))
+    return done
+
+
+class RecordMaker:
+    """A Ray Data actor: the export loaded once; a batch of paths -> their records or why they failed.
+
+    Args:
+        model_dir / device / backend / topk: as ``oars-infer``.
+        out_dir: where an image plug-in's ``write`` puts its pictures.
+        draw_threshold: the detection pictures' threshold (None: the plug-in's default).
+    """
+
+    def __init__(self, model_dir: str, device: str, backend: str, out_dir: str, topk: int,
+                 draw_threshold: float | None) -> None:
+        from oars_deploy.serve.models import ImageModel, load_served
+
+        self.model = load_served(model_dir, device, backend)
+        if hasattr(self.model, "topk"):
+            self.model.topk = topk
+        self.out_dir = out_dir
+        self.write_pictures = isinstance(self.model, ImageModel)
+        self.args = argparse.Namespace(draw_threshold=draw_threshold)
+
+    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, list[str]]:
+        """``{'path': [N]}`` -> ``{'path', 'record' (JSON line or ''), 'error' ('' or why)}``, N each."""
+        paths = [str(p) for p in batch["path"]]
+        records, errors, loaded = [""] * len(paths), [""] * len(paths), []
+        for i, path in enumerate(paths):
+            try:
+                loaded.append((i, self.model.load_path(path)))
+            except UserError as err:
+                errors[i] = str(err)
+        if loaded:
+            try:
+                results = self.model.predict([item for _, item in loaded])
+                for (i, item), result in zip(loaded, results):
+                    records[i] = json.dumps(self.record(paths[i], item, result))
+            except Exception as err:  # noqa: BLE001  (a failed batch is listed, the run goes on)
+                for i, _ in loaded:
+                    errors[i] = f"prediction failed: {type(err).__name__}: {err}"
+        return {"path": paths, "record": records, "error": errors}
+
+    def record(self, path: str, item, result) -> dict:
+        """The record of one input; image models through their plug-in's ``write`` (pictures and record, as
+        ``oars-infer``)."""
+        if self.write_pictures:
+            _, record = self.model.plugin.write(self.out_dir, path, item, result, self.model.predictor, self.args)
+            return record.to_json()
+        return self.model.record(path, item, result)
+
+
+def start_ray(address: str | None, num_workers: int) -> None:
+    """Connect to ``address`` (with Ray's token authentication when a Ray token is at hand, as the instances Ray
+    2.60 starts locally require), or start a local Ray instance listening on the loopback interface only."""
+    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # node address = loopback (see serve.cli)
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    token_file = os.environ.get("RAY_AUTH_TOKEN_PATH", osp.expanduser("~/.ray/auth_token"))
+    if address and "RAY_AUTH_MODE" not in os.environ and ("RAY_AUTH_TOKEN" in os.environ or osp.isfile(token_file)):
+        os.environ["RAY_AUTH_MODE"] = "token"  # before Ray is imported: its config reads it once
+    import ray
+
+    if ray.is_initialized():
+        return
+    if address:
+        ray.init(address=address, log_to_driver=False, configure_logging=False)
+    else:
+        ray.init(address="local", include_dashboard=False, num_cpus=num_workers + 1, _node_ip_address="127.0.0.1",
+                 log_to_driver=False, configure_logging=False)
+
+
+def run_ray(args: argparse.Namespace, deploy: dict, plugin: PredictorPlugin) -> tuple[int, int, Failures]:
+    """Predict ``args.input`` with Ray Data, appending records to ``args.output_dir``/results.jsonl.
+
+    Returns:
+        (records written now, files skipped as done before, the failures).
+
+    Raises:
+        DeployError: a predictor kind batch inference does not run (GAN generators), a bad ``--num-workers``.
+    """
+    from oars_deploy.serve.models import SERVED_MODELS
+
+    if plugin.name not in SERVED_MODELS:
+        raise DeployError(f"--ray runs {', '.join(SERVED_MODELS)} models, not {plugin.name!r}; run it without --ray")
+    if args.num_workers < 1:
+        raise DeployError(f"--num-workers must be >= 1, got {args.num_workers}")
+    paths = list_inputs(args.input, plugin)
+    os.makedirs(args.output_dir, exist_ok=True)
+    done = done_inputs(args.output_dir)
+    todo = [p for p in dict.fromkeys(paths) if p not in done]
+    failures = Failures()
+    if not todo:
+        return 0, len(paths) - len(todo), failures
+    start_ray(args.ray_address, args.num_workers)
+    import ray
+
+    ctx = ray.data.DataContext.get_current()
+    ctx.enable_progress_bars = False
+    batch = args.batch_size or 8
+    ds = ray.data.from_items([{"path": p} for p in todo], override_num_blocks=max(1, -(-len(todo) // batch)))
+    ds = ds.map_batches(RecordMaker, batch_size=batch, num_cpus=args.worker_cpus,
+                        compute=ray.data.ActorPoolStrategy(size=args.num_workers),
+                        fn_constructor_kwargs=dict(model_dir=args.model_dir, device=args.device,
+                                                   backend=args.backend, out_dir=args.output_dir,
+                                                   topk=getattr(args, "topk", 5),
+                                                   draw_threshold=getattr(args, "draw_threshold", None)))
+    written = 0
+    with open(osp.join(args.output_dir, RESULTS_FILE), "a", encoding="utf-8") as out:
+        try:
+            for row in ds.iter_rows():
+                if row["error"]:
+                    failures.add(row["path"], row["error"])
+                    continue
+                out.write(row["record"] + "\n")
+                out.flush()
+                written += 1
+        except Exception as err:  # noqa: BLE001  (Ray's errors carry remote tracebacks: say it in one line)
+            why = next((line for line in reversed(str(err).splitlines()) if line.strip()), type(err).__name__)
+            raise DeployError(f"the Ray Data run stopped after {written} new records (kept in "
+                              f"{osp.join(args.output_dir, RESULTS_FILE)}; run again to resume): {why}") from None
+    return written, len(paths) - len(todo), failures
