@@ -1,7 +1,8 @@
 # make demo: set up .venv, generate the demo data, train a small U-Net, YOLOv3, Mask R-CNN, TSM (video) and pix2pix
 # on the CPU, evaluate them, draw pictures, export (demo-seg / demo-det / demo-video / demo-gan run one task;
 # demo-yolo / demo-mask / demo-pix2pix / demo-cgan one model; demo-int8 the YOLOv3 INT8 export; demo-onestage the
-# FCOS one-stage detector, outside make demo's 20 minutes).
+# FCOS one-stage detector, outside make demo's 20 minutes; demo-localization BMN on generated long videos, from
+# demo-video's recognizer features, also outside make demo).
 # make demo runs its demos in two lanes side by side, one thread each: these small models use a second core for
 # about 1.3x speed, a second process for nearly 2x. Each lane's lines are prefixed with its name.
 # make test: set up .venv and run the test suite.
@@ -24,8 +25,11 @@ FCOS_CFG := configs/detection/fcos/fcos_r18_fpn_demo_shapes.yaml
 FCOS_DIR := work_dirs/demo_fcos
 CGAN_CFG := configs/gan/cgan/cgan_demo_digits.yaml
 CGAN_DIR := work_dirs/demo_cgan
+LOC_CFG := configs/video/bmn/bmn_demo_long_videos.yaml
+LOC_DIR := work_dirs/demo_localization
+LOC_DATA := data/demo_long_videos
 
-.PHONY: demo demo-lane-1 demo-lane-2 demo-seg demo-det demo-yolo demo-mask demo-int8 demo-onestage demo-video demo-video-data \
+.PHONY: demo demo-lane-1 demo-lane-2 demo-seg demo-det demo-yolo demo-mask demo-int8 demo-onestage demo-video demo-video-data demo-localization \
 	demo-gan demo-pix2pix demo-cgan demo-gan-data demo-data test bench cpp lint setup clean-demo
 
 setup: $(STAMP)
@@ -92,6 +96,26 @@ demo-yolo: demo-data
 	$(PY) tools/export.py -c $(DET_CFG) -w "$$(cat $(DET_DIR)/last_checkpoint)" -o $(DET_DIR)/export --dynamic --overwrite
 	$(PY) deploy/python/infer.py --model-dir $(DET_DIR)/export -i data/demo_shapes/images/val \
 		-o $(DET_DIR)/deploy_infer --benchmark
+
+# temporal action localisation: long generated videos -> the demo recognizer's snippet features (trained by
+# demo-video's first step when work_dirs/demo_video has no checkpoint; features re-extracted when it is newer) ->
+# BMN -> timelines (pictures/) and report.html with AR@100 / AUC / mAP@0.5 against a random-segment baseline
+demo-localization: $(STAMP)
+	$(PY) tools/demo_data.py long-videos --out $(LOC_DATA)
+	test -f $(VID_DIR)/last_checkpoint || { $(MAKE) --no-print-directory demo-video-data \
+		&& $(PY) tools/train.py -c $(VID_CFG) --work-dir $(VID_DIR) --overwrite; }
+	if [ "$$(cat $(VID_DIR)/last_checkpoint)" -nt $(LOC_DATA)/features/videos.json ]; then \
+		rm -rf $(LOC_DATA)/features; fi
+	$(PY) tools/extract_features.py -c $(VID_CFG) -w "$$(cat $(VID_DIR)/last_checkpoint)" -i $(LOC_DATA)/videos \
+		-o $(LOC_DATA)/features
+	$(PY) tools/train.py -c $(LOC_CFG) --work-dir $(LOC_DIR) --overwrite
+	$(PY) tools/eval.py -c $(LOC_CFG) -w "$$(cat $(LOC_DIR)/last_checkpoint)" --work-dir $(LOC_DIR) \
+		--show-dir $(LOC_DIR)/pictures --report
+	# EXPORT + DEPLOYED PREDICTOR (added with the video_segments plug-in): tools/export.py -c $(LOC_CFG)
+	# -w <bmn ckpt> --recognizer-config $(VID_CFG) --recognizer-weights <tsm ckpt> -o $(LOC_DIR)/export, then
+	# deploy/python/infer.py --model-dir $(LOC_DIR)/export -i $(LOC_DATA)/videos -o $(LOC_DIR)/deploy_infer
+	@echo "demo-localization done: $(LOC_DIR) (pictures/, report.html, metrics.json); model vs random baseline:"
+	@cat $(LOC_DIR)/localization_vs_baseline.json
 
 # the one-stage demo: FCOS (anchor-free) on the demo shapes (~4 min training on one thread), not part of make demo
 demo-onestage: demo-data

@@ -16,10 +16,18 @@ Resize short side 64, CenterCrop 56, FormatShape NCHW, PackActionInputs) with ea
 
     python benchmarks/data_pipeline.py --task video [--clips 80] [--batches 20] [--batch-size 8] [--data DIR]
 
+``--task features`` generates the long demo videos (data/demo_long_videos, 16-32 s of 64x64 at 8 fps) if missing,
+then times ``tools/extract_features.py``'s work (video.features.extract.extract_features: decoding in DataLoader
+workers, 8-frame snippets every 8 frames, the demo TSM-R18 at random weights, batches of ``--batch-size``
+snippets) on the first ``--videos`` videos with each ``--workers`` value: snippets/s over the whole run (model
+build and worker start included, as a user waits for them).
+
+    python benchmarks/data_pipeline.py --task features [--videos 16] [--batch-size 8] [--workers 0 2] [--data DIR]
+
 ``--data DIR`` reads a set generated earlier (``python -m oars.data.demo_shapes --out DIR``, or
 ``video.demo_data.generate`` for ``--task video``) as it is, instead of data/demo_shapes or data/demo_videos
 (written there with the default sizes when missing). The cheapest run of each task, to check that it works:
-``--batches 1 --batch-size 1 --workers 0`` (video: also ``--clips 1``).
+``--batches 1 --batch-size 1 --workers 0`` (video: also ``--clips 1``; features: ``--videos 1 --workers 0``).
 """
 
 from __future__ import annotations
@@ -35,6 +43,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from benchmarks.common import ROOT, ensure_demo_data  # noqa: E402
 
 CONFIG = os.path.join(ROOT, "configs/detection/yolov3/yolov3_darknet53_270e_coco.yaml")
+RECOGNIZER_CONFIG = os.path.join(ROOT, "configs/video/tsm/tsm_r18_demo_videos.yaml")
+LONG_VIDEO_ROOT = os.path.join(ROOT, "data", "demo_long_videos")
 
 
 def loader_cfg(data_root: str, workers: int, batch_size: int) -> dict:
@@ -212,6 +222,62 @@ def video_main(args: argparse.Namespace) -> None:
                     print(f"  {backend} speed-up with {workers} workers: {rate / rates[0]:.2f}x")
 
 
+def long_video_root(data: str | None) -> str:
+    """The long demo video set: ``data`` as it is (``video.demo_long_videos.generate``), else data/demo_long_videos
+    (generated when missing or stale). Returns the folder holding ``videos/``."""
+    from video.demo_long_videos import generate
+
+    if data is not None:
+        if not os.path.isdir(os.path.join(data, "videos")):
+            raise SystemExit(f"--data {data}: no videos/ there; expected a long demo video set "
+                             "(tools/demo_data.py long-videos --out DIR)")
+        return data
+    res = generate(LONG_VIDEO_ROOT)
+    return res["out_dir"]
+
+
+def features_main(args: argparse.Namespace) -> None:
+    """Snippets/s of the feature extractor with each ``--workers`` value (fresh output folder each)."""
+    import tempfile
+
+    import numpy as np
+    import torch
+    from mmengine.registry import MODELS, DefaultScope
+
+    from oars.config import load_config
+    from video.features.extract import extract_features
+
+    root = long_video_root(args.data)
+    names = sorted(f for f in os.listdir(os.path.join(root, "videos")) if f.endswith(".mp4"))[: args.videos]
+    cfg = load_config(RECOGNIZER_CONFIG)
+    with tempfile.TemporaryDirectory() as tmp:
+        inputs = os.path.join(tmp, "videos")
+        os.makedirs(inputs)
+        for name in names:  # the first --videos of the set, without copying them
+            os.symlink(os.path.abspath(os.path.join(root, "videos", name)), os.path.join(inputs, name))
+        torch.manual_seed(0)
+        with DefaultScope.overwrite_default_scope("video"):
+            model = MODELS.build(copy.deepcopy(cfg.model))
+        ckpt = os.path.join(tmp, "tsm.pth")
+        torch.save({"state_dict": model.state_dict(), "meta": {"dataset_meta": {"classes": [str(i) for i in range(
+            cfg.model.num_classes)]}}}, ckpt)
+        print(f"feature extraction (demo TSM-R18, 8-frame snippets, batch {args.batch_size}) of {len(names)} videos "
+              f"of {root}:")
+        rates = {}
+        for workers in args.workers:
+            out = os.path.join(tmp, f"features_{workers}")
+            start = time.perf_counter()
+            summary = extract_features(cfg, ckpt, inputs, out, workers=workers, batch_size=args.batch_size)
+            elapsed = time.perf_counter() - start
+            count = sum(np.load(os.path.join(out, f"{v}.npy"), mmap_mode="r").shape[0] for v in summary.written)
+            rates[workers] = count / elapsed
+            print(f"  workers={workers}: {rates[workers]:7.1f} snippets/s ({count} snippets in {elapsed:.2f} s)")
+        if 0 in rates:
+            for workers, rate in rates.items():
+                if workers:
+                    print(f"  speed-up with {workers} workers: {rate / rates[0]:.2f}x")
+
+
 def detection_root(data: str | None) -> str:
     """The demo shapes set to read: ``data`` as it is, else data/demo_shapes (generated when missing or stale)."""
     if data is None:
@@ -224,17 +290,19 @@ def detection_root(data: str | None) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--task", choices=["detection", "video"], default="detection",
-                        help="detection: the YOLOv3 train pipeline (default); video: decoding and the TSM pipeline")
+    parser.add_argument("--task", choices=["detection", "video", "features"], default="detection",
+                        help="detection: the YOLOv3 train pipeline (default); video: decoding and the TSM pipeline; "
+                             "features: tools/extract_features.py on long videos")
     parser.add_argument("--batches", type=int, default=30)
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--workers", type=int, nargs="+", default=[0, 2])
     parser.add_argument("--clips", type=int, default=80, help="video: clips timed per decoding backend")
+    parser.add_argument("--videos", type=int, default=16, help="features: long videos to extract")
     parser.add_argument("--data", default=None, metavar="DIR",
                         help="a demo set generated earlier, read as it is (default: data/demo_shapes, or "
                              "data/demo_videos with --task video, generated when missing)")
     args = parser.parse_args()
-    for name in ("batches", "batch_size", "clips"):
+    for name in ("batches", "batch_size", "clips", "videos"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
     if min(args.workers) < 0:
@@ -244,6 +312,9 @@ def main() -> None:
     cv2.setNumThreads(0)  # as training sets it (env_cfg.mp_cfg.opencv_num_threads): workers, not threads, scale
     if args.task == "video":
         video_main(args)
+        return
+    if args.task == "features":
+        features_main(args)
         return
     root = detection_root(args.data)
     print(f"YOLOv3 train pipeline (608 px output) on {root}, batch {args.batch_size}, {args.batches} batches")

@@ -22,6 +22,9 @@ Models (``--model``):
 - ``tsm``: TSM-R50 (video ``Recognizer2D`` + ``ResNetTSM`` depth 50, 8 segments, ``TSMHead``, 400 classes, as
   MMAction2's tsm_r50_1x1x8 Kinetics-400 model); ``--batch`` clips of 8 frames at ``--size`` x ``--size``
   (its defaults, ``--size 224 --batch 1``, are the "1x8x224^2" input).
+- ``bmn``: BMN (configs/_base_/models/bmn_400x100.yaml, MMAction2's bmn_400x100: 400-d features, widths 256 /
+  128 / 512, 32 samples per proposal) on ``--batch`` feature sequences [400, T] with 1-3 segments each, ``--size``
+  the temporal scale T = D (default 100, batch 4).
 - segmentation (``EncoderDecoder``, decode + auxiliary heads, their full-size configs): ``deeplabv3``
   (DeepLabV3-R50-D8, configs/segmentation/deeplabv3/deeplabv3_r50_40k_voc12.yaml) and ``unet`` (U-Net S5-D16,
   unet_s5-d16_40k_voc12.yaml), default 2x512x512; ``icnet`` (ICNet R50-D8, icnet_r50-d8_80k_cityscapes.yaml),
@@ -47,8 +50,8 @@ the ratios oars / bare (goal <= 1.05) and oars / torchvision (goal <= 1.0).
                                              icnet|pix2pix|cyclegan]
         [--preset torchvision|mmdet]
         [--repeats 10] [--warmup 2] [--device cpu|cuda] [--size 320 | HxW] [--batch 2]
-        (tsm: --size 224 --batch 1; deeplabv3/unet: 512 and 2; icnet: 1024x512 and 2; ssd300: 300 and 2;
-         ssdlite: 320 and 2, by default)
+        (tsm: --size 224 --batch 1; bmn: --size 100 (T) --batch 4; deeplabv3/unet: 512 and 2; icnet: 1024x512
+         and 2; ssd300: 300 and 2; ssdlite: 320 and 2, by default)
 
 The cheapest run, to check that it works: ``--model unet --size 32 --repeats 1 --warmup 1``; tests build every
 ``--model`` / ``--preset`` choice through :func:`build_steps` at a tiny size.
@@ -83,6 +86,7 @@ CONFIGS = {
     "deeplabv3": os.path.join(ROOT, "configs/segmentation/deeplabv3/deeplabv3_r50_40k_voc12.yaml"),
     "unet": os.path.join(ROOT, "configs/segmentation/unet/unet_s5-d16_40k_voc12.yaml"),
     "icnet": os.path.join(ROOT, "configs/segmentation/icnet/icnet_r50-d8_80k_cityscapes.yaml"),
+    "bmn": os.path.join(ROOT, "configs/_base_/models/bmn_400x100.yaml"),
 }
 # segmentation models: default (batch, H, W)
 SEG_DEFAULTS = {"deeplabv3": (2, 512, 512), "unet": (2, 512, 512), "icnet": (2, 1024, 512)}
@@ -93,7 +97,8 @@ NAMES = {"yolov3": "YOLOv3-DarkNet53", "faster_rcnn/torchvision": "Faster R-CNN 
          "fcos/torchvision": "FCOS R50-FPN (torchvision preset)", "fcos/mmdet": "FCOS R50-FPN (MMDetection preset)",
          "ssd300/torchvision": "SSD300 VGG-16 (torchvision preset)",
          "ssdlite/torchvision": "SSDLite320 MobileNetV3-Large (torchvision preset)", "tsm": "TSM-R50 (1x1x8 segments)",
-         "deeplabv3": "DeepLabV3-R50-D8", "unet": "U-Net S5-D16", "icnet": "ICNet R50-D8"}
+         "deeplabv3": "DeepLabV3-R50-D8", "unet": "U-Net S5-D16", "icnet": "ICNet R50-D8",
+         "bmn": "BMN (400-d features)"}
 # the detectors compared with torchvision too: --preset choices (the first is the default)
 PRESETS = {"faster_rcnn": ("torchvision", "mmdet"), "retinanet": ("torchvision", "mmdet"),
            "fcos": ("torchvision", "mmdet"), "ssd300": ("torchvision",), "ssdlite": ("torchvision",)}
@@ -140,6 +145,24 @@ def make_clips(size: int, batch: int, num_classes: int):
               for _ in range(batch)]
     labels = torch.randint(0, num_classes, (batch,), generator=g).tolist()
     samples = [ActionDataSample(metainfo=dict(img_shape=(size, size))).set_gt_label(label) for label in labels]
+    return {"inputs": inputs, "data_samples": samples}
+
+
+def make_features(tscale: int, batch: int, feat_dim: int):
+    """``batch`` float32 feature sequences [feat_dim, tscale] with 1-3 segments each (``gt_bbox`` normalised
+    [N, 2]), as ``PackLocalizationInputs`` delivers them."""
+    from video.structures import ActionDataSample
+
+    g = torch.Generator().manual_seed(0)
+    inputs, samples = [], []
+    for _ in range(batch):
+        inputs.append(torch.randn(feat_dim, tscale, generator=g))
+        n = int(torch.randint(1, 4, (1,), generator=g))
+        start = torch.rand(n, generator=g) * 0.7
+        s = ActionDataSample(metainfo=dict(duration_second=60.0, feature_second=60.0))
+        s.gt_bbox = torch.stack([start, start + 0.05 + torch.rand(n, generator=g) * 0.25], dim=1)
+        s.gt_labels = torch.zeros(n, dtype=torch.int64)
+        samples.append(s)
     return {"inputs": inputs, "data_samples": samples}
 
 
@@ -205,6 +228,7 @@ def build_oars(key: str, size: int, device: str):
         "fcos/torchvision": tv_preset + resize,
         "ssd300/torchvision": tv_preset,
         "ssdlite/torchvision": tv_preset,
+        "bmn": ["default_scope=video", f"model.tscale={size}", f"model.dscale={size}"],
     }.get(key, [])
     cfg = load_config(CONFIGS[key], overrides)
     with DefaultScope.overwrite_default_scope(cfg.default_scope):
@@ -212,7 +236,7 @@ def build_oars(key: str, size: int, device: str):
     return model.to(device).train(), cfg
 
 
-MODEL_CHOICES = ["yolov3", *PRESETS, "tsm", *SEG_DEFAULTS, *GAN_CONFIGS]
+MODEL_CHOICES = ["yolov3", *PRESETS, "tsm", "bmn", *SEG_DEFAULTS, *GAN_CONFIGS]
 STEP_LABELS = {"bare": "bare PyTorch loop", "oars": "oars train_step", "torchvision": "torchvision model"}
 GOALS = {"bare": 1.05, "torchvision": 1.0}
 
@@ -226,6 +250,8 @@ def default_shape(model: str) -> tuple[tuple[int, int], int]:
         return (256, 256), 1
     if model in SSD_SIZES:
         return (SSD_SIZES[model], SSD_SIZES[model]), 2
+    if model == "bmn":
+        return (100, 100), 4
     return ((224, 224), 1) if model == "tsm" else ((320, 320), 2)
 
 
@@ -248,9 +274,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--warmup", type=int, default=2, help="untimed steps of each side first (at least 1)")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--size", type=parse_size, default=None,
-                        help="N (square) or HxW (segmentation); default 320 (tsm: 224; deeplabv3/unet: 512; "
-                             "icnet: 1024x512; pix2pix/cyclegan: 256; ssd300: 300; ssdlite: 320)")
-    parser.add_argument("--batch", type=int, default=None, help="images, or tsm clips; default 2 (tsm, GANs: 1)")
+                        help="N (square) or HxW (segmentation); default 320 (tsm: 224; bmn: T = 100; "
+                             "deeplabv3/unet: 512; icnet: 1024x512; pix2pix/cyclegan: 256; ssd300: 300; ssdlite: 320)")
+    parser.add_argument("--batch", type=int, default=None,
+                        help="images, tsm clips or bmn feature sequences; default 2 (tsm, GANs: 1; bmn: 4)")
     args = parser.parse_args(argv)
     if args.repeats < 1 or args.batch is not None and args.batch < 1:
         parser.error(f"--repeats and --batch must be at least 1, got {args.repeats} and {args.batch}")
@@ -293,6 +320,8 @@ def build_steps(model: str, preset: str, size: tuple[int, int], batch: int,
     net, cfg = build_tsm(device) if key == "tsm" else build_oars(key, height, device)
     if model in SEG_DEFAULTS:
         data = make_seg_batch(height, width, batch, cfg.model.num_classes)
+    elif key == "bmn":
+        data = make_features(height, batch, cfg.model.feat_dim)
     else:
         data = (make_clips if key == "tsm" else make_batch)(height, batch, cfg.model.num_classes)
     opt = torch.optim.SGD(net.parameters(), lr=1e-5, momentum=0.9, weight_decay=5e-4)
@@ -317,7 +346,9 @@ def build_steps(model: str, preset: str, size: tuple[int, int], batch: int,
                                                 same_weights=preset == "torchvision")
     frames = f"x{TSM_SEGMENTS}" if key == "tsm" else ""
     shape = f"{batch}{frames}x{height}x{width}"
-    if tuple(inputs.shape[-2:]) != (height, width):
+    if key == "bmn":
+        shape = f"{batch}x{cfg.model.feat_dim}x{height} (T = D = {height})"
+    elif tuple(inputs.shape[-2:]) != (height, width):
         how = "resized" if model in SSD_SIZES else "padded"
         shape += f" ({how} to {inputs.shape[-2]}x{inputs.shape[-1]})"
     return steps, f"{NAMES[key]}, {shape}, {device}"

@@ -322,6 +322,12 @@ SIZES: dict[str, Size] = {
         "256, k3)+bias 196,864, conv3d(256, 512, 32x1x1)+bias 4,194,816, fc(512, 128) 65,664, 2 conv(128, 128, 3)"
         "+bias 295,168, fc(128, 2) 258. MMAction2 holds the 100 x 320,000 sampling matrix as a frozen "
         "nn.Parameter, so its parameters() sum reads 32,000,000 more (36,978,564); ours is a non-persistent buffer"),
+    "video/bmn/bmn_demo_long_videos.yaml": Size(
+        241_540, 241_540,
+        f"{DEMO}: BMN with feat_dim 128, hidden 64/64/128, 16 samples: base grouped conv1d(128->64, 64->64, k3, "
+        "groups 4)+bias 9,344; start and end conv1d(64, 64, k3, groups 4)+bias + fc(64, 1) 3,201 each; PEM "
+        "conv1d(64, 64, k3)+bias 12,352, conv3d(64, 128, 16x1x1)+bias 131,200, fc(128, 64) 8,256, 2 conv(64, 64, 3)"
+        "+bias 73,856, fc(64, 2) 130"),
     "video/ctcn/ctcn_activitynet_feature.yaml": Size(
         318_021_421, 318_021_421,
         "hand count of PaddleVideo's C-TCN layout (PaddleCV/PaddleVideo/models/ctcn/fpn_ctcn.py with configs/"

@@ -65,6 +65,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     for key in ("onnx", "precision_onnx", "deploy", "engine"):
         if key in result:
             print(f"wrote {result[key]}")
+    for path in result.get("extra_files", []):  # a second graph of the export (a localiser's recognizer)
+        print(f"wrote {path}")
     print(format_check(result.get("check")))
 
 

@@ -4,7 +4,9 @@ tools/extract_features.py -c RECOGNIZER_CFG -w CKPT -i VIDEOS -o OUT [--snippet 
 
 Snippet k covers frames [k*S, k*S + N) and is sampled, resized and cropped as the config's test pipeline takes a
 clip; its features (the recognizer's pooled features before the classifier) become row k of OUT/<video_id>.npy
-(float32 T x C), and OUT/videos.json records each video's duration_second, num_frames, fps and feature_frame.
+(float32 T x C), OUT/<video_id>.scores.npy its class probabilities (float32 [K]: the recognizer's prediction
+averaged over the snippets, for ActivityNet-style detection: LoadVideoClassScores), and OUT/videos.json records
+each video's duration_second, num_frames, fps and feature_frame.
 Default N: the frames one test sample spans (clip_len x frame_interval x num_clips); default S: N. A rerun
 skips the videos already done. An unreadable video does not stop the others: they are written, and the tool ends
 with the list of those it could not read (exit status 2). -o may not be or lie inside -i.

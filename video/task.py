@@ -1,6 +1,7 @@
 """The video task's contract object (:class:`oars.tasks.Task`), registered as the ``oars.tasks`` entry point
-``video``: export of clip classifiers through :mod:`video.export` and of frame-feature classifiers through
-:mod:`video.export_features` (its functions choose by the config), inference through :mod:`video.apis`, and the
+``video``: export of clip classifiers through :mod:`video.export`, of frame-feature classifiers through
+:mod:`video.export_features` (its functions choose by the config) and of temporal localisers with their
+recognizer through :mod:`video.export_localizer`, inference through :mod:`video.apis`, and the
 ``tools/check_videos.py`` command. Everything heavy is imported inside the methods.
 """
 
@@ -10,7 +11,7 @@ import argparse
 from typing import TYPE_CHECKING
 
 from oars.hub.converters import register_converter
-from oars.tasks import Subcommand, Task
+from oars.tasks import ArgumentContainer, Subcommand, Task
 
 if TYPE_CHECKING:
     import torch
@@ -30,35 +31,53 @@ class VideoTask(Task):
         import video.registry  # noqa: F401
 
     def export_options(self, cfg: Config, dynamic: bool, opset: int) -> ExportOptions:
-        """The clip (or packed features) shape of the test pipeline: :func:`video.export.export_options`."""
+        """The clip (or packed features) shape of the test pipeline: :func:`video.export.export_options`; a
+        localiser's features [1, C, T]: :func:`video.export_localizer.localizer_export_options`."""
         from video.export import export_options
+        from video.export_localizer import is_localizer_config, localizer_export_options
 
+        if is_localizer_config(cfg):
+            return localizer_export_options(cfg, dynamic=dynamic, opset=opset)
         return export_options(cfg, dynamic=dynamic, opset=opset)
 
     def preprocess_steps(self, cfg: Config) -> list[dict]:
-        """Video preprocess steps (none for a feature model): :func:`video.export.preprocess_steps`."""
+        """Video preprocess steps (none for a feature model, nor for a localiser, whose recognizer's steps are in
+        deploy.yaml's ``segments`` section): :func:`video.export.preprocess_steps`."""
         from video.export import preprocess_steps
+        from video.export_localizer import is_localizer_config
 
-        return preprocess_steps(cfg)
+        return [] if is_localizer_config(cfg) else preprocess_steps(cfg)
+
+    def export_arguments(self, parser: ArgumentContainer) -> None:
+        """A temporal localiser's recognizer and snippets (:mod:`video.export_localizer`)."""
+        parser.add_argument("--recognizer-config", default=None, help="localisers (BMN): the config of the recognizer "
+                            "that extracted the features (tools/extract_features.py -c)")
+        parser.add_argument("--recognizer-weights", default=None, help="localisers: its checkpoint")
+        parser.add_argument("--snippet", type=int, default=None, help="localisers: frames per snippet, as "
+                            "tools/extract_features.py --snippet (default: its default for the recognizer)")
+        parser.add_argument("--stride", type=int, default=None, help="localisers: frames between snippets, as "
+                            "tools/extract_features.py --stride (default: the snippet)")
+        parser.add_argument("--top-k", type=int, default=None, help="localisers: video-level classes paired with "
+                            "each proposal (default: model.classify.top_k, else 2 as ActivityNet)")
 
     def check_export(self, cfg: Config, fmt: str, precision: str) -> None:
-        """Temporal action localisers (BMN) have no export yet: their graph runs (``mode='tensor'``), but the
-        deployed predictor that turns a video file into segments (recognizer features -> localiser -> Soft-NMS) is
-        not written, so an export folder would hold a model nothing can run."""
-        from oars.export.errors import ExportError
-        from video.models.localizers import BMN
-        from video.registry import MODELS
+        """Temporal localisers export two FP32 ONNX graphs only
+        (:func:`video.export_localizer.check_localizer_export`); the recognizer flags they need are checked when the
+        spec is built (the flags reach the task there)."""
+        from video.export_localizer import check_localizer_export, is_localizer_config
 
-        model_cls = MODELS.get(str((cfg.get("model") or {}).get("type")))
-        if isinstance(model_cls, type) and issubclass(model_cls, BMN):
-            raise ExportError(f"{cfg.filename}: {model_cls.__name__} (temporal action localisation) cannot be exported "
-                              "yet: the predictor from a video file to timed segments is not written; evaluate it with "
-                              "tools/eval.py on feature files")
+        if is_localizer_config(cfg):
+            check_localizer_export(cfg, fmt, precision)
 
     def build_export_spec(self, model: torch.nn.Module, cfg: Config, options: ExportOptions) -> ExportSpec:
-        """:func:`video.export.build_export_spec` (clips -> scores, with the ``sampling`` section)."""
+        """:func:`video.export.build_export_spec` (clips -> scores, with the ``sampling`` section); a localiser
+        with its recognizer: :func:`video.export_localizer.build_localizer_export_spec` (``video_segments``)."""
         from video.export import build_export_spec
+        from video.export_localizer import build_localizer_export_spec, is_localizer_config, refuse_localizer_flags
 
+        if is_localizer_config(cfg):
+            return build_localizer_export_spec(model, cfg, options)
+        refuse_localizer_flags(cfg, options)
         return build_export_spec(model, cfg, options)
 
     def infer(self, cfg: Config, weights: str, inputs: str | None, output: str, *, device: str,
@@ -70,7 +89,8 @@ class VideoTask(Task):
 
     def subcommands(self) -> list[Subcommand]:
         """``tools/check_videos.py``; ``tools/extract_features.py`` (:mod:`video.features.extract`);
-        ``tools/demo_data.py videos`` (the demo clips and features)."""
+        ``tools/demo_data.py videos`` (the demo clips and features); ``tools/demo_data.py long-videos`` (long videos
+        with timed actions, :mod:`video.demo_long_videos`)."""
         return [Subcommand("check_videos", "check_videos", "decode every video of an annotation list and list the "
                            "unreadable ones", _check_videos_arguments, _run_check_videos),
                 Subcommand("extract_features", "extract_features", "snippet features of long videos from a "
@@ -79,7 +99,11 @@ class VideoTask(Task):
                            usage="tools/extract_features.py -c RECOGNIZER_CFG -w CKPT -i VIDEOS -o OUT"),
                 Subcommand("demo_data", "videos", "moving-shape clips (8 classes) with their lists and per-clip "
                            "features (python -m video.demo_data)", _demo_arguments, _run_demo,
-                           usage="tools/demo_data.py videos --out data/demo_videos")]
+                           usage="tools/demo_data.py videos --out data/demo_videos"),
+                Subcommand("demo_data", "long-videos", "long videos of a static scene with 1-3 timed motion actions "
+                           "and an ActivityNet-style JSON, for BMN (python -m video.demo_long_videos)",
+                           _long_demo_arguments, _run_long_demo,
+                           usage="tools/demo_data.py long-videos --out data/demo_long_videos")]
 
 
 def _demo_arguments(parser: argparse.ArgumentParser) -> None:
@@ -90,6 +114,18 @@ def _demo_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _run_demo(args: argparse.Namespace) -> int:
     from video.demo_data import run
+
+    return run(args)
+
+
+def _long_demo_arguments(parser: argparse.ArgumentParser) -> None:
+    from video.demo_long_videos import add_arguments
+
+    add_arguments(parser)
+
+
+def _run_long_demo(args: argparse.Namespace) -> int:
+    from video.demo_long_videos import run
 
     return run(args)
 

@@ -77,7 +77,7 @@ def export_model(config: str | Config, checkpoint: str, out_dir: str, *, fmt: st
     """
     from oars.engine.checkpoint import check_checkpoint_file
     from oars.engine.work_dir import clean_stale_temp_files
-    from oars_deploy.atomic import temp_path
+    from oars_deploy.atomic import atomic_write, temp_path
 
     if fmt not in FORMATS:
         raise ExportError(f"unsupported export format {fmt!r}; expected one of: {'|'.join(FORMATS)}")
@@ -151,6 +151,8 @@ def export_model(config: str | Config, checkpoint: str, out_dir: str, *, fmt: st
         os.replace(tmp_onnx, onnx_path)
         if low_path:
             os.replace(tmp_low, low_path)
+        for name, content in spec.extra_files.items():  # a second graph of the export (see ExportSpec)
+            result.setdefault("extra_files", []).append(atomic_write(osp.join(out_dir, name), content))
     finally:
         for tmp in (tmp_onnx, tmp_low):
             if osp.exists(tmp):

@@ -72,6 +72,10 @@ class ExportSpec:
     # the runtime predictor plug-in that runs the export (deploy.yaml's ``predictor``); None: inferred from the
     # sections (``oars_deploy.plugins.predictor_kind``)
     predictor: str | None = None
+    # further files of the export folder, file name -> content (a second graph the predictor runs, e.g. the
+    # feature extractor of a temporal localiser; the task exports and checks it itself): written atomically beside
+    # model.onnx once the main graph passed its self-check
+    extra_files: dict[str, bytes] = field(default_factory=dict)
 
     @property
     def graph_inputs(self) -> list[str]:

@@ -45,8 +45,9 @@ HEAVY_STEPS = {"yolov3", "faster_rcnn", "ssd300", "pix2pix", "cyclegan"}
 # on SSDLite's 1x1 last level; pix2pix's U-Net-256 halves 256 px eight times; SSD resizes to 300 / 320 whatever
 # comes in)
 TINY = {"yolov3": ((64, 64), 1), "faster_rcnn": ((64, 64), 1), "retinanet": ((64, 64), 1), "fcos": ((64, 64), 1),
-        "ssd300": ((64, 64), 1), "ssdlite": ((64, 64), 2), "tsm": ((32, 32), 1), "deeplabv3": ((32, 32), 2),
-        "unet": ((32, 32), 2), "icnet": ((64, 32), 2), "pix2pix": ((256, 256), 1), "cyclegan": ((64, 64), 1)}
+        "ssd300": ((64, 64), 1), "ssdlite": ((64, 64), 2), "tsm": ((32, 32), 1), "bmn": ((16, 16), 2),
+        "deeplabv3": ((32, 32), 2), "unet": ((32, 32), 2), "icnet": ((64, 32), 2), "pix2pix": ((256, 256), 1),
+        "cyclegan": ((64, 64), 1)}
 
 
 def run_benchmark(script: str, *args: str) -> subprocess.CompletedProcess:
@@ -107,6 +108,18 @@ def test_data_pipeline_video_runs(tmp_path):
         data_pipeline.video_root(str(tmp_path / "none"))
     with pytest.raises(SystemExit, match="no annotations/instances_train.json there"):
         data_pipeline.detection_root(videos)
+
+
+def test_data_pipeline_features_runs(tmp_path):
+    from video.demo_long_videos import generate
+
+    data = str(tmp_path / "long")
+    generate(data, num_train=1, num_val=0, min_seconds=4, max_seconds=4)
+    proc = run_benchmark("data_pipeline.py", "--task", "features", "--videos", "1", "--batch-size", "4",
+                         "--workers", "0", "--data", data)
+    assert_ran(proc, ["feature extraction (demo TSM-R18", "workers=0: ", "(4 snippets in "])  # 32 frames / 8
+    with pytest.raises(SystemExit, match="no videos/ there"):
+        data_pipeline.long_video_root(str(tmp_path / "none"))
 
 
 def test_default_arguments_resolve():

@@ -48,7 +48,8 @@ from oars_deploy.records import (
     write_results,
 )
 
-KINDS = ["clip_classes", "detection_boxes", "feature_classes", "gan_images", "instance_masks", "semantic_labels"]
+KINDS = ["clip_classes", "detection_boxes", "feature_classes", "gan_images", "instance_masks", "semantic_labels",
+         "video_segments"]
 
 
 def _image_deploy(task: str, post: dict, outputs: list[dict] | None = None) -> dict:
@@ -102,8 +103,8 @@ def test_a_duplicate_name_is_an_error():
 @pytest.mark.parametrize(("deploy", "kind"), [
     (SEG, "semantic_labels"), (DET, "detection_boxes"), (MASKS, "instance_masks"),
     (_section_deploy("gan"), "gan_images"), (_section_deploy("sampling"), "clip_classes"),
-    (_section_deploy("features"), "feature_classes"),
-], ids=["segmentation", "boxes", "masks", "gan", "sampling", "features"])
+    (_section_deploy("features"), "feature_classes"), (_section_deploy("segments"), "video_segments"),
+], ids=["segmentation", "boxes", "masks", "gan", "sampling", "features", "segments"])
 def test_predictor_kind_is_inferred_from_the_content(deploy, kind):
     assert predictor_kind(deploy) == kind
     assert predictor_name(deploy) == kind  # no key: inferred

@@ -69,6 +69,8 @@ def test_shapes_and_index(setup, tmp_path):
         count = (num - SNIPPET) // STRIDE + 1
         assert feats.shape == (count, 16 * 8) and feats.dtype == np.float32  # ResNet-18 at base 16: 128 channels
         assert np.isfinite(feats).all()
+        scores = np.load(tmp_path / "out" / f"{vid}.scores.npy")  # mean of the 8 demo classes' softmax
+        assert scores.shape == (8,) and scores.dtype == np.float32 and abs(float(scores.sum()) - 1.0) < 1e-5
         assert index[vid] == {"duration_second": num / 8.0, "duration_frame": num, "num_frames": num, "fps": 8.0,
                               "feature_frame": count * STRIDE, "snippet": SNIPPET, "stride": STRIDE}
     from video.datasets import ActivityNetFeatureDataset  # what BMN reads: the index is its annotation file
@@ -143,7 +145,7 @@ def test_cli_lists_an_unreadable_video_and_writes_the_others(setup, tmp_path):
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
     assert "1 of 3 videos could not be read" in proc.stderr and "broken.mp4" in proc.stderr
     assert "wrote features of 2 videos" in proc.stdout
-    assert sorted(p.name for p in out.iterdir()) == ["a.npy", "b.npy", "videos.json"]
+    assert sorted(p.name for p in out.iterdir()) == ["a.npy", "a.scores.npy", "b.npy", "b.scores.npy", "videos.json"]
     assert np.load(out / "b.npy").shape == ((FRAMES["b"] - 8) // 8 + 1, 128)  # default N = S = 8
 
 

@@ -11,6 +11,8 @@ import numpy as np
 
 from oars.engine.hooks.prediction_pictures import PredictionPicturesHookBase
 from video.engine.clip_pictures import batch_inputs, clip_frames, clip_labels, clip_strip, clip_title
+from video.engine.localization_pictures import LocalizationPictures
+from video.engine.localization_records import is_localization_dataset
 from video.registry import HOOKS
 from video.visualization import gif_frames, write_gif
 
@@ -21,6 +23,9 @@ class PredictionPicturesHook(PredictionPicturesHookBase):
     frames of the first view in one row, ``frame_height`` px high, above the true label and the ``topk``
     predictions with scores: green a true class, red not) and, with ``gif``, ``<out_dir>/<clip>.gif`` (every
     frame of the first view, at most ``max_gif_frames``, at ``gif_fps``); then ``summary.png``.
+
+    Localisation test sets (timed segments, :func:`is_localization_dataset`) get one timeline picture per video
+    instead (:class:`video.engine.localization_pictures.LocalizationPictures`).
 
     The frames are the test batch's uint8 ``inputs`` (BGR, after the pipeline's resizing and cropping). Feature
     models' clips (no frames) get the label panel alone and no GIF. Names repeated among clips get ``_1``, ...
@@ -38,10 +43,22 @@ class PredictionPicturesHook(PredictionPicturesHookBase):
         self.topk, self.max_frames, self.frame_height = topk, max_frames, frame_height
         self.gif, self.gif_fps, self.max_gif_frames = bool(gif), float(gif_fps), max_gif_frames
         self._names: set[str] = set()
+        self._timelines: LocalizationPictures | None = None
 
     def before_test(self, runner) -> None:
+        self._timelines = None
+        if is_localization_dataset(runner.test_dataloader.dataset):  # timed segments: timelines instead of strips
+            self._timelines = LocalizationPictures(self.out_dir, self.max_images)
+            self._timelines.before_test(runner)
+            return
         super().before_test(runner)
         self._names = set()
+
+    def after_test(self, runner) -> None:
+        if self._timelines is not None:
+            self._timelines.after_test(runner)
+            return
+        super().after_test(runner)
 
     def draw(self, img: np.ndarray | None, sample: Any) -> np.ndarray:
         """The strip of ``img`` (the clip's frames, uint8 BGR [T, H, W, 3], or None) with the labels."""
@@ -57,6 +74,9 @@ class PredictionPicturesHook(PredictionPicturesHookBase):
         return name
 
     def after_test_iter(self, runner, batch_idx: int, data_batch: Any = None, outputs: Any = None) -> None:
+        if self._timelines is not None:
+            self._timelines.after_test_iter(runner, batch_idx, data_batch, outputs)
+            return
         outputs = list(outputs or [])
         for sample, inputs in zip(outputs, batch_inputs(data_batch, len(outputs))):
             if len(self._rows) >= self.max_images:

@@ -16,6 +16,8 @@ from oars.evaluation.confusion import confusion_matrix, per_class_scores
 from oars.visualization import ReportSection, plot_per_class_bars, write_html_report
 from oars.visualization.html_report import confusion_section
 from video.engine.clip_pictures import batch_inputs, clip_frames, clip_labels, clip_strip, clip_title
+from video.engine.localization_records import is_localization_dataset
+from video.engine.localization_report import LocalizationReport
 from video.evaluation.fields import sample_name
 from video.registry import HOOKS
 
@@ -75,6 +77,9 @@ class VideoReportHook(Hook):
     matrix (single-label; multi-label: per-class AP bars from ``MultiLabelMetric``), and the ``num_worst`` clips
     with the lowest true-class probability, each as a strip of its frames with the true and top-``topk`` labels.
 
+    Localisation test sets (timed segments) get the localisation report instead
+    (:class:`video.engine.localization_report.LocalizationReport`).
+
     Memory: two ints per clip, and the strips of the ``num_worst`` worst clips seen so far on each rank.
     """
 
@@ -93,8 +98,14 @@ class VideoReportHook(Hook):
         self._worst: list[tuple] = []  # max-heap on the true-class probability: (-p, -seq, key, caption, strip)
         self._seq = 0
         self.classes: list[str] = []
+        self._localization: LocalizationReport | None = None
 
     def before_test(self, runner) -> None:
+        self._localization = None
+        if is_localization_dataset(runner.test_dataloader.dataset):  # timed segments: the localisation report
+            self._localization = LocalizationReport(self.out_file, self.num_worst)
+            self._localization.before_test(runner)
+            return
         self._records, self._worst, self._seq = [], [], 0
         meta = dict(getattr(runner.test_dataloader.dataset, 'metainfo', None) or {})
         evaluator = getattr(runner, 'test_evaluator', None)
@@ -104,6 +115,9 @@ class VideoReportHook(Hook):
         self.classes = [str(c) for c in classes]
 
     def after_test_iter(self, runner, batch_idx: int, data_batch: Any = None, outputs: Any = None) -> None:
+        if self._localization is not None:
+            self._localization.after_test_iter(runner, batch_idx, data_batch, outputs)
+            return
         outputs = list(outputs or [])
         for sample, inputs in zip(outputs, batch_inputs(data_batch, len(outputs))):
             scores, true_ids = clip_labels(sample)
@@ -144,6 +158,9 @@ class VideoReportHook(Hook):
         return out[: self.num_worst]
 
     def after_test_epoch(self, runner, metrics: dict[str, float] | None = None) -> None:
+        if self._localization is not None:
+            self._localization.after_test_epoch(runner, metrics)
+            return
         size = len(runner.test_dataloader.dataset)
         records = collect_results(self._records, size, 'cpu')
         worst = self._gather_worst()

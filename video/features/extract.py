@@ -1,10 +1,11 @@
 """``tools/extract_features.py``: snippet features of long videos from a trained recognizer, for BMN.
 
-``-c RECOGNIZER_CFG -w CKPT -i VIDEOS -o OUT [--snippet N] [--stride S] [--workers W] [--batch-size B]
-[--device cpu] [-o key=value ...]``: every video of ``-i`` (a file or a folder) is cut into snippets of ``N``
-frames every ``S`` frames (:mod:`video.features.snippets`), each run through the recognizer's test-pipeline steps
-and model, and its pooled features (:mod:`video.features.pooled`) written as ``OUT/<video_id>.npy`` (float32
-[T, C]) with ``OUT/videos.json`` (:mod:`video.features.outputs`). Videos decode in DataLoader workers
+``-c RECOGNIZER_CFG -w CKPT -i VIDEOS -o OUT [--snippet N] [--stride S] [--workers W] [--batch-size B] [--device
+cpu] [-o key=value ...]``: every video of ``-i`` (a file or a folder) is cut into snippets of ``N`` frames every
+``S`` frames (:mod:`video.features.snippets`), each run through the recognizer's test-pipeline steps and model, and
+its pooled features (:mod:`video.features.pooled`) written as ``OUT/<video_id>.npy`` (float32 [T, C]) with
+``OUT/videos.json`` (:mod:`video.features.outputs`), and the video's class probabilities (the mean over its snippets
+of the recognizer's prediction) as ``OUT/<video_id>.scores.npy`` (float32 [K]). Videos decode in DataLoader workers
 (:mod:`video.features.clips`); finished videos are skipped on a rerun; an unreadable video is listed at the end
 (exit status 2) while the others are written.
 """
@@ -83,7 +84,7 @@ def extract_features(cfg: Config, weights: str, inputs: str, out_dir: str, snipp
     from oars_deploy.predictors.clip_classes.cli import list_videos
     from video.features import outputs
     from video.features.clips import SnippetChunks, chunk_loader
-    from video.features.pooled import check_recognizer, snippet_features
+    from video.features.pooled import check_recognizer, snippet_outputs
     from video.features.progress import progress_bar
     from video.features.snippets import SnippetPipeline
 
@@ -108,18 +109,24 @@ def extract_features(cfg: Config, weights: str, inputs: str, out_dir: str, snipp
     check_recognizer(model, str(cfg.filename))
     bar = progress_bar(len(todo), "extract_features")
     pending: dict[str, list[np.ndarray]] = {}
+    pending_scores: dict[str, list[np.ndarray]] = {}
     try:
         for chunk in chunk_loader(SnippetChunks(todo, pipeline, snippet, stride, batch_size),
                                   min(workers, len(todo))):
             if chunk.error is not None:
                 pending.pop(chunk.video_id, None)
+                pending_scores.pop(chunk.video_id, None)
                 summary.failures.add(chunk.path, chunk.error)
             else:
                 if chunk.inputs:
-                    pending.setdefault(chunk.video_id, []).append(snippet_features(model, chunk.inputs))
+                    feats, probs = snippet_outputs(model, chunk.inputs)
+                    pending.setdefault(chunk.video_id, []).append(feats)
+                    pending_scores.setdefault(chunk.video_id, []).append(probs)
                 if not chunk.last:
                     continue
                 feats = np.concatenate(pending.pop(chunk.video_id))
+                scores = np.concatenate(pending_scores.pop(chunk.video_id)).mean(axis=0)
+                outputs.write_scores(out_dir, chunk.video_id, scores)  # before the features: is_done needs both
                 outputs.write_features(out_dir, chunk.video_id, feats)
                 index[chunk.video_id] = outputs.entry(chunk.info, len(feats), snippet, stride)
                 outputs.write_index(out_dir, index)

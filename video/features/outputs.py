@@ -1,13 +1,15 @@
 """The extractor's files and its resume rule.
 
-``OUT/<video_id>.npy``: float32 [T, C], one row per snippet. ``OUT/videos.json``: ``{video_id: {"duration_second",
-"duration_frame", "num_frames", "fps", "feature_frame", "snippet", "stride"}}`` -- the fields
-``ActivityNetFeatureDataset`` reads (``duration_frame`` is ``num_frames`` under the name it reads, so that its
-``feature_second = feature_frame / duration_frame * duration_second`` is the time the features cover).
+``OUT/<video_id>.npy``: float32 [T, C], one row per snippet. ``OUT/<video_id>.scores.npy``: float32 [K], the video's
+class probabilities (the recognizer's per-snippet prediction averaged over the snippets; class ids are the
+recognizer's), which ``LoadVideoClassScores`` reads for ActivityNet-style detection. ``OUT/videos.json``:
+``{video_id: {"duration_second", "duration_frame", "num_frames", "fps", "feature_frame", "snippet", "stride"}}`` --
+the fields ``ActivityNetFeatureDataset`` reads (``duration_frame`` is ``num_frames`` under the name it reads, so
+that its ``feature_second = feature_frame / duration_frame * duration_second`` is the time the features cover).
 ``feature_frame`` is ``T * S``, the frames the T snippets step over, capped at ``num_frames`` (it passes the end
-only for a video shorter than one snippet or a stride longer than the snippet). Both are
-written atomically (:func:`oars_deploy.atomic.atomic_write`), the index after every video, so a killed run loses at
-most the video in progress. A video is done when its ``.npy`` exists, the index has its entry with the same
+only for a video shorter than one snippet or a stride longer than the snippet). Both are written atomically
+(:func:`oars_deploy.atomic.atomic_write`), the index after every video, so a killed run loses at most the video in
+progress. A video is done when its ``.npy`` and ``.scores.npy`` exist, the index has its entry with the same
 ``snippet`` and ``stride``, and the file holds the ``T`` rows its ``num_frames`` gives.
 """
 
@@ -27,6 +29,7 @@ from video.features.frames import VideoInfo
 from video.features.snippets import num_snippets
 
 VIDEOS_FILE = "videos.json"
+SCORES_SUFFIX = ".scores.npy"
 
 
 def video_ids(paths: Sequence[str]) -> list[tuple[str, str]]:
@@ -76,7 +79,7 @@ def is_done(out_dir: str, video_id: str, index: dict[str, dict], snippet: int, s
     record = index.get(video_id)
     path = osp.join(out_dir, f"{video_id}.npy")
     if not isinstance(record, dict) or record.get("snippet") != snippet or record.get("stride") != stride \
-            or not osp.isfile(path):
+            or not osp.isfile(path) or not osp.isfile(osp.join(out_dir, video_id + SCORES_SUFFIX)):
         return False
     try:
         rows = np.load(path, mmap_mode="r").shape[0]
@@ -91,6 +94,13 @@ def write_features(out_dir: str, video_id: str, feats: np.ndarray) -> str:
     buf = io.BytesIO()
     np.save(buf, np.ascontiguousarray(feats, dtype=np.float32))
     return atomic_write(osp.join(out_dir, f"{video_id}.npy"), buf.getvalue())
+
+
+def write_scores(out_dir: str, video_id: str, scores: np.ndarray) -> str:
+    """Write float32 [K] ``scores`` to ``OUT/<video_id>.scores.npy`` atomically; returns the path."""
+    buf = io.BytesIO()
+    np.save(buf, np.ascontiguousarray(scores, dtype=np.float32).reshape(-1))
+    return atomic_write(osp.join(out_dir, video_id + SCORES_SUFFIX), buf.getvalue())
 
 
 def write_index(out_dir: str, index: dict[str, dict]) -> str:

@@ -35,24 +35,39 @@ def check_recognizer(model: nn.Module, where: str) -> nn.Linear:
 
 
 @torch.no_grad()
-def snippet_features(model: nn.Module, inputs: Sequence[torch.Tensor]) -> np.ndarray:
-    """Pooled features of a batch of snippets.
+def snippet_outputs(model: nn.Module, inputs: Sequence[torch.Tensor]) -> tuple[np.ndarray, np.ndarray]:
+    """Pooled features and class probabilities of a batch of snippets, from one forward.
 
     Args:
         model: a recognizer in eval mode (``view_scores``, ``data_preprocessor``, ``cls_head.fc_cls``).
         inputs: B uint8 snippet inputs as ``PackActionInputs`` gives them (one shape).
 
     Returns:
-        float32 [B, C] (C = ``fc_cls.in_features``), on the CPU: per snippet, the classifier's input averaged over
-        the snippet's views.
+        (float32 [B, C] (C = ``fc_cls.in_features``): per snippet, the classifier's input averaged over the
+        snippet's views; float32 [B, K]: per snippet, the class probabilities the recognizer predicts for it, its
+        ``pred_score`` (the head's view averaging and softmax / sigmoid)), on the CPU. A video's mean of the
+        second over its snippets is its class scores (``<video_id>.scores.npy``), which ActivityNet-style
+        detection pairs with the localiser's proposals.
     """
     fc = check_recognizer(model, type(model).__name__)
+    head = model.cls_head
     captured: list[torch.Tensor] = []
     handle = fc.register_forward_pre_hook(lambda _module, args: captured.append(args[0].detach()))
     try:
         batch = model.data_preprocessor({"inputs": list(inputs), "data_samples": None}, False)["inputs"]
-        _, num_views = model.view_scores(batch)
+        logits, num_views = model.view_scores(batch)
     finally:
         handle.remove()
     feats = torch.cat(captured).float()  # [B*V, C], views of a snippet adjacent (max_testing_views: in chunks)
-    return feats.reshape(len(inputs), num_views, -1).mean(dim=1).cpu().numpy().astype(np.float32, copy=False)
+    averaged = head.average_views(logits, num_views)
+    if head.average_clips is None:  # one view (the head refuses several without averaging in predict)
+        averaged = averaged[:, 0]
+    probs = averaged if head.average_clips == "prob" else head.activate(averaged)
+    feats = feats.reshape(len(inputs), num_views, -1).mean(dim=1)
+    return (feats.cpu().numpy().astype(np.float32, copy=False),
+            probs.float().cpu().numpy().astype(np.float32, copy=False))
+
+
+def snippet_features(model: nn.Module, inputs: Sequence[torch.Tensor]) -> np.ndarray:
+    """The pooled features of :func:`snippet_outputs` alone: float32 [B, C]."""
+    return snippet_outputs(model, inputs)[0]

@@ -27,16 +27,10 @@ from mmengine.dataset import Compose
 
 from oars.errors import OarsError
 from oars.inference import build_test_pipeline
+from oars_deploy.segments.snippets import num_snippets  # noqa: F401  (one rule for training and deployment)
 
 #: the three steps of a test pipeline that reads a video file, in this order; everything after DECODE is reused
 OPEN, SAMPLE, DECODE = "VideoInit", "SampleFrames", "VideoDecode"
-
-
-def num_snippets(total_frames: int, snippet: int, stride: int) -> int:
-    """How many snippets a video of ``total_frames`` frames gives: ``(F - N) // S + 1``, or 1 when ``F < N``."""
-    if total_frames < snippet:
-        return 1
-    return (total_frames - snippet) // stride + 1
 
 
 class SnippetPipeline:

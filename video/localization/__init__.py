@@ -1,7 +1,10 @@
 """Temporal action localization utilities shared by the localizers and their evaluation: 1-D IoU / IoA of
-segments, Soft-NMS of temporal proposals, and BMN's candidate-proposal generation from boundary scores.
+segments (torch, for the training targets), Soft-NMS of temporal proposals and BMN's candidate-proposal
+generation from boundary scores.
 
-Plain torch on tensors (no model code), so that metrics and post-processing can import it without the models.
+Soft-NMS and the proposals are tensor adapters over the runtime's NumPy functions (:mod:`oars_deploy.segments`):
+one implementation for evaluation and the deployed predictor. No model code here, so that metrics and
+post-processing can import it without the models.
 """
 
 from .overlaps import segment_ioa, segment_iou

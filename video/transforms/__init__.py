@@ -6,7 +6,7 @@ Registered in ``video.registry.TRANSFORMS`` on import.
 from video.transforms.crops import CenterCrop, MultiScaleCrop, RandomResizedCrop, TenCrop, ThreeCrop
 from video.transforms.formatting import FormatShape, PackActionInputs, PackFeatureInputs
 from video.transforms.localization import GenerateLocalizationLabels, PackLocalizationInputs, ResizeTemporal
-from video.transforms.localization_loading import LoadLocalizationFeature
+from video.transforms.localization_loading import LoadLocalizationFeature, LoadVideoClassScores
 from video.transforms.localization_streams import LoadLocalizationStreams
 from video.transforms.photometric import ColorJitter
 from video.transforms.sampling import SampleFrames
@@ -20,6 +20,7 @@ __all__ = [
     'GenerateLocalizationLabels',
     'LoadLocalizationFeature',
     'LoadLocalizationStreams',
+    'LoadVideoClassScores',
     'MultiScaleCrop',
     'PackActionInputs',
     'PackFeatureInputs',

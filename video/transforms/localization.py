@@ -13,47 +13,16 @@ import numpy as np
 import torch
 
 from oars.errors import DataError
+from oars_deploy.segments.temporal import resize_positions, resize_temporal  # noqa: F401  (one implementation)
 from video.registry import TRANSFORMS
 from video.structures import ActionDataSample
 
 LOCALIZATION_META_KEYS = ('video_name', 'duration_second', 'duration_frame', 'feature_frame', 'feature_second',
-                          'feature_path', 'feature_length', 'gt_segments')
+                          'feature_path', 'feature_length', 'gt_segments', 'class_scores')
 
 
 def _where(results: dict) -> str:
     return f"video {results.get('video_name', '?')} ({results.get('feature_path', 'no feature file')})"
-
-
-def resize_positions(length: int, size: int, align_corners: bool) -> np.ndarray:
-    """Source positions (float64 [size], in ``[0, length - 1]``) of the ``size`` output steps.
-
-    ``align_corners=False``: step j is centred at ``(j + 0.5) / size`` of the video, as snippet t is at
-    ``(t + 0.5) / length`` (``F.interpolate``'s half-pixel rule, clipped at the ends); ``True``: the first and
-    last steps sit on the first and last snippets.
-    """
-    if align_corners:
-        return np.linspace(0.0, length - 1.0, size) if size > 1 else np.zeros(1)
-    return np.clip((np.arange(size) + 0.5) * (length / size) - 0.5, 0.0, length - 1.0)
-
-
-def resize_temporal(features: np.ndarray, size: int, align_corners: bool = False) -> np.ndarray:
-    """Linear interpolation of a T x C sequence to ``size`` steps (each channel as ``np.interp``).
-
-    Args:
-        features: float [T, C], T >= 1.
-        size: the output length.
-        align_corners: see :func:`resize_positions`.
-
-    Returns:
-        float32 [size, C].
-    """
-    feat = np.asarray(features, dtype=np.float32)
-    length = feat.shape[0]
-    pos = resize_positions(length, size, align_corners)
-    lo = np.floor(pos).astype(np.int64)
-    hi = np.minimum(lo + 1, length - 1)
-    w = (pos - lo).astype(np.float32)[:, None]
-    return (feat[lo] * (1.0 - w) + feat[hi] * w).astype(np.float32)
 
 
 @TRANSFORMS.register_module()

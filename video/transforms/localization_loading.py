@@ -73,3 +73,51 @@ class LoadLocalizationFeature:
 
     def __repr__(self) -> str:
         return f'{type(self).__name__}(feat_dim={self.feat_dim})'
+
+
+SCORES_SUFFIX = '.scores.npy'  # what tools/extract_features.py writes beside <video_id>.npy
+
+
+@TRANSFORMS.register_module()
+class LoadVideoClassScores:
+    """Read a video's class probabilities (float [C]: the recognizer's mean over the snippets, written by
+    ``tools/extract_features.py`` as ``<video_id>.scores.npy`` beside the features) into
+    ``results['class_scores']``, for a localiser whose ``classify`` pairs proposals with classes (detection mAP).
+
+    Args:
+        suffix: the scores file is the feature file with its suffix replaced by this (``.scores.npy``).
+        num_classes: the expected C (the localisation dataset's classes); None skips the check. The ids must be
+            the recognizer's: its classes in the same order as the dataset's.
+    """
+
+    def __init__(self, suffix: str = SCORES_SUFFIX, num_classes: int | None = None) -> None:
+        if num_classes is not None and (isinstance(num_classes, bool) or not isinstance(num_classes, int)
+                                        or num_classes < 1):
+            raise DataError(f'LoadVideoClassScores: num_classes must be a positive int or null, got {num_classes!r}')
+        self.suffix = str(suffix)
+        self.num_classes = num_classes
+
+    def __call__(self, results: dict) -> dict:
+        if 'feature_path' not in results:
+            raise KeyError("LoadVideoClassScores needs results['feature_path']; is the dataset an "
+                           'ActivityNetFeatureDataset?')
+        path = os.path.splitext(str(results['feature_path']))[0] + self.suffix
+        where = f"video {results.get('video_name', '?')}"
+        if not os.path.isfile(path):
+            raise DataError(f'{where}: class scores file not found: {path} (written by tools/extract_features.py '
+                            'beside the features)')
+        try:
+            scores = np.load(path, allow_pickle=False)
+        except (OSError, ValueError, EOFError) as err:
+            raise DataError(f'{where}: cannot read class scores file {path} ({err})') from None
+        if scores.ndim != 1 or scores.size < 1 or not np.issubdtype(scores.dtype, np.number) \
+                or not np.isfinite(scores).all():
+            raise DataError(f'{where}: {path} must hold a finite float [C] vector, got {scores.dtype} '
+                            f'{tuple(scores.shape)}')
+        if self.num_classes is not None and scores.size != self.num_classes:
+            raise DataError(f'{where}: {path} has {scores.size} class scores, num_classes is {self.num_classes}')
+        results['class_scores'] = scores.astype(np.float32)
+        return results
+
+    def __repr__(self) -> str:
+        return f'{type(self).__name__}(suffix={self.suffix!r}, num_classes={self.num_classes})'

@@ -5,8 +5,8 @@ between kinds of models lives in a plug-in: :class:`PredictorPlugin` validates i
 its ``oars-infer`` flags, runs the model over the inputs, writes its pictures (and its compatibility files such as
 detections.json) and returns one :class:`~oars_deploy.records.ResultRecord` per input, which the CLI writes to
 results.jsonl. The built-in plug-ins (:mod:`oars_deploy.predictors`) are ``detection_boxes``, ``instance_masks``,
-``semantic_labels``, ``clip_classes``, ``feature_classes`` and ``gan_images``; another one is added with
-:func:`register_predictor` and named in its exports' deploy.yaml.
+``semantic_labels``, ``clip_classes``, ``feature_classes``, ``gan_images`` and ``video_segments``; another one is
+added with :func:`register_predictor` and named in its exports' deploy.yaml.
 
 deploy.yaml's ``predictor`` key is written by ``oars_deploy.deploy_writer.write_deploy_yaml`` from
 :func:`predictor_kind`; an export written before the key existed gets the same answer from the same function

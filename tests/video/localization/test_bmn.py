@@ -302,9 +302,9 @@ def test_tensor_mode_exports_to_onnx(tmp_path):
         np.testing.assert_allclose(out, expected.numpy(), atol=1e-5)
 
 
-def test_export_of_a_localizer_is_refused_with_the_reason():
-    """No deployed predictor turns a video into segments yet: tools/export.py refuses BMN configs before the model
-    is built, instead of writing a folder nothing can run."""
+def test_export_checks_of_a_localizer():
+    """A localiser exports with its recognizer as two FP32 ONNX graphs (video.export_localizer): the task accepts
+    onnx/fp32 and refuses TensorRT and --half before the model is built; its input is one video's features."""
     import os
 
     from demo_utils import ROOT
@@ -314,5 +314,11 @@ def test_export_of_a_localizer_is_refused_with_the_reason():
     from oars.tasks import get_task
 
     path = os.path.join(ROOT, "configs/video/bmn/bmn_400x100_9e_activitynet_feature.yaml")
-    with pytest.raises(ExportError, match=r"BMN \(temporal action localisation\) cannot be exported yet"):
-        get_task("video").check_export(load_config(path), fmt="onnx", precision="fp32")
+    task, cfg = get_task("video"), load_config(path)
+    task.check_export(cfg, fmt="onnx", precision="fp32")
+    with pytest.raises(ExportError, match="--format tensorrt is not supported"):
+        task.check_export(cfg, fmt="tensorrt", precision="fp32")
+    with pytest.raises(ExportError, match="FP32 graphs only"):
+        task.check_export(cfg, fmt="onnx", precision="fp16")
+    assert task.export_options(cfg, dynamic=False, opset=18).input_shape == (1, 400, 100)
+    assert task.preprocess_steps(cfg) == []

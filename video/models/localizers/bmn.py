@@ -6,11 +6,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 
 from oars.models.task_model import TaskModel
-from video.localization import bmn_proposals, soft_nms
+from oars_deploy.segments import bmn_proposals, combine_classes, proposals_in_seconds, soft_nms
 from video.registry import MODELS
 from video.structures import ActionDataSample
 
@@ -19,6 +20,8 @@ from .data_preprocessor import LocalizationDataPreprocessor
 from .targets import bmn_targets, pad_segments
 
 PROPOSALS_KEY = "proposals"
+SEGMENTS_KEY = "segments"
+CLASS_SCORES_KEY = "class_scores"
 
 
 def _conv1d(cin: int, cout: int, kernel: int, groups: int = 1) -> nn.Conv1d:
@@ -71,12 +74,17 @@ class BMN(TaskModel):
         loss: config of the loss (:class:`BMNLoss`).
         soft_nms: ``alpha``, ``low_threshold``, ``high_threshold``, ``top_k`` of :func:`soft_nms`.
         max_proposals: proposals kept per video after Soft-NMS (100).
+        classify: ``{top_k: k}`` to also give detections (``segments``): each proposal paired with the video's
+            ``k`` best classes of its ``class_scores`` metainfo (the recognizer's mean class probabilities that
+            ``tools/extract_features.py`` writes as ``<video_id>.scores.npy``, loaded by
+            ``LoadVideoClassScores``), ActivityNet's detection post-processing; None (default): proposals only.
         data_preprocessor: default :class:`LocalizationDataPreprocessor`.
         init_cfg: as mmengine's ``BaseModel``.
 
     Modes: ``loss`` -> ``{'loss_tem', 'loss_pem_reg', 'loss_pem_cls'}`` (samples carry ``gt_bbox``);
     ``predict`` -> the data samples, each with ``proposals`` float32 [K, 3] (start s, end s, score), K <=
-    ``max_proposals``, by decreasing score (metainfo ``feature_second`` or ``duration_second`` needed);
+    ``max_proposals``, by decreasing score (metainfo ``feature_second`` or ``duration_second`` needed), and with
+    ``classify`` ``segments`` float32 [K * k, 4] (start s, end s, proposal score x class probability, class id);
     ``tensor`` -> (confidence [B, 2, D, T], start [B, T], end [B, T]), what an export outputs.
     """
 
@@ -84,7 +92,8 @@ class BMN(TaskModel):
                  prop_boundary_ratio: float = 0.5, num_sample: int = 32, num_sample_perbin: int = 3,
                  hidden_dim_1d: int = 256, hidden_dim_2d: int = 128, hidden_dim_3d: int = 512,
                  loss: dict | None = None, soft_nms: Mapping[str, float] | None = None, max_proposals: int = 100,
-                 data_preprocessor: dict | nn.Module | None = None, init_cfg: dict | None = None) -> None:
+                 classify: Mapping[str, int] | None = None, data_preprocessor: dict | nn.Module | None = None,
+                 init_cfg: dict | None = None) -> None:
         if data_preprocessor is None:
             data_preprocessor = LocalizationDataPreprocessor()
         elif isinstance(data_preprocessor, dict):
@@ -98,6 +107,7 @@ class BMN(TaskModel):
         self.num_sample = num_sample
         self.soft_nms_cfg = {**dict(alpha=0.4, low_threshold=0.5, high_threshold=0.9, top_k=100), **(soft_nms or {})}
         self.max_proposals = max_proposals
+        self.classify_top_k = self._classify_top_k(classify)
         self.loss_module = MODELS.build(loss or dict(type="BMNLoss"))
 
         h1, h2, h3 = hidden_dim_1d, hidden_dim_2d, hidden_dim_3d
@@ -153,17 +163,54 @@ class BMN(TaskModel):
                            "(needed to give proposals in seconds); keep them in PackLocalizationInputs' meta_keys")
         return float(seconds)
 
+    @staticmethod
+    def _classify_top_k(classify: Mapping[str, int] | None) -> int | None:
+        """``classify.top_k`` checked (None: proposals only)."""
+        if classify is None:
+            return None
+        if not isinstance(classify, Mapping) or set(classify) != {"top_k"}:
+            raise ValueError(f"BMN: classify must be {{top_k: k}} or null, got {classify!r}")
+        top_k = classify["top_k"]
+        if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
+            raise ValueError(f"BMN: classify.top_k must be a positive int (classes per proposal), got {top_k!r}")
+        return top_k
+
+    def postprocess(self, confidence: np.ndarray, start: np.ndarray, end: np.ndarray, seconds: float,
+                    class_scores: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray | None]:
+        """One video's graph outputs -> (proposals float [K, 3] in seconds, detections float [K * k, 4] or None),
+        with the runtime's NumPy functions (:mod:`oars_deploy.segments`), so evaluation and the deployed
+        ``video_segments`` predictor run the same code.
+
+        Args:
+            confidence: float [2, D, T]; start, end: float [T] (``mode='tensor'`` outputs of one video).
+            seconds: the span the features cover (:meth:`video_seconds`).
+            class_scores: float [C] video-level class probabilities; needed when ``classify`` is set.
+        """
+        candidates = bmn_proposals(start, end, confidence)
+        kept = soft_nms(candidates, **self.soft_nms_cfg)[: self.max_proposals]
+        proposals = proposals_in_seconds(kept, seconds)
+        if self.classify_top_k is None:
+            return proposals, None
+        return proposals, combine_classes(proposals, class_scores, self.classify_top_k)
+
     @torch.no_grad()
     def predict(self, inputs: Tensor, data_samples: Sequence[ActionDataSample] | None = None
                 ) -> list[ActionDataSample]:
         if data_samples is None or len(data_samples) != inputs.shape[0]:
             raise ValueError("BMN.predict needs one data sample per video, with 'feature_second' or "
                              "'duration_second' metainfo (proposals are given in seconds)")
-        confidence, start, end = self._forward(inputs)
+        confidence, start, end = (t.float().cpu().numpy() for t in self._forward(inputs))
         for i, sample in enumerate(data_samples):
             seconds = self.video_seconds(sample.metainfo)
-            candidates = bmn_proposals(start[i].float(), end[i].float(), confidence[i].float())
-            kept = soft_nms(candidates, **self.soft_nms_cfg)[: self.max_proposals]
-            times = torch.stack([kept[:, 0].clamp(min=0.0), kept[:, 1].clamp(max=1.0)], dim=1) * seconds
-            sample.set_field(torch.cat([times, kept[:, 2:3]], dim=1).float().cpu(), PROPOSALS_KEY)
+            scores = None
+            if self.classify_top_k is not None:
+                scores = sample.metainfo.get(CLASS_SCORES_KEY)
+                if scores is None:
+                    raise KeyError(f"BMN.predict: model.classify is set but video {sample.metainfo.get('video_name')!r}"
+                                   " has no 'class_scores' metainfo; add LoadVideoClassScores to the test pipeline "
+                                   "(it reads <video_id>.scores.npy, written by tools/extract_features.py)")
+            proposals, segments = self.postprocess(confidence[i], start[i], end[i], seconds, scores)
+            sample.set_field(torch.from_numpy(proposals).float(), PROPOSALS_KEY)
+            if segments is not None:
+                sample.set_field(torch.from_numpy(segments).float(), SEGMENTS_KEY)
         return list(data_samples)

@@ -2,7 +2,7 @@
 
 Importing this package registers them (in the order of the imports below, which is the order of their
 ``oars-infer`` flags in ``--help``): ``clip_classes``, ``detection_boxes``, ``feature_classes``, ``gan_images``,
-``instance_masks``, ``semantic_labels``. Each wraps the runtime modules that existed before plug-ins
+``instance_masks``, ``semantic_labels``, ``video_segments``. Each wraps the runtime modules that existed before plug-ins
 (``predictor``, ``postprocess``, ``video_cli``, ``video_features_predictor``, ``gan_cli``), which keep working as
 they are.
 """
@@ -14,4 +14,5 @@ from oars_deploy.predictors import (  # noqa: F401  (importing registers the plu
     gan_images,
     instance_masks,
     semantic_labels,
+    video_segments,
 )

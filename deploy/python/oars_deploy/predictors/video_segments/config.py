@@ -1,0 +1,84 @@
+"""The deploy.yaml of a temporal action localiser exported with its recognizer (``predictor: video_segments``).
+
+``tools/export.py`` of a BMN config writes (``video.export_localizer``):
+
+- ``input``: the localiser's ``features`` [B, C, T] (layout ``NCT``; C the recognizer's feature width, T =
+  ``segments.tscale``), ``outputs`` ``confidence`` [B, 2, D, T], ``start`` / ``end`` [B, T], ``preprocess``: [];
+- ``labels``: the recognizer's class names (detections are labelled with them);
+- ``segments``:
+
+  - ``recognizer``: ``{onnx, input: {name, shape, layout, ...}, features, scores, feat_dim, num_classes,
+    sampling, preprocess}``: the second graph (clips -> pooled features [N, C] and class probabilities [N, K]),
+    its clip input and the clip predictors' ``sampling`` / video ``preprocess`` schema
+    (:mod:`oars_deploy.predictors.clip_classes.config`), applied to each snippet;
+  - ``snippet``, ``stride``: frames per snippet and between snippet starts (:mod:`oars_deploy.segments.snippets`);
+  - ``tscale``, ``dscale``, ``align_corners``: the localiser's temporal scale, longest proposal and the resize rule
+    (:mod:`oars_deploy.segments.temporal`);
+  - ``soft_nms``: ``{alpha, low_threshold, high_threshold, top_k}``; ``max_proposals``: kept after it;
+  - ``top_k``: video-level classes paired with each proposal (:mod:`oars_deploy.segments.classify`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from oars_deploy.errors import DeployError
+from oars_deploy.predictors.clip_classes.config import validate_video
+
+SECTION = "segments"
+SOFT_NMS_KEYS = ("alpha", "low_threshold", "high_threshold", "top_k")
+
+
+def _int(value: Any, where: str, path: str, minimum: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise DeployError(f"{path}: {where} must be an int >= {minimum}, got {value!r}")
+    return value
+
+
+def _number(value: Any, where: str, path: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+        raise DeployError(f"{path}: {where} must be a number, got {value!r}")
+    return float(value)
+
+
+def validate_segments(data: dict, path: str) -> None:
+    """Check the ``segments`` section, the localiser's input and the recognizer's clip input, sampling and steps;
+    :class:`DeployError` naming ``path`` and the key."""
+    seg = data.get(SECTION)
+    if not isinstance(seg, dict):
+        raise DeployError(f"{path}: {SECTION} must be a mapping, got {seg!r}")
+    rec = seg.get("recognizer")
+    if not isinstance(rec, dict):
+        raise DeployError(f"{path}: {SECTION}.recognizer must be a mapping, got {rec!r}")
+    for key in ("onnx", "features", "scores"):
+        if not isinstance(rec.get(key), str) or not rec[key]:
+            raise DeployError(f"{path}: {SECTION}.recognizer.{key} must be a name, got {rec.get(key)!r}")
+    if not isinstance(rec.get("input"), dict) or not isinstance(rec["input"].get("name"), str):
+        raise DeployError(f"{path}: {SECTION}.recognizer.input must be a mapping with a name, got {rec.get('input')!r}")
+    validate_video({"sampling": rec.get("sampling"), "input": rec["input"], "preprocess": rec.get("preprocess")},
+                   f"{path} ({SECTION}.recognizer)")
+    feat_dim = _int(rec.get("feat_dim"), f"{SECTION}.recognizer.feat_dim", path)
+    num_classes = _int(rec.get("num_classes"), f"{SECTION}.recognizer.num_classes", path)
+    if len(data["labels"]) < num_classes:
+        raise DeployError(f"{path}: labels has {len(data['labels'])} names but the recognizer has {num_classes} "
+                          "classes")
+    for key in ("snippet", "stride", "tscale", "dscale", "max_proposals", "top_k"):
+        _int(seg.get(key), f"{SECTION}.{key}", path)
+    if not isinstance(seg.get("align_corners", False), bool):
+        raise DeployError(f"{path}: {SECTION}.align_corners must be true or false, got {seg.get('align_corners')!r}")
+    nms = seg.get("soft_nms")
+    if not isinstance(nms, dict) or any(k not in nms for k in SOFT_NMS_KEYS):
+        raise DeployError(f"{path}: {SECTION}.soft_nms must have {list(SOFT_NMS_KEYS)}, got {nms!r}")
+    for key in SOFT_NMS_KEYS[:3]:
+        _number(nms[key], f"{SECTION}.soft_nms.{key}", path)
+    _int(nms["top_k"], f"{SECTION}.soft_nms.top_k", path)
+    if _number(nms["alpha"], f"{SECTION}.soft_nms.alpha", path) <= 0:
+        raise DeployError(f"{path}: {SECTION}.soft_nms.alpha must be positive, got {nms['alpha']!r}")
+    shape = data["input"]["shape"]
+    if not isinstance(shape, list) or len(shape) != 3 or list(shape[1:]) != [feat_dim, seg["tscale"]]:
+        raise DeployError(f"{path}: input.shape must be [B, feat_dim={feat_dim}, tscale={seg['tscale']}] (the "
+                          f"localiser's features), got {shape!r}")
+    names = [o.get("name") for o in data["outputs"] if isinstance(o, dict)]
+    missing = [n for n in ("confidence", "start", "end") if n not in names]
+    if missing:
+        raise DeployError(f"{path}: outputs lack {missing} (a localiser gives confidence, start and end)")
