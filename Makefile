@@ -111,10 +111,11 @@ demo-localization: $(STAMP)
 	$(PY) tools/train.py -c $(LOC_CFG) --work-dir $(LOC_DIR) --overwrite
 	$(PY) tools/eval.py -c $(LOC_CFG) -w "$$(cat $(LOC_DIR)/last_checkpoint)" --work-dir $(LOC_DIR) \
 		--show-dir $(LOC_DIR)/pictures --report
-	# EXPORT + DEPLOYED PREDICTOR (added with the video_segments plug-in): tools/export.py -c $(LOC_CFG)
-	# -w <bmn ckpt> --recognizer-config $(VID_CFG) --recognizer-weights <tsm ckpt> -o $(LOC_DIR)/export, then
-	# deploy/python/infer.py --model-dir $(LOC_DIR)/export -i $(LOC_DATA)/videos -o $(LOC_DIR)/deploy_infer
-	@echo "demo-localization done: $(LOC_DIR) (pictures/, report.html, metrics.json); model vs random baseline:"
+	$(PY) tools/export.py -c $(LOC_CFG) -w "$$(cat $(LOC_DIR)/last_checkpoint)" --recognizer-config $(VID_CFG) \
+		--recognizer-weights "$$(cat $(VID_DIR)/last_checkpoint)" -o $(LOC_DIR)/export --overwrite
+	$(PY) deploy/python/infer.py --model-dir $(LOC_DIR)/export -i $(LOC_DATA)/videos -o $(LOC_DIR)/deploy_infer
+	@echo "demo-localization done: $(LOC_DIR) (pictures/, report.html, metrics.json, export/ (model.onnx + \
+	recognizer.onnx + deploy.yaml), deploy_infer/ (results.jsonl, <video>_timeline.png)); model vs random baseline:"
 	@cat $(LOC_DIR)/localization_vs_baseline.json
 
 # the one-stage demo: FCOS (anchor-free) on the demo shapes (~4 min training on one thread), not part of make demo
