@@ -51,6 +51,19 @@ def is_localizer_config(cfg: Config) -> bool:
     return isinstance(model_cls, type) and issubclass(model_cls, BMN)
 
 
+def refuse_unexportable_localizer(cfg: Config) -> None:
+    """C-TCN has no export yet: its graph runs (``mode='tensor'``), but the runtime has no decoding of its temporal
+    anchors nor its per-class NMS, so an export folder would hold a model nothing can run (ExportError)."""
+    from video.models.localizers import CTCN
+    from video.registry import MODELS
+
+    model_cls = MODELS.get(str((cfg.get("model") or {}).get("type")))
+    if isinstance(model_cls, type) and issubclass(model_cls, CTCN):
+        raise ExportError(f"{cfg.filename}: {model_cls.__name__} (temporal action detection) cannot be exported yet: "
+                          "the runtime has no decoding of its temporal anchors nor its per-class NMS; evaluate it "
+                          "with tools/eval.py on feature files (BMN exports with its recognizer)")
+
+
 def check_localizer_export(cfg: Config, fmt: str, precision: str) -> None:
     """Refuse what the two-graph export cannot make: TensorRT engines and FP16/INT8 graphs (ExportError)."""
     if fmt != "onnx":

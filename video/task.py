@@ -64,8 +64,9 @@ class VideoTask(Task):
         """Temporal localisers export two FP32 ONNX graphs only
         (:func:`video.export_localizer.check_localizer_export`); the recognizer flags they need are checked when the
         spec is built (the flags reach the task there)."""
-        from video.export_localizer import check_localizer_export, is_localizer_config
+        from video.export_localizer import check_localizer_export, is_localizer_config, refuse_unexportable_localizer
 
+        refuse_unexportable_localizer(cfg)
         if is_localizer_config(cfg):
             check_localizer_export(cfg, fmt, precision)
 

@@ -5,6 +5,7 @@ modes (RGB only and RGB + flow), its detections through LocalizationMetric's mAP
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 import pytest
@@ -275,3 +276,14 @@ def test_stream_files_through_the_pipeline_and_model(tmp_path, streams):
         LoadLocalizationStreams({name: w + 1 for name, w in streams.items()})(dict(results))
     with pytest.raises(Exception, match="not found"):
         LoadLocalizationStreams({"audio": 3})(dict(results))
+
+
+def test_export_is_refused_with_the_reason():
+    from oars.config import load_config
+    from oars.export.errors import ExportError
+    from oars.tasks import get_task
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    cfg = load_config(os.path.join(root, "configs/video/ctcn/ctcn_activitynet_feature.yaml"))
+    with pytest.raises(ExportError, match="CTCN .* cannot be exported yet: the runtime has no decoding"):
+        get_task("video").check_export(cfg, "onnx", "fp32")
