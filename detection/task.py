@@ -34,6 +34,18 @@ class DetectionTask(Task):
         """Creates the ``detection`` child registries."""
         import detection.registry  # noqa: F401
 
+    def draw_pipeline_sample(self, sample: dict, dataset_meta: dict) -> Any:
+        """:func:`detection.browse.draw_pipeline_sample` (``tools/browse_dataset.py``)."""
+        from detection.browse import draw_pipeline_sample
+
+        return draw_pipeline_sample(sample, dataset_meta)
+
+    def result_records(self, sample: Any, dataset_meta: dict) -> list[dict]:
+        """:func:`detection.result_records.result_records` (``tools/eval.py --out``)."""
+        from detection.result_records import result_records
+
+        return result_records(sample, dataset_meta)
+
     def build_export_spec(self, model: torch.nn.Module, cfg: Config, options: ExportOptions) -> ExportSpec:
         """:func:`detection.export.build_export_spec` (YOLOv3 decode + NMS, two-stage R-CNN graphs)."""
         from detection.export import build_export_spec
@@ -76,6 +88,21 @@ class DetectionTask(Task):
         threshold = getattr(args, "draw_threshold", None)
         extra = {} if threshold is None else {"draw_threshold": threshold}
         return run_inference(cfg, weights, inputs, output, device=device, failures=failures, **extra)
+
+    def predict_inputs(self, model: torch.nn.Module, cfg: Config,
+                       inputs: list[tuple[str, Any]]) -> tuple[str, list[dict]]:
+        """``detection_boxes`` (``instance_masks`` for mask models): bboxes/scores/labels[/masks] per image, read
+        from the samples as ``tools/infer.py`` reads them."""
+        from detection.apis.inference import ANNOTATION_LOADERS
+        from detection.evaluation.gt_utils import predicted_masks, predictions
+        from oars.api.arrays import predict_samples
+
+        results = []
+        for sample in predict_samples(model, cfg, inputs, drop=ANNOTATION_LOADERS):
+            masks = predicted_masks(sample)
+            results.append(predictions(sample) if masks is None else {**predictions(sample), "masks": masks})
+        has_masks = getattr(model, "with_mask", False) or any("masks" in r for r in results)
+        return ("instance_masks" if has_masks else "detection_boxes"), results
 
     def subcommands(self) -> list[Subcommand]:
         """``tools/convert.py`` voc2coco, labelme2coco, torchvision2oars, yolo2coco, coco2yolo, and

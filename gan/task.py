@@ -9,7 +9,7 @@ Everything heavy is imported inside the methods.
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from oars.tasks import ArgumentContainer, Subcommand, Task
 
@@ -31,6 +31,13 @@ class GANTask(Task):
     def import_registries(self) -> None:
         """Creates the ``gan`` child registries."""
         import gan.registry  # noqa: F401
+
+    def draw_pipeline_sample(self, sample: dict, dataset_meta: dict) -> object:
+        """:func:`gan.browse.draw_pipeline_sample` (``tools/browse_dataset.py``)."""
+        from gan.browse import draw_pipeline_sample
+
+        return draw_pipeline_sample(sample, dataset_meta)
+
 
     def export_options(self, cfg: Config, dynamic: bool, opset: int) -> ExportOptions:
         """:func:`gan.export.export_options` (the generator's batch and image size)."""
@@ -82,6 +89,41 @@ class GANTask(Task):
 
         extra = {name: getattr(args, name) for name in INFER_FLAGS if getattr(args, name, None) is not None}
         return run_inference(cfg, weights, inputs, output, device=device, failures=failures, **extra)
+
+    def predict_inputs(self, model: torch.nn.Module, cfg: Config,
+                       inputs: list[tuple[str, Any]]) -> tuple[str, list[dict]]:
+        """``gan_images`` for image-to-image generators (pix2pix): per input ``image`` (the output, BGR uint8),
+        ``picture`` (input as the model saw it | output: ``<stem>_pair.png``) and ``record``, computed as
+        :func:`gan.apis.run_inference` computes them. Noise and attribute models are refused (tools/infer.py)."""
+        import os.path as osp
+
+        import torch
+
+        from gan.export import build_export_spec, export_options, preprocess_steps
+        from oars.api.arrays import check_image_array
+        from oars.errors import OarsError
+        from oars_deploy.outputs import read_image
+        from oars_deploy.predictors.gan_images.cli import translation_record
+        from oars_deploy.predictors.gan_images.config import side_by_side, to_bgr_images
+        from oars_deploy.preprocess import preprocess_one
+
+        spec = build_export_spec(model, cfg, export_options(cfg))
+        gan = spec.deploy_sections["gan"]
+        if gan["kind"] == "noise" or list(spec.graph_inputs) != ["image"]:
+            raise OarsError(f"{cfg.filename}: oars.Model.predict translates images with image-to-image generators; "
+                            "use tools/infer.py for noise models (--seed/--num) and attribute models (--attrs)")
+        steps = preprocess_steps(cfg, gan["input_size"])
+        device = next(spec.module.parameters()).device
+        results = []
+        for name, array in inputs:
+            image = read_image(name) if array is None else check_image_array(array, name)
+            x = preprocess_one(image, steps)[0][None]
+            with torch.no_grad():
+                out = to_bgr_images(spec.module(torch.from_numpy(x).to(device)).cpu().numpy())[0]
+            stem = osp.splitext(osp.basename(name))[0]
+            results.append({"image": out, "picture": side_by_side(to_bgr_images(x)[0], out),
+                            "record": translation_record(name, [f"{stem}.png", f"{stem}_pair.png"], None, None, gan)})
+        return "gan_images", results
 
     def subcommands(self) -> list[Subcommand]:
         """``tools/demo_data.py digits``: the CGAN demo's coloured digits (python -m gan.demo_data)."""

@@ -16,3 +16,13 @@ import os
 
 if "OMP_WAIT_POLICY" not in os.environ:
     os.environ.setdefault("GOMP_SPINCOUNT", "100000")
+
+
+def __getattr__(name: str):
+    """``oars.Model`` / ``oars.Result`` (:mod:`oars.api`), imported on first use: ``import oars`` stays as cheap as
+    above (no torch) for the tools and the runtime-free paths that import it first."""
+    if name in ("Model", "Result"):
+        from oars import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'oars' has no attribute {name!r}")

@@ -18,6 +18,9 @@ What a task declares here (each method says who calls it and why):
   :meth:`Task.report_hook` (what ``tools/eval.py --report`` adds to the run);
 - its own commands: :meth:`Task.subcommands` (converters, data checks) that the thin ``tools/*.py`` entry points
   look up with :func:`tool_commands` / :func:`tool_command`.
+- data and result tools (:class:`oars.task_tools.TaskToolHooks`, which :class:`Task` inherits):
+  ``draw_pipeline_sample`` (``tools/browse_dataset.py``), ``result_records`` (``tools/eval.py --out``),
+  ``prediction_from_export`` (``tools/eval.py --model-dir``) and ``predict_inputs`` (``oars.Model.predict``).
 
 This module imports nothing heavy (no torch): ``tools/convert.py --help`` lists the commands of every task
 without loading a model library; a task's ``task.py`` imports its own code inside the methods, for the same reason.
@@ -34,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from oars.errors import OarsError
 from oars.subcommands import Subcommand  # noqa: F401  (part of this module's interface: tasks build these)
+from oars.task_tools import TaskToolHooks
 
 if TYPE_CHECKING:
     import torch
@@ -55,7 +59,7 @@ class UnknownTaskError(OarsError, KeyError):
         return str(self.args[0]) if self.args else ""
 
 
-class Task(abc.ABC):
+class Task(TaskToolHooks, abc.ABC):
     """The contract object of one task package; subclass it in ``<package>/task.py`` as ``TASK = MyTask()``.
 
     Abstract: :attr:`scope`, :meth:`import_registries`, :meth:`build_export_spec`, :meth:`infer`. The rest have
@@ -190,23 +194,6 @@ class Task(abc.ABC):
             oars.errors.OarsError: naming the config, the disagreeing keys and their values.
         """
         return None
-
-    # ---------------------------------------------------------------------------------------- evaluating exports
-    #: whether ``tools/eval.py --model-dir`` can evaluate this task's exports (:meth:`prediction_from_export`)
-    evaluates_exports: bool = False
-
-    def prediction_from_export(self, result: dict, sample: Any) -> None:
-        """Put an export's result for one test image into its data sample, in the fields the task's metrics read
-        (what ``tools/eval.py --model-dir`` runs, :class:`oars.models.exported.ExportedModel`).
-
-        Args:
-            result: the runtime predictor's dict for the image (``oars_deploy.predictor.Predictor.predict``),
-                in original image pixels.
-            sample: the test sample (its metainfo holds ``img_path``, ``ori_shape``...), changed in place.
-
-        A task that supports it sets :attr:`evaluates_exports` and overrides this; the default raises.
-        """
-        raise OarsError(f"tools/eval.py --model-dir: task {self.scope!r} cannot evaluate exported models")
 
     # ---------------------------------------------------------------------------------------------------- report
     def report_hook(self, cfg: Config, out_file: str) -> dict:

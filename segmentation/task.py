@@ -32,6 +32,18 @@ class SegmentationTask(Task):
         """Creates the ``segmentation`` child registries."""
         import segmentation.registry  # noqa: F401
 
+    def draw_pipeline_sample(self, sample: dict, dataset_meta: dict) -> Any:
+        """:func:`segmentation.browse.draw_pipeline_sample` (``tools/browse_dataset.py``)."""
+        from segmentation.browse import draw_pipeline_sample
+
+        return draw_pipeline_sample(sample, dataset_meta)
+
+    def result_records(self, sample: Any, dataset_meta: dict) -> list[dict]:
+        """:func:`segmentation.result_records.result_records` (``tools/eval.py --out``)."""
+        from segmentation.result_records import result_records
+
+        return result_records(sample, dataset_meta)
+
     def build_export_spec(self, model: torch.nn.Module, cfg: Config, options: ExportOptions) -> ExportSpec:
         """:func:`segmentation.export.build_export_spec`."""
         from segmentation.export import build_export_spec
@@ -61,6 +73,15 @@ class SegmentationTask(Task):
         from segmentation.apis import run_inference
 
         return run_inference(cfg, weights, inputs, output, device=device, failures=failures)
+
+    def predict_inputs(self, model: torch.nn.Module, cfg: Config,
+                       inputs: list[tuple[str, Any]]) -> tuple[str, list[dict]]:
+        """``semantic_labels``: ``{'label': int64 [H, W]}`` per image, by ``tools/infer.py``'s predictor."""
+        from oars.api.arrays import predict_samples
+        from segmentation.apis.inference import ANNOTATION_LOADERS, predict_labels
+
+        samples = predict_samples(model, cfg, inputs, drop=ANNOTATION_LOADERS, predict=predict_labels)
+        return "semantic_labels", [{"label": s.pred_sem_seg.data[0].cpu().numpy().astype("int64")} for s in samples]
 
     def check_dataset(self, cfg: Config, split: str, dataset: Any) -> None:
         """The dataset's ``ignore_index`` must be the decode/auxiliary heads', the label padding value

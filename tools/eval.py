@@ -22,14 +22,21 @@ def main() -> None:
                              "plus per task: detection PR curves and the images with the most missed/false boxes; "
                              "segmentation per-class IoU bars and the images with the lowest mIoU; video per-class "
                              "accuracy and the clips with the lowest true-class probability")
+    parser.add_argument("--out", default=None,
+                        help="also write every raw prediction to this JSON file: detection in the COCO results "
+                             "format (image_id, category_id, bbox xywh, score[, segmentation RLE]), segmentation "
+                             "one record per image (per-class RLEs), video one record per clip (top-k, scores)")
+    parser.add_argument("--overwrite", action="store_true", help="--out: replace an existing file")
     args = parser.parse_args()
     result = evaluate(args.config, args.weights, args.overrides, work_dir=args.work_dir,
                       show_dir=args.show_dir, max_show=args.max_show, report=args.report, model_dir=args.model_dir,
-                      device=args.device, backend=args.backend)
+                      device=args.device, backend=args.backend, out=args.out, overwrite=args.overwrite)
     print(format_metrics(result))
     print(f"metrics written to {result['metrics_file']}")
     if result.get("report_file"):
         print(f"report written to {result['report_file']}")
+    if result.get("out_file"):
+        print(f"predictions written to {result['out_file']}")
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ recognizer through :mod:`video.export_localizer`, inference through :mod:`video.
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from oars.hub.converters import register_converter
 from oars.tasks import ArgumentContainer, Subcommand, Task
@@ -29,6 +29,18 @@ class VideoTask(Task):
     def import_registries(self) -> None:
         """Creates the ``video`` child registries."""
         import video.registry  # noqa: F401
+
+    def draw_pipeline_sample(self, sample: dict, dataset_meta: dict) -> object:
+        """:func:`video.browse.draw_pipeline_sample` (``tools/browse_dataset.py``)."""
+        from video.browse import draw_pipeline_sample
+
+        return draw_pipeline_sample(sample, dataset_meta)
+
+    def result_records(self, sample: object, dataset_meta: dict) -> list[dict]:
+        """:func:`video.result_records.result_records` (``tools/eval.py --out``)."""
+        from video.result_records import result_records
+
+        return result_records(sample, dataset_meta)
 
     def export_options(self, cfg: Config, dynamic: bool, opset: int) -> ExportOptions:
         """The clip (or packed features) shape of the test pipeline: :func:`video.export.export_options`; a
@@ -87,6 +99,37 @@ class VideoTask(Task):
         from video.apis import run_inference
 
         return run_inference(cfg, weights, inputs, output, device=device, failures=failures)
+
+    def predict_inputs(self, model: torch.nn.Module, cfg: Config,
+                       inputs: list[tuple[str, Any]]) -> tuple[str, list[dict]]:
+        """``clip_classes``: per video file the top-5 result of ``tools/infer.py`` (``path``, ``topk``,
+        ``total_frames``, ``frame_inds``) with its ``record`` and ``picture`` (the frame strip ``<stem>_strip.png``),
+        which this plug-in does not draw per input itself."""
+        import numpy as np
+
+        from oars.errors import OarsError
+        from oars.inference import build_test_pipeline
+        from oars_deploy.records import ClipClassesRecord
+        from video.apis.inference import _check_pipeline, predict_video
+        from video.engine.clip_pictures import clip_frames, clip_strip
+        from video.visualization import top_predictions
+
+        if any(array is not None for _, array in inputs):
+            raise OarsError("video models take video files (paths), not image arrays")
+        _check_pipeline(cfg)
+        pipeline = build_test_pipeline(cfg)
+        classes = model.dataset_meta.get("classes") or [str(i) for i in range(model.num_classes)]
+        results = []
+        for path, _ in inputs:
+            sample, clip = predict_video(model, pipeline, path)
+            scores = sample.pred_score.detach().cpu().float().numpy()
+            result = {"path": path, "topk": [(i, str(classes[i]), s) for i, s in top_predictions(scores, 5)],
+                      "total_frames": sample.metainfo.get("total_frames", 0),
+                      "frame_inds": np.asarray(sample.metainfo.get("frame_inds", [])).reshape(-1)}
+            result["record"] = ClipClassesRecord.from_result(result)
+            result["picture"] = clip_strip(sample, clip_frames(sample, clip), classes)
+            results.append(result)
+        return "clip_classes", results
 
     def subcommands(self) -> list[Subcommand]:
         """``tools/check_videos.py``; ``tools/extract_features.py`` (:mod:`video.features.extract`);

@@ -79,14 +79,17 @@ def _interrupted(cfg: Config, config: str, overrides: Sequence[str], amp: bool, 
 
 def evaluate(config: str, checkpoint: str | None, overrides: Sequence[str] = (), *, work_dir: str | None = None,
              show_dir: str | None = None, max_show: int = 24, report: bool = False, model_dir: str | None = None,
-             device: str = "cpu", backend: str = "onnxruntime") -> dict:
+             device: str = "cpu", backend: str = "onnxruntime", out: str | None = None,
+             overwrite: bool = False) -> dict:
     """Evaluate ``checkpoint`` (or the export folder ``model_dir``) on the config's test set; writes
     ``<work_dir>/metrics.json``.
 
     ``show_dir`` adds the task's visualisation hook, which draws predictions next to the ground truth;
     ``report`` adds the task's ``EvaluationReportHook``, which writes ``<work_dir>/report.html``. With
     ``model_dir`` the model is the export run by the torch-free predictor on ``device`` / ``backend``
-    (:class:`oars.models.exported.ExportedModel`): the same data, metrics, report and pictures.
+    (:class:`oars.models.exported.ExportedModel`): the same data, metrics, report and pictures. ``out`` adds
+    :class:`oars.engine.results_dump_hook.ResultsDumpHook`, which writes every prediction as the task's JSON
+    records (detection: COCO results); an existing ``out`` is refused unless ``overwrite``.
     """
     from oars.engine.checkpoint import check_checkpoint_file
     from oars_deploy.output_paths import check_output_folder
@@ -96,6 +99,11 @@ def evaluate(config: str, checkpoint: str | None, overrides: Sequence[str] = (),
 
         raise OarsError("give either -w CHECKPOINT (a PyTorch checkpoint) or --model-dir EXPORT_DIR (an export "
                         "folder), not both and not neither")
+    results_file = out  # (``out`` names metrics.json below)
+    if results_file is not None:  # before anything slow: the likeliest mistake is a file that is already there
+        from .results_dump_hook import check_out_file
+
+        check_out_file(results_file, overwrite)
     cfg = load(config, overrides)
     if report:
         _require_hook(cfg, _report_hook(cfg, "report.html")["type"], "--report")
@@ -116,6 +124,12 @@ def evaluate(config: str, checkpoint: str | None, overrides: Sequence[str] = (),
         report_file = osp.join(cfg.work_dir, "report.html")
         # absolute: the hook puts a relative out_file under the work dir, which would join a relative one twice
         add_hook(cfg, _report_hook(cfg, osp.abspath(report_file)), "--report flag")
+    if results_file is not None:
+        from .results_dump_hook import ResultsDumpHook  # registers it
+
+        add_hook(cfg, {"type": ResultsDumpHook.__name__, "out_file": osp.abspath(results_file),
+                       "overwrite": overwrite},
+                 "--out flag")
     runner = build_runner(cfg)
     runner.strict_load = True
     with setup_errors_are_config_errors(cfg, runner):
@@ -128,6 +142,8 @@ def evaluate(config: str, checkpoint: str | None, overrides: Sequence[str] = (),
     result = {"metrics": metrics, "metrics_file": out, **extra}
     if report_file:
         result["report_file"] = report_file
+    if results_file is not None:
+        result["out_file"] = results_file
     return result
 
 

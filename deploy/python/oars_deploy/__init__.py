@@ -23,3 +23,13 @@ tests/deploy/test_deploy_imports.py checks that no module imports anything else.
 from oars_deploy.moved import install as _install_old_names
 
 _install_old_names()
+
+
+def __getattr__(name: str):
+    """``from oars_deploy import Predictor`` (:class:`oars_deploy.predictor.Predictor`), imported on first use so
+    that ``import oars_deploy`` stays cheap (no onnxruntime) for the training side's imports of its pieces."""
+    if name == "Predictor":
+        from oars_deploy.predictor import Predictor
+
+        return Predictor
+    raise AttributeError(f"module 'oars_deploy' has no attribute {name!r}")

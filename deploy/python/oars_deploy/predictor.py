@@ -1,6 +1,7 @@
 """Predict with an exported model folder (deploy.yaml + model.onnx, or model.engine), without torch.
 
-``Predictor(model_dir).predict([bgr_image, ...])`` -> one dict per image, in original image pixels:
+``Predictor(model_dir).predict([bgr_image, ...])`` (or ``Predictor(model_dir)(image_or_file_or_list)``) -> one dict
+per image, in original image pixels:
 segmentation ``{'label': [H, W] int64}``; detection ``{'bboxes': [K, 4] float32 xyxy, 'scores': [K] float32,
 'labels': [K] int64}`` plus ``'masks'`` bool ``[K, H, W]`` for instance segmentation models (Mask R-CNN:
 deploy.yaml ``postprocess.masks``) (the same numbers as the PyTorch model's ``test_step`` on the same images).
@@ -88,6 +89,31 @@ class Predictor:
         """BGR uint8 images -> one result dict per image (see the module docstring)."""
         batch, metas = self.preprocess(images)
         return self.postprocess(self.infer(batch), metas)
+
+    def __call__(self, source: np.ndarray | str | Sequence[np.ndarray | str]) -> list[dict]:
+        """Predict one image or a list: BGR uint8 ``[H, W, 3]`` arrays and/or image files (read as oars-infer reads
+        them); ``Predictor(export_dir)(cv2.imread("a.jpg"))[0]["label"]``.
+
+        Returns:
+            One result dict per image, in order (:meth:`predict`; one image gives a list of one).
+
+        Raises:
+            DeployError: an input that is neither an image file nor a BGR uint8 [H, W, 3] array (naming it).
+        """
+        from oars_deploy.outputs import read_image
+
+        items = list(source) if isinstance(source, (list, tuple)) else [source]
+        images = []
+        for i, item in enumerate(items):
+            if isinstance(item, str):
+                item = read_image(item)
+            if not (isinstance(item, np.ndarray) and item.ndim == 3 and item.shape[2] == 3 and item.dtype == np.uint8):
+                what = f"shape {list(item.shape)} dtype {item.dtype}" if isinstance(item, np.ndarray) else \
+                    type(item).__name__
+                raise DeployError(f"Predictor input {i}: expected a BGR uint8 [H, W, 3] image or an image file, "
+                                  f"got {what}")
+            images.append(item)
+        return self.predict(images) if images else []
 
     def benchmark(self, images: Sequence[np.ndarray], warmup: int = 5, runs: int = 30) -> dict[str, float]:
         """Latency of ``predict(images)`` (end to end) and of the model call alone: median/p90 ms, images/s."""
