@@ -73,6 +73,10 @@ def load_checkpoint_file(path: str | Path, map_location: Any = "cpu") -> Any:
 
 def checkpoint_mismatch(checkpoint: str, config: str | None, detail: object) -> CheckpointError:
     """The error for a checkpoint whose tensors do not fit the model a config builds."""
+    if "qat_graphs." in str(detail):  # oars.compress.qat_model.QAT_STATE_PREFIX: fake quantisers in the checkpoint
+        return CheckpointError(f"{checkpoint} is a quantisation-aware-training checkpoint (fake quantisers under "
+                               f"qat_graphs.*, batch norms folded) and {config} builds the float model; use the QAT "
+                               "run's config.yaml next to the checkpoint, or its export (model_int8.onnx)")
     return CheckpointError(f"{checkpoint} does not fit the model of {config} (was it trained with other -o "
                            f"overrides? The checkpoint stores its training config in meta.config_yaml): {detail}")
 

@@ -1,0 +1,188 @@
+"""Knowledge distillation as one model: a frozen teacher and a student, task-neutral (``type: DistillModel``).
+
+Each training step runs the teacher once under ``no_grad`` in its export-mode forward (``mode='tensor'``) on the
+student's pre-processed batch, then the student's own ``loss``; forward hooks on the named layers
+(``student_layer: backbone.layer4``, ``teacher_layer: ...``) collect the features the distillation losses
+(oars.compress.distill_losses, combinable, each with its ``weight``) compare. The teacher is held outside the
+module tree: not in ``parameters()`` (the optimizer never sees it), not in ``state_dict()`` (checkpoints hold the
+student, the losses' adapters and nothing of the teacher), always in eval mode, moved with the student.
+Prediction and export-mode forward are the student's.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from mmengine.model import BaseModel
+from torch import nn
+
+from oars.compress.distill_losses import DistillShapeError
+from oars.errors import OarsError
+from oars.registry import MODELS
+
+
+def load_teacher(config: str, checkpoint: str, overrides: Sequence[str] = ()) -> nn.Module:
+    """The teacher model of ``config`` with ``checkpoint`` loaded strictly, frozen (requires_grad False, eval).
+
+    Args:
+        config: the teacher's YAML config (any task scope: it is built in its own ``default_scope``).
+        checkpoint: its trained weights.
+        overrides: ``-o`` style ``key=value`` overrides of the teacher config.
+
+    Returns:
+        The frozen teacher (an mmengine ``BaseModel``).
+    """
+    from oars.config import load_config
+    from oars.inference import init_model
+
+    cfg = load_config(config, list(overrides))
+    return freeze(init_model(cfg, checkpoint, "cpu"))
+
+
+def freeze(model: nn.Module) -> nn.Module:
+    """``model`` in eval mode with every parameter's ``requires_grad`` off; returns it."""
+    for p in model.parameters():
+        p.requires_grad_(False)
+    return model.eval()
+
+
+@MODELS.register_module()
+class DistillModel(BaseModel):
+    """Student + frozen teacher + distillation losses (see the module docstring).
+
+    Args:
+        student: the student's model config (or a built model).
+        teacher: ``{config: path, checkpoint: path, overrides: [..]}`` (or a built, frozen model).
+        losses: ``[{student_layer: name, teacher_layer: name, weight: 1.0, loss: {type: LogitKDLoss |
+            FeatureImitationLoss | ChannelWiseDistillLoss, ...its own arguments}}]``.
+        sample_shape: ``[B, C, H, W]`` of the dry run that checks every layer pair and sizes the adapters
+            (``export.input_shape``).
+    """
+
+    def __init__(self, student: dict | nn.Module, teacher: dict | nn.Module, losses: Sequence[dict],
+                 sample_shape: Sequence[int] = (2, 3, 64, 64)) -> None:
+        student = student if isinstance(student, nn.Module) else MODELS.build(copy.deepcopy(dict(student)))
+        super().__init__(data_preprocessor=student.data_preprocessor)
+        self.student = student
+        if not isinstance(teacher, nn.Module):
+            if not isinstance(teacher, dict) or not teacher.get("config") or not teacher.get("checkpoint"):
+                raise OarsError(f"model.teacher must be {{config: <teacher YAML>, checkpoint: <its weights>}}, got "
+                                f"{teacher!r}")
+            teacher = load_teacher(teacher["config"], teacher["checkpoint"], teacher.get("overrides") or ())
+        self._teacher = [freeze(teacher)]  # a list: outside the module tree (no parameters, no state_dict keys)
+        if not losses:
+            raise OarsError("model.losses: give at least one distillation loss, e.g. {student_layer: "
+                            "decode_head.conv_seg, teacher_layer: decode_head.conv_seg, loss: {type: LogitKDLoss}}")
+        for i, spec in enumerate(losses):
+            if not isinstance(spec, dict) or not isinstance(spec.get("loss"), dict) or not spec["loss"].get("type"):
+                raise OarsError(f"model.losses[{i}]: expected {{student_layer, teacher_layer, weight, loss: {{type: "
+                                f"LogitKDLoss | FeatureImitationLoss | ChannelWiseDistillLoss, ...}}}}, got {spec!r}")
+        self.pairs = [(self._layer(self.student, "student", spec), self._layer(teacher, "teacher", spec))
+                      for spec in losses]
+        self.weights = [float(spec.get("weight", 1.0)) for spec in losses]
+        self.features: dict[str, dict[str, torch.Tensor]] = {"student": {}, "teacher": {}}
+        self._hook(self.student, "student", {s for s, _ in self.pairs})
+        self._hook(teacher, "teacher", {t for _, t in self.pairs})
+        self.distill_losses = nn.ModuleList(self._build_losses(losses, sample_shape))
+
+    @property
+    def teacher(self) -> nn.Module:
+        """The frozen teacher (not a sub-module: see the module docstring)."""
+        return self._teacher[0]
+
+    @staticmethod
+    def _layer(model: nn.Module, who: str, spec: dict) -> str:
+        name = spec.get(f"{who}_layer")
+        if not name:
+            raise OarsError(f"model.losses: {spec['loss'].get('type')} needs {who}_layer (a module name, e.g. "
+                            "decode_head.conv_seg)")
+        try:
+            model.get_submodule(name)
+        except AttributeError:
+            top = [n for n, _ in model.named_children()]
+            raise OarsError(f"model.losses: {who}_layer {name!r} is not a module of the {who} "
+                            f"({type(model).__name__}; its top-level modules: {top})") from None
+        return name
+
+    def _hook(self, model: nn.Module, who: str, names: set[str]) -> None:
+        store = self.features[who]
+        for name in names:
+            def keep(_module: nn.Module, _args: Any, out: Any, name: str = name) -> None:
+                store[name] = out
+            model.get_submodule(name).register_forward_hook(keep)
+
+    def _build_losses(self, losses: Sequence[dict], sample_shape: Sequence[int]) -> list[nn.Module]:
+        """Dry run (teacher and student, no grad) to check the pairs and give FeatureImitationLoss its widths."""
+        x = torch.randn(*[max(2, int(sample_shape[0]))] + [int(v) for v in sample_shape[1:]])
+        self._run_both(x, train_student=False)
+        built = []
+        for spec, (s_name, t_name) in zip(losses, self.pairs):
+            args = dict(spec["loss"])
+            s, t = self._pair(s_name, t_name)
+            if args.get("type") == "FeatureImitationLoss" and s.dim() == 4 and t.dim() == 4:
+                args.setdefault("student_channels", int(s.shape[1]))
+                args.setdefault("teacher_channels", int(t.shape[1]))
+            loss = MODELS.build(args)
+            with torch.no_grad():
+                self._apply_loss(loss, s_name, t_name, s, t)  # a mismatch fails here, before training starts
+            built.append(loss)
+        return built
+
+    def _run_both(self, inputs: torch.Tensor, train_student: bool, data_samples: Any = None) -> Any:
+        for store in self.features.values():
+            store.clear()
+        with torch.no_grad():
+            self.teacher(inputs, mode="tensor")
+        if train_student:
+            return self.student(inputs, data_samples, mode="loss")
+        with torch.no_grad():
+            was = self.student.training
+            self.student.eval()
+            self.student(inputs, mode="tensor")
+            self.student.train(was)
+        return None
+
+    def _pair(self, s_name: str, t_name: str) -> tuple[torch.Tensor, torch.Tensor]:
+        s, t = self.features["student"].get(s_name), self.features["teacher"].get(t_name)
+        for who, name, value in (("student", s_name, s), ("teacher", t_name, t)):
+            if not isinstance(value, torch.Tensor):
+                raise OarsError(f"model.losses: {who}_layer {name!r} " + (
+                    "was not run by the export-mode forward" if value is None else
+                    f"returns {type(value).__name__}, not a tensor; name a module that returns one"))
+        return s, t
+
+    @staticmethod
+    def _apply_loss(loss: nn.Module, s_name: str, t_name: str, s: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        try:
+            return loss(s, t)
+        except DistillShapeError as err:
+            raise DistillShapeError(f"{err} (student_layer {s_name}, teacher_layer {t_name})") from None
+
+    def forward(self, inputs: torch.Tensor, data_samples: Any = None, mode: str = "tensor") -> Any:
+        """``loss``: the student's losses + ``distill.<i>.loss_<LossType>`` (mmengine sums the keys holding
+        "loss"); other modes: the student's."""
+        if mode != "loss":
+            return self.student(inputs, data_samples, mode=mode)
+        losses = dict(self._run_both(inputs, train_student=True, data_samples=data_samples))
+        for i, (loss, (s_name, t_name), w) in enumerate(zip(self.distill_losses, self.pairs, self.weights)):
+            s, t = self._pair(s_name, t_name)
+            losses[f"distill.{i}.loss_{type(loss).__name__}"] = w * self._apply_loss(loss, s_name, t_name, s, t)
+        return losses
+
+    def train(self, mode: bool = True) -> DistillModel:
+        super().train(mode)
+        self.teacher.eval()  # the teacher's batch norms and dropout stay in inference mode
+        return self
+
+    def _apply(self, fn: Any, recurse: bool = True) -> DistillModel:
+        super()._apply(fn, recurse)
+        self.teacher._apply(fn)  # .to(device) / .cuda() move the teacher too
+        return self
+
+
+def student_state_dict(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The student's own state dict from a DistillModel's (``student.*`` keys, prefix removed)."""
+    return {k[len("student."):]: v for k, v in state.items() if k.startswith("student.")}

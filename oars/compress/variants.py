@@ -1,0 +1,89 @@
+"""One row of the variant table from a config + checkpoint: parameters, FLOPs per input, the ONNX export's ONNX
+Runtime latency (FP32, and INT8 when the export folder has ``model_int8.onnx``), its size on disk, and the
+validation metric (``tools/eval.py``'s evaluation). Usable by every compression method.
+"""
+
+from __future__ import annotations
+
+import os.path as osp
+from collections.abc import Sequence
+from typing import Any
+
+from oars.errors import OarsError
+
+from .measure import count_flops, count_params, file_size, ort_latency_ms
+
+
+def main_metric(cfg: Any, metrics: dict[str, Any]) -> tuple[str | None, float | None]:
+    """The metric the config's checkpoint hook keeps the best of (``save_best``), else the first one."""
+    best = ((cfg.get("default_hooks") or {}).get("checkpoint") or {}).get("save_best")
+    if isinstance(best, str) and best in metrics:
+        return best, metrics[best]
+    for key, value in metrics.items():
+        if isinstance(value, (int, float)):
+            return key, float(value)
+    return None, None
+
+
+def _one_input(cfg: Any, model: Any) -> Any:
+    """One preprocessed validation input (batch of 1), what FLOPs are counted on."""
+    import copy
+
+    import torch
+    from mmengine.registry import DefaultScope
+    from mmengine.runner import Runner
+
+    loader_cfg = copy.deepcopy(cfg.get("val_dataloader") or cfg.get("test_dataloader") or cfg.get("train_dataloader"))
+    loader_cfg.update(num_workers=0, persistent_workers=False, batch_size=1)
+    loader_cfg.pop("worker_init_fn", None)
+    with DefaultScope.overwrite_default_scope(cfg.get("default_scope")):
+        batch = next(iter(Runner.build_dataloader(loader_cfg, seed=0)))
+    with torch.no_grad():
+        return model.data_preprocessor(batch, False)["inputs"]
+
+
+def measure_variant(config: str, checkpoint: str, folder: str, variant: str, method: str,
+                    overrides: Sequence[str] = (), options: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The table row of ``config`` + ``checkpoint``; evaluation and export go under ``folder`` (``eval/``,
+    ``export/``). ``options``: ``export`` (default true) and ``latency`` (default true) can switch those off.
+
+    Returns:
+        ``{'variant', 'method', 'params', 'flops', 'latency_fp32_ms', 'latency_int8_ms', 'size_mb', 'size_of',
+        'metric', 'metric_value', 'config', 'checkpoint', 'export_check'}`` (None where not measured).
+    """
+    from oars.config import load_config
+    from oars.engine.entry import evaluate
+    from oars.inference import init_model
+    from oars.tasks import activate
+
+    options = options or {}
+    cfg = load_config(config, list(overrides))
+    activate(cfg.get("default_scope"))
+    model = init_model(cfg, checkpoint)
+    row: dict[str, Any] = {"variant": variant, "method": method, "params": count_params(model),
+                           "flops": count_flops(model, _one_input(cfg, model)), "config": config,
+                           "checkpoint": checkpoint}
+    result = evaluate(config, checkpoint, list(overrides), work_dir=osp.join(folder, "eval"))
+    row["metric"], row["metric_value"] = main_metric(cfg, result["metrics"])
+    onnx = None
+    if options.get("export", True):
+        from oars.export import export_model
+
+        out = osp.join(folder, "export")
+        try:
+            check = export_model(config, checkpoint, out, overrides=list(overrides), overwrite=True)
+        except OarsError as err:  # a model the task cannot export still gets its row
+            print(f"{variant}: not exported ({err}); no latency in the table")
+            check = None
+        if check is not None:
+            onnx = check["onnx"]
+            row["export_check"] = {k: v.get("max_abs_diff") for k, v in (check.get("check") or {})
+                                   .get("outputs", {}).items()}
+    if onnx and options.get("latency", True):
+        row["latency_fp32_ms"] = ort_latency_ms(onnx)
+        int8 = osp.join(osp.dirname(onnx), "model_int8.onnx")
+        row["latency_int8_ms"] = ort_latency_ms(int8) if osp.isfile(int8) else None
+    size = file_size(onnx) if onnx else None
+    row["size_of"] = "onnx" if size is not None else "checkpoint"
+    row["size_mb"] = (size if size is not None else file_size(checkpoint) or 0) / 2**20
+    return row
