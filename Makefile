@@ -37,7 +37,7 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[deploy,dev,serve,compress]'
+	$(PY) -m pip install -q -e '.[deploy,dev,serve,compress,track]'
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 

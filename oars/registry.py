@@ -34,13 +34,15 @@ from mmengine.registry import Registry
 from oars.tasks import TASKS as TASKS  # the task contracts (oars.tasks, DESIGN §9), beside the scoped registries
 
 CORE_LOCATIONS = {
-    "model": ["oars.models"],
+    # PrunedModel, QATModel, DistillModel (+ its losses): the config types of oars.compress's variants
+    "model": ["oars.models", "oars.compress.pruned_model", "oars.compress.qat_model", "oars.compress.distill_model"],
     "dataset": ["oars.data"],
     "transform": ["oars.data"],
     "metric": ["oars.evaluation"],
     "hook": ["oars.engine"],
     "optim_wrapper": ["oars.engine"],
     "visualizer": ["oars.visualization"],
+    "vis_backend": ["oars.visualization.tracking_backends"],  # the experiment trackers' backends (--logger)
     "function": ["oars.data"],
 }
 

@@ -1,9 +1,10 @@
-"""Train a model from a YAML config: tools/train.py -c CONFIG [-o key=value ...] [--print-config]."""
+"""Train a model from a YAML config: tools/train.py -c CONFIG [-o key=value ...] [--compile] [--print-config]."""
 
 import argparse
 
 from oars.cli import base_parser, run_cli
 from oars.engine.entry import print_config, train
+from oars.engine.tracking import logger_names
 
 
 def main() -> None:
@@ -15,6 +16,12 @@ def main() -> None:
                              ".pth and last_checkpoint first (without it, such a work dir is refused)")
     parser.add_argument("--amp", action="store_true",
                         help="mixed precision: FP16 + dynamic loss scaling on CUDA, bfloat16 on CPU")
+    parser.add_argument("--compile", action="store_true",
+                        help="torch.compile the training step (config key `compile`: true or {mode, dynamic, "
+                             "backend}); the log reports graphs and graph breaks after the first step")
+    parser.add_argument("--logger", action="append", default=[], metavar="NAME[,NAME]",
+                        help="track the run with mlflow, wandb, tensorboard or clearml (repeatable or a comma list; "
+                             "config key `loggers`; defaults in configs/_base_/loggers.yaml; pip install -e .[track])")
     parser.add_argument("--launcher", choices=["none", "pytorch"], default="none",
                         help="'pytorch' under torchrun for multi-process training")
     parser.add_argument("--print-config", action="store_true",
@@ -25,10 +32,10 @@ def main() -> None:
     args = parser.parse_args()
     if args.print_config:
         print(print_config(args.config, args.overrides, work_dir=args.work_dir, resume=args.resume, amp=args.amp,
-                           launcher=args.launcher), end="")
+                           launcher=args.launcher, compile=args.compile, loggers=logger_names(args.logger)), end="")
         return
     train(args.config, args.overrides, work_dir=args.work_dir, resume=args.resume, amp=args.amp,
-          launcher=args.launcher, overwrite=args.overwrite)
+          launcher=args.launcher, overwrite=args.overwrite, compile=args.compile, loggers=logger_names(args.logger))
 
 
 if __name__ == "__main__":

@@ -90,7 +90,9 @@ def _runner_arguments() -> set[str]:
 # What a config may hold at its top level: the Runner's arguments plus the keys the engine and
 # tools read themselves. Anything else is a typo that would otherwise be ignored silently.
 TOP_LEVEL_KEYS = frozenset(_runner_arguments() | {
-    "export", "sync_bn", "model_wrapper_cfg", "find_unused_parameters", "dist_params", "gpu_ids",
+    "export", "compress", "sync_bn", "model_wrapper_cfg", "find_unused_parameters", "dist_params", "gpu_ids",
+    "compile",  # torch.compile when training starts (OarsRunner._maybe_compile), checked in oars.engine.compile
+    "loggers",  # experiment trackers (tools/train.py --logger), resolved in oars.engine.tracking
 })
 
 

@@ -24,12 +24,13 @@ from .runner import OarsRunner, build_runner
 
 def train(config: str, overrides: Sequence[str] = (), *, work_dir: str | None = None,
           resume: bool | str | None = None, amp: bool = False, launcher: str = "none",
-          overwrite: bool = False, compile: bool = False) -> OarsRunner:
+          overwrite: bool = False, compile: bool = False, loggers: Sequence[str] = ()) -> OarsRunner:
     """Train the model a config describes; returns the finished Runner.
 
     A work dir that holds another run's checkpoints is refused unless ``resume`` continues that run or
     ``overwrite`` deletes its checkpoints (``epoch_N``/``iter_N``/``best_*``/``last_checkpoint``) first.
     ``compile``: ``--compile`` (``compile: true`` unless the config sets its options; ``oars.engine.compile``).
+    ``loggers``: ``--logger`` tracker names (mlflow, wandb, tensorboard, clearml; ``oars.engine.tracking``).
     """
     from .work_dir import prepare_work_dir
 
@@ -38,7 +39,7 @@ def train(config: str, overrides: Sequence[str] = (), *, work_dir: str | None = 
 
         raise OarsError("--resume continues the run in the work dir and --overwrite deletes it; give one of them")
     cfg = set_up_run(config, overrides, RunOptions(work_dir=work_dir, resume=resume, amp=amp, launcher=launcher,
-                                                   compile=compile))
+                                                   compile=compile, loggers=tuple(loggers)))
 
     def guard(cfg: Config) -> None:
         prepare_work_dir(cfg.work_dir, resume=bool(resume) or bool(cfg.resume), overwrite=overwrite)
@@ -54,12 +55,12 @@ def train(config: str, overrides: Sequence[str] = (), *, work_dir: str | None = 
 
 def print_config(config: str, overrides: Sequence[str] = (), *, work_dir: str | None = None,
                  resume: bool | str | None = None, amp: bool = False, launcher: str = "none",
-                 compile: bool = False) -> str:
+                 compile: bool = False, loggers: Sequence[str] = ()) -> str:
     """The config ``train`` with the same arguments would run and write as ``<work_dir>/config.yaml``, with the
     source of every value oars set (``_resolved_by_oars``); nothing is trained, built or written."""
     return resolved_config_text(config, overrides,
                                 RunOptions(work_dir=work_dir, resume=resume, amp=amp, launcher=launcher,
-                                           compile=compile))
+                                           compile=compile, loggers=tuple(loggers)))
 
 
 def _interrupted(cfg: Config, config: str, overrides: Sequence[str], amp: bool, compile: bool = False):

@@ -28,7 +28,9 @@ from oars.config.resolved import EARLIER_RUN, MISSING, previous_resolution, reco
 from oars.errors import OarsError
 
 from .checkpoint import verify_checkpoint
+from .compile import resolve_compile
 from .dist import init_distributed
+from .tracking import resolve_loggers
 
 # Hooks every run needs for the guarantees oars makes, with the reason each is there. Added here, not in the
 # configs, so a config that replaces ``custom_hooks`` cannot silently lose them.
@@ -61,13 +63,16 @@ class RunOptions:
     launcher: str = "none"
     load_from: str | None = None
     dry_run: bool = False
+    compile: bool = False  # --compile: torch.compile the training step (oars.engine.compile)
+    loggers: tuple[str, ...] = ()  # --logger: experiment trackers (oars.engine.tracking)
 
 
 def resolve_engine(cfg: Config, options: RunOptions = RunOptions()) -> Config:
     """A copy of ``cfg`` with the command-line choices and every engine default applied, each recorded.
 
     The order is fixed: what an earlier run recorded (re-loading its ``config.yaml``), ``-o`` overrides, the
-    work dir, resume, ``--amp``, the engine's hooks, atomic checkpoints, seeded workers, then processes.
+    work dir, resume, ``--amp``, the engine's hooks, ``compile`` (``--compile``), trackers (``--logger``), atomic
+    checkpoints, seeded workers, then processes.
     """
     cfg = copy.deepcopy(cfg)
     _carry_previous(cfg)
@@ -81,6 +86,9 @@ def resolve_engine(cfg: Config, options: RunOptions = RunOptions()) -> Config:
     if options.amp:
         _enable_amp(cfg)
     _add_engine_hooks(cfg)
+    resolve_compile(cfg, options.compile, training=options.load_from is None)
+    if options.load_from is None:  # trackers follow training runs; evaluation keeps the config's backends
+        resolve_loggers(cfg, options.loggers, config_name=stem, check_packages=not options.dry_run)
     _make_checkpoints_atomic(cfg)
     _seed_workers(cfg)
     _resolve_processes(cfg, options.launcher, options.dry_run)

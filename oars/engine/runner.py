@@ -90,6 +90,19 @@ class OarsRunner(Runner):
                 raise
             raise CheckpointError(f"{self.cfg.filename}: {keys[0]}: {err}") from None
 
+    def _maybe_compile(self, target: str) -> None:
+        """``compile`` on: the model's forward in loss mode (``oars.engine.compile.compile_for_training``), not
+        mmengine's ``torch.compile(model.train_step)``, which recompiles every step on the optimizer wrapper's
+        logging."""
+        from .compile import compile_for_training, compile_options
+
+        options = compile_options(self.cfg.get("compile"), self.cfg.filename or "<config>")
+        if options is None or target != "train_step":
+            return
+        compile_for_training(self.model, options)
+        self.logger.info(f"torch.compile({options}) of the model's forward in loss mode; the first iterations "
+                         "compile (CompileReportHook reports the graphs and graph breaks)")
+
     def load_checkpoint(self, filename: str, map_location="cpu", strict: bool = False, revise_keys=None):
         strict = strict or self.strict_load
         kwargs = {} if revise_keys is None else {"revise_keys": revise_keys}

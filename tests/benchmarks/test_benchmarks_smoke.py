@@ -29,6 +29,7 @@ CHEAPEST = {
                           "--device", "cpu"],
                          ["| U-Net | 32x32 | 1 | pytorch eager |", "| U-Net | 32x32 | 1 | onnxruntime int8 |"]),
     "infer_memory.py": (["--size", "128"], ["peak RSS: 64x64 image ", "128x128 image "]),
+    "compile_step.py": (["--quick"], ["unet_tiny: 2 x 32 px, cpu", "ratio compiled / eager:"]),
     "seg_model_table.py": (["--models", "unet", "--size", "32x64", "--repeats", "1", "--warmup", "0", "--no-check"],
                            ["| U-Net S5-D16 | unet_s5-d16_80k_cityscapes.yaml |"]),
     "serve_load.py": (["--models", "unet", "--clients", "1", "--requests", "2"],
@@ -82,7 +83,8 @@ def test_every_benchmark_script_has_a_smoke_run():
 
 
 # contention.py's cheapest form is still two fresh training processes with their DataLoader workers (~25 s)
-SLOW_SCRIPTS = {"contention.py", "serve_load.py"}  # serve_load.py: a demo export and a local Ray (~60 s)
+# serve_load.py: a demo export and a local Ray (~60 s); compile_step.py: a torch.compile of a tiny U-Net (~15 s CPU)
+SLOW_SCRIPTS = {"contention.py", "serve_load.py", "compile_step.py"}
 
 
 @pytest.mark.parametrize("script", [pytest.param(s, marks=pytest.mark.slow) if s in SLOW_SCRIPTS else s

@@ -1,0 +1,185 @@
+"""Training-step time with ``torch.compile`` versus eager, per model family, same process, same batch.
+
+The compiled side is what ``compile: true`` / ``tools/train.py --compile`` runs
+(``oars.engine.compile.compile_for_training``): the model's forward in loss mode under ``torch.compile`` (AOT
+autograd compiles its backward), the data preprocessor and the optimizer wrapper eager; a GAN's networks compiled
+in place. ``--whole-step`` compiles ``model.train_step`` instead, as mmengine's Runner does. Each side has its
+own copy of the model and optimizer (the config's ``optim_wrapper``). Compilation (the compiled side's warm-up
+steps, which trace and build the graphs) is timed and printed on its own; the timed steps then alternate eager /
+compiled so that drift in machine speed hits both.
+
+Families (demo configs, shrunk where the demo is full size; ``--size`` / ``--batch`` change the input):
+- ``yolov3``: yolov3_darknet53_demo_shapes.yaml (narrow DarkNet-53), 2 x 128 px;
+- ``faster_rcnn``: faster_rcnn_r50_fpn_1x_coco.yaml with a ResNet-18 backbone, 2 x 128 px;
+- ``deeplabv3``: deeplabv3_r50_40k_voc12.yaml with a ResNet-18 backbone (output stride 8), 2 x 128 px;
+- ``tsm``: tsm_r18_demo_videos.yaml (ResNet-18 TSM, 8 segments), 1 clip x 8 frames x 64 px;
+- ``pix2pix``: pix2pix_demo_shapes.yaml, 1 x 64 px pair.
+
+    python benchmarks/compile_step.py [--models yolov3 faster_rcnn deeplabv3 tsm pix2pix] [--repeats 5]
+        [--warmup 2] [--backend inductor] [--mode default] [--device cpu|cuda] [--size N] [--batch N]
+        [--whole-step]
+    python benchmarks/compile_step.py --quick    # the cheapest form: the tiny U-Net demo, 32 px, aot_eager
+
+Prints per family: compile + warm-up time, eager and compiled ms per step (median; CPU time too on the CPU),
+the ratio compiled / eager, and dynamo's graphs and graph breaks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import os
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from benchmarks.common import ROOT, time_alternating  # noqa: E402
+
+CFG = os.path.join(ROOT, "configs")
+# name -> (config, overrides that shrink it, batch kind, default (size, batch))
+CASES: dict[str, tuple[str, list[str], str, tuple[int, int]]] = {
+    "yolov3": (f"{CFG}/detection/yolov3/yolov3_darknet53_demo_shapes.yaml", [], "boxes", (128, 2)),
+    "faster_rcnn": (f"{CFG}/detection/faster_rcnn/faster_rcnn_r50_fpn_1x_coco.yaml",
+                    ["model.backbone.depth=18", "model.backbone.init=null"], "boxes", (128, 2)),
+    "deeplabv3": (f"{CFG}/segmentation/deeplabv3/deeplabv3_r50_40k_voc12.yaml",
+                  ["model.backbone.depth=18", "model.backbone.init=null", "model.decode_head.channels=64",
+                   "model.auxiliary_head.channels=64"], "labels", (128, 2)),
+    "tsm": (f"{CFG}/video/tsm/tsm_r18_demo_videos.yaml", [], "clips", (64, 1)),
+    "pix2pix": (f"{CFG}/gan/pix2pix/pix2pix_demo_shapes.yaml", [], "pairs", (64, 1)),
+    # --quick: the make-demo U-Net at 4 base channels (what the engine tests train)
+    "unet_tiny": (f"{CFG}/segmentation/unet/unet_demo_shapes.yaml",
+                  ["model.backbone.base_channels=4", "model.decode_head.channels=4"], "labels", (32, 2)),
+}
+FAMILIES = ["yolov3", "faster_rcnn", "deeplabv3", "tsm", "pix2pix"]
+
+
+def make_data(kind: str, size: int, batch: int, num_classes: int) -> dict:
+    """One batch as the data loader delivers it (uint8 images / clips / pairs with their annotations)."""
+    from benchmarks.gan_step import gan_batch
+    from benchmarks.train_step import make_batch, make_clips, make_seg_batch
+
+    if kind == "boxes":
+        return make_batch(size, batch, num_classes)
+    if kind == "labels":
+        return make_seg_batch(size, size, batch, num_classes)
+    if kind == "clips":
+        return make_clips(size, batch, num_classes)
+    return gan_batch(size, batch)
+
+
+def build(name: str, device: str):
+    """The config's model (train mode, random weights) and a builder of its optimizer wrapper."""
+    from mmengine.optim import build_optim_wrapper
+    from mmengine.registry import MODELS, DefaultScope
+
+    from oars.config import load_config
+    from oars.tasks import activate
+
+    path, overrides, _, _ = CASES[name]
+    cfg = load_config(path, overrides)
+    activate(cfg.default_scope)
+    with DefaultScope.overwrite_default_scope(cfg.default_scope):
+        model = MODELS.build(copy.deepcopy(cfg.model)).to(device).train()
+
+    def wrapper(net: torch.nn.Module):
+        with DefaultScope.overwrite_default_scope(cfg.default_scope):
+            return build_optim_wrapper(net, copy.deepcopy(cfg.optim_wrapper))
+
+    return model, wrapper, cfg
+
+
+def compiled_vs_eager(name: str, size: int, batch: int, device: str, repeats: int, warmup: int,
+                      options: dict, whole_step: bool = False) -> dict:
+    """Time one family. Returns ``{'compile_s', 'first_s', 'eager', 'compiled' ((wall, cpu) medians), 'stats'}``."""
+    from oars.engine.compile import compile_for_training, snapshot, stats_since
+
+    torch.manual_seed(0)
+    model, make_wrapper, cfg = build(name, device)
+    data = make_data(CASES[name][2], size, batch, int(cfg.model.get("num_classes") or 1))
+    eager_model, compiled_model = model, copy.deepcopy(model)
+    eager_opt, compiled_opt = make_wrapper(eager_model), make_wrapper(compiled_model)
+    if whole_step:  # mmengine's Runner._maybe_compile
+        step = torch.compile(compiled_model.train_step, **options)
+    else:  # oars' OarsRunner._maybe_compile
+        step = compile_for_training(compiled_model, options).train_step
+
+    def eager() -> None:
+        eager_model.train_step(copy.deepcopy(data), eager_opt)
+
+    def compiled() -> None:
+        step(copy.deepcopy(data), compiled_opt)
+
+    before = snapshot()
+    start = time.perf_counter()
+    compiled()
+    first = time.perf_counter() - start
+    for _ in range(max(warmup, 1) - 1):
+        compiled()
+    compile_s = time.perf_counter() - start
+    stats = stats_since(before)
+    medians = time_alternating({"eager": eager, "compiled": compiled}, repeats, device, warmup=1)
+    return {"compile_s": compile_s, "first_s": first, "stats": stats, **medians}
+
+
+def report(name: str, size: int, batch: int, result: dict, device: str) -> str:
+    """The family's lines: compilation, both step times, the ratio, dynamo's graphs and breaks."""
+    (ew, ec), (cw, cc) = result["eager"], result["compiled"]
+    on_cpu = not device.startswith("cuda")
+    stats = result["stats"]
+    breaks = sum(stats.graph_breaks.values())
+    reasons = "; ".join(f"{r} (x{n})" for r, n in stats.graph_breaks.most_common(3))
+    lines = [f"{name}: {batch} x {size} px, {device}",
+             f"  compile + warm-up: {result['compile_s']:.1f} s (first step {result['first_s']:.1f} s); "
+             f"{stats.graphs} graphs, {breaks} graph breaks{': ' + reasons if reasons else ''}"
+             + (f", {sum(stats.eager_frames.values())} functions left to eager" if stats.eager_frames else ""),
+             f"  eager   : {ew * 1000:9.1f} ms/step" + (f", {ec * 1000:9.1f} ms CPU" if on_cpu else ""),
+             f"  compiled: {cw * 1000:9.1f} ms/step" + (f", {cc * 1000:9.1f} ms CPU" if on_cpu else ""),
+             f"  ratio compiled / eager: {cw / ew:6.3f}" + (f" (CPU time {cc / ec:6.3f})" if on_cpu else "")]
+    return "\n".join(lines)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--models", nargs="+", choices=list(CASES), default=FAMILIES)
+    parser.add_argument("--repeats", type=int, default=5, help="timed steps of each side (at least 1)")
+    parser.add_argument("--warmup", type=int, default=2, help="untimed compiled steps first (compilation)")
+    parser.add_argument("--backend", default="inductor", help="torch.compile backend (default inductor)")
+    parser.add_argument("--mode", default=None, help="torch.compile mode (default: torch's)")
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--size", type=int, default=None, help="input side in px (default: per family)")
+    parser.add_argument("--batch", type=int, default=None, help="images / clips / pairs (default: per family)")
+    parser.add_argument("--whole-step", action="store_true",
+                        help="compile model.train_step as mmengine's Runner does (default: the forward, as oars)")
+    parser.add_argument("--quick", action="store_true",
+                        help="the cheapest run: unet_tiny at 32 px, aot_eager, 1 repeat, 1 warm-up step")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.models, args.backend, args.repeats, args.warmup = ["unet_tiny"], "aot_eager", 1, 1
+    if args.repeats < 1 or args.warmup < 1:
+        parser.error(f"--repeats and --warmup must be at least 1, got {args.repeats} and {args.warmup}")
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    options = {"backend": args.backend, **({"mode": args.mode} if args.mode else {})}
+    what = "model.train_step (mmengine)" if args.whole_step else "the forward in loss mode (oars)"
+    print(f"torch.compile({options}) of {what} vs eager, torch threads {torch.get_num_threads()}, "
+          f"{args.repeats} timed steps each")
+    ratios: dict[str, float] = {}
+    for name in args.models:
+        size = args.size or CASES[name][3][0]
+        batch = args.batch or CASES[name][3][1]
+        torch._dynamo.reset()  # each family compiles from scratch
+        result = compiled_vs_eager(name, size, batch, args.device, args.repeats, args.warmup, options,
+                                   args.whole_step)
+        print(report(name, size, batch, result, args.device), flush=True)
+        ratios[name] = result["compiled"][0] / result["eager"][0]
+    print("ratios compiled / eager (wall): " + ", ".join(f"{k} {v:.3f}" for k, v in ratios.items()))
+
+
+if __name__ == "__main__":
+    main()

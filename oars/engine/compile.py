@@ -1,0 +1,205 @@
+"""Compiled training: the ``compile`` config key (``tools/train.py --compile``) and what ``torch.compile`` did.
+
+What is compiled: the model's forward in ``mode='loss'`` (:func:`compile_for_training`, called by
+``OarsRunner._maybe_compile`` when training starts, where mmengine's Runner would compile the whole
+``model.train_step``). Why not mmengine's choice: its ``train_step`` holds the optimizer wrapper, whose gradient
+clipping logs ``grad_norm`` into the message hub's numpy history; dynamo guards on that growing array and the
+logged value, so every step recompiles (measured on TSM: one new graph per step) until the recompile limit sends
+the step back to eager. Compiling the forward keeps the data preprocessor (lists of images of any size), the
+optimizer wrapper and the logging eager; AOT autograd compiles the backward of the forward graph; ``predict``
+and ``tensor`` modes (validation, export) stay eager.
+
+oars checks the key once (:func:`resolve_compile`, from ``oars.engine.resolve``) and adds ``CompileReportHook``,
+which logs after the first step how many graphs dynamo made, every graph break and every function it gave up on
+(left to eager Python), and again whenever a later step adds recompilations or breaks: a model that silently runs
+eager is what this prevents.
+
+``compile: true`` uses torch.compile's defaults (inductor); a mapping takes torch.compile's arguments
+``mode`` (default | reduce-overhead | max-autotune | max-autotune-no-cudagraphs), ``dynamic`` (true | false |
+null), ``backend`` (inductor, aot_eager, eager, ...), ``fullgraph`` (bool) and ``options`` (inductor options).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from mmengine.config import Config
+
+from oars.config import cfg_provenance, source_of
+from oars.config.resolved import record
+from oars.errors import OarsError
+
+COMPILE_KEYS = ("mode", "dynamic", "backend", "fullgraph", "options")
+MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+REPORT_HOOK = "CompileReportHook"
+_HOOK_REASON = ("CompileReportHook logs the graphs, graph breaks and functions left to eager after the first "
+                "compiled step and whenever later steps add some (a compiled run never falls back silently)")
+
+
+def compile_options(value: Any, where: str = "<config>") -> dict | None:
+    """The ``torch.compile`` keyword arguments of a ``compile`` value; None when compiling is off.
+
+    Args:
+        value: ``cfg.compile``: None/false (off), true (torch.compile's defaults) or a mapping of its arguments.
+        where: the file (or flag) that set it, for messages.
+
+    Returns:
+        A dict of ``torch.compile`` arguments (empty for ``true``), or None.
+
+    Raises:
+        OarsError: another type, an unknown key or a bad ``mode``/``dynamic``/``fullgraph``, naming ``where``.
+    """
+    if value is None or value is False:
+        return None
+    if value is True:
+        return {}
+    if not isinstance(value, dict):
+        raise OarsError(f"{where}: compile: expected true, false or a mapping of torch.compile arguments "
+                        f"({', '.join(COMPILE_KEYS)}), got {value!r}")
+    unknown = sorted(set(value) - set(COMPILE_KEYS))
+    if unknown:
+        raise OarsError(f"{where}: compile: unknown key(s) {unknown}; torch.compile arguments accepted here: "
+                        f"{', '.join(COMPILE_KEYS)}")
+    mode = value.get("mode")
+    if mode is not None and mode not in MODES:
+        raise OarsError(f"{where}: compile.mode: expected one of {', '.join(MODES)}, got {mode!r}")
+    if value.get("dynamic") not in (None, True, False):
+        raise OarsError(f"{where}: compile.dynamic: expected true, false or null, got {value['dynamic']!r}")
+    if not isinstance(value.get("fullgraph", False), bool):
+        raise OarsError(f"{where}: compile.fullgraph: expected true or false, got {value['fullgraph']!r}")
+    if value.get("backend") is not None and not isinstance(value["backend"], str):
+        raise OarsError(f"{where}: compile.backend: expected a backend name (inductor, aot_eager, eager...), got "
+                        f"{value['backend']!r}")
+    if value.get("options") is not None and not isinstance(value["options"], dict):
+        raise OarsError(f"{where}: compile.options: expected a mapping of inductor options, got {value['options']!r}")
+    return dict(value)
+
+
+def resolve_compile(cfg: Config, flag: bool, training: bool = True) -> None:
+    """Apply ``--compile`` to ``cfg`` (``compile: true`` unless the config already holds a mapping), check the
+    value, and add ``CompileReportHook`` when compiling a training run (mmengine compiles ``train_step`` only;
+    ``training=False`` for evaluation); each change recorded with its reason.
+
+    Raises:
+        OarsError: a bad ``compile`` value (see :func:`compile_options`), naming the file or flag that set it.
+    """
+    given = cfg.get("compile")
+    where = source_of(cfg_provenance(cfg), "compile") or cfg.filename or "<config>"
+    if flag:
+        if isinstance(given, dict):
+            record(cfg, "compile", given, f"config ({where}); --compile flag too: the config's options are kept",
+                   replace=False)
+        else:
+            cfg.compile = True
+            was = f" (the config had {given!r})" if given is not None and given is not True else ""
+            record(cfg, "compile", True, f"--compile flag{was}")
+            where = "--compile"
+    if compile_options(cfg.get("compile"), where) is None or not training:
+        return
+    hooks = list(cfg.get("custom_hooks") or [])
+    if any(isinstance(h, dict) and h.get("type") == REPORT_HOOK for h in hooks):
+        return
+    hooks.append({"type": REPORT_HOOK})
+    cfg.custom_hooks = hooks
+    record(cfg, f"custom_hooks[{len(hooks) - 1}]", hooks[-1], f"engine: compile is on: {_HOOK_REASON}")
+
+
+def compile_for_training(model: torch.nn.Module, options: dict) -> torch.nn.Module:
+    """Make ``model``'s forward run compiled in ``mode='loss'`` (training) and eagerly in the other modes; for a
+    model with its own ``train_step`` (GANs), which calls its networks directly, compile each network (every
+    direct submodule with parameters but the data preprocessor) in place, in all modes.
+
+    Args:
+        model: an mmengine ``BaseModel`` (``forward(inputs, data_samples, mode)``), or a model wrapper (DDP) whose
+            ``module`` is one.
+        options: ``torch.compile`` arguments (:func:`compile_options`).
+
+    Returns:
+        The model itself (its ``forward`` replaced on the instance; parameters, buffers and ``state_dict``
+        unchanged). A copy made afterwards (``copy.deepcopy``) would share the compiled forward of this instance:
+        mmengine's EMA hook copies the model before training starts, so before this runs.
+    """
+    inner = getattr(model, "module", model)
+    from mmengine.model import BaseModel
+
+    own_step = type(inner).train_step is not BaseModel.train_step
+    if own_step:  # its own train_step (GANs: several networks, several optimizers) need not call forward
+        for name, child in inner.named_children():
+            if name != "data_preprocessor" and any(True for _ in child.parameters()):
+                child.compile(**options)
+        return model
+    eager = inner.forward
+    compiled = torch.compile(eager, **options)
+
+    @functools.wraps(eager)
+    def forward(*args: Any, **kwargs: Any) -> Any:
+        mode = kwargs.get("mode", args[2] if len(args) > 2 else "tensor")
+        return compiled(*args, **kwargs) if mode == "loss" else eager(*args, **kwargs)
+
+    inner.forward = forward
+    return model
+
+
+@dataclass
+class CompileStats:
+    """What dynamo did between two snapshots of ``torch._dynamo.utils.counters``.
+
+    Attributes:
+        graphs: graphs captured (a recompilation for new input shapes or Python values adds one).
+        graph_breaks: reason (first line) -> count: where a graph ended and Python ran between graphs.
+        eager_frames: reason (first line) -> count: functions dynamo gave up on, which run eagerly (e.g. the
+            recompile limit hit, a generator).
+    """
+
+    graphs: int = 0
+    graph_breaks: Counter = field(default_factory=Counter)
+    eager_frames: Counter = field(default_factory=Counter)
+
+    @property
+    def empty(self) -> bool:
+        return not (self.graphs or self.graph_breaks or self.eager_frames)
+
+
+def snapshot() -> dict[str, Counter]:
+    """A copy of the dynamo counters this module reads (graph breaks, frames left to eager, graph count)."""
+    from torch._dynamo.utils import counters
+
+    return {"graph_break": Counter(counters["graph_break"]), "unimplemented": Counter(counters["unimplemented"]),
+            "stats": Counter(counters["stats"])}
+
+
+def stats_since(before: dict[str, Counter], after: dict[str, Counter] | None = None) -> CompileStats:
+    """The :class:`CompileStats` between ``before`` and ``after`` (default: now), reasons cut to their first line."""
+    after = snapshot() if after is None else after
+
+    def first_lines(key: str) -> Counter:
+        out: Counter = Counter()
+        for reason, count in (after[key] - before[key]).items():
+            out[str(reason).strip().splitlines()[0] if str(reason).strip() else "(no reason given)"] += count
+        return out
+
+    graphs = after["stats"]["unique_graphs"] - before["stats"]["unique_graphs"]
+    return CompileStats(graphs=int(graphs), graph_breaks=first_lines("graph_break"),
+                        eager_frames=first_lines("unimplemented"))
+
+
+def format_stats(stats: CompileStats, first: bool, limit: int = 5) -> str:
+    """One log message: graphs, graph breaks (count and the first ``limit`` reasons), functions left to eager."""
+    def reasons(counter: Counter) -> str:
+        items = counter.most_common()
+        text = "; ".join(f"{r} (x{n})" for r, n in items[:limit])
+        return text + (f"; ... {len(items) - limit} more" if len(items) > limit else "")
+
+    head = "torch.compile, first step" if first else "torch.compile, later steps added"
+    parts = [f"{head}: {stats.graphs} graph(s){' (recompilation: new shapes or values)' if not first else ''}",
+             f"{sum(stats.graph_breaks.values())} graph break(s)"]
+    if stats.graph_breaks:
+        parts[-1] += f" [{reasons(stats.graph_breaks)}]"
+    parts.append(f"{sum(stats.eager_frames.values())} function(s) left to eager")
+    if stats.eager_frames:
+        parts[-1] += f" [{reasons(stats.eager_frames)}]"
+    return ", ".join(parts)
