@@ -5,7 +5,7 @@
 # demo-video's recognizer features, also outside make demo).
 # make demo runs its demos in two lanes side by side, one thread each: these small models use a second core for
 # about 1.3x speed, a second process for nearly 2x. Each lane's lines are prefixed with its name.
-# make test: set up .venv and run the test suite.
+# make test: set up .venv and run the test suite (make test-slow: the slow-marked tests; make test-all: both).
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
@@ -30,7 +30,7 @@ LOC_DIR := work_dirs/demo_localization
 LOC_DATA := data/demo_long_videos
 
 .PHONY: demo demo-lane-1 demo-lane-2 demo-seg demo-det demo-yolo demo-mask demo-int8 demo-onestage demo-video demo-video-data demo-localization \
-	demo-gan demo-pix2pix demo-cgan demo-gan-data demo-data test bench cpp lint setup clean-demo
+	demo-gan demo-pix2pix demo-cgan demo-gan-data demo-data test test-slow test-all bench cpp lint setup clean-demo
 
 setup: $(STAMP)
 
@@ -173,7 +173,15 @@ demo-mask: demo-data
 
 # two xdist workers with one thread each use the 2 cores better than one process with two threads (much of the
 # suite is Python-bound: exports, tool subprocesses); --dist loadfile keeps each file's fixtures in one worker.
+# make test skips the tests marked slow (the long end-to-end and export-parity runs: about a third of the time);
+# make test-slow runs only those, make test-all everything. CI (.ci/run) runs make test, then make test-slow.
 test: $(STAMP)
+	OMP_NUM_THREADS=1 $(PY) -m pytest -q -n 2 --dist loadfile --durations=25 -m "not slow"
+
+test-slow: $(STAMP)
+	OMP_NUM_THREADS=1 $(PY) -m pytest -q -n 2 --dist loadfile --durations=25 -m slow
+
+test-all: $(STAMP)
 	OMP_NUM_THREADS=1 $(PY) -m pytest -q -n 2 --dist loadfile --durations=25
 
 bench: $(STAMP)

@@ -28,12 +28,14 @@ def test_distill_through_the_tool(setup):
     losses = ("[{student_layer: decode_head.conv_seg, teacher_layer: decode_head.conv_seg, "
               "loss: {type: ChannelWiseDistillLoss, temperature: 2.0}}]")
     out = run_tool("compress.py", "-c", DEMO_CFG, "-w", ckpt, "--method", "distill", "--work-dir", str(work),
-                   "-o", *opts, f"compress.distill.teacher_config={DEMO_CFG}",
-                   f"compress.distill.teacher_weights={ckpt}", f"compress.distill.teacher_overrides={teacher}",
+                   "--teacher-config", DEMO_CFG, "--teacher-weights", ckpt,
+                   "-o", *opts, f"compress.distill.teacher_overrides={teacher}",
                    f"compress.distill.losses={losses}", "compress.distill.iters=2")
     assert (work / "distill" / "student.pth").is_file() and (work / "distill" / "export" / "deploy.yaml").is_file()
-    row = _rows(work)["distill"]
+    rows = _rows(work)
+    row = rows["distill"]
     assert row["method"] == "distill" and row["latency_fp32_ms"] > 0, out.stdout[-2000:]
+    assert rows["original"]["params"] == row["params"]  # self-distillation: the same network, measured once each
 
 
 @pytest.mark.slow

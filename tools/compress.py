@@ -42,6 +42,8 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=None,
                         help="fine-tuning length (train_cfg.max_epochs, or max_iters for an iteration loop); 0: none")
     parser.add_argument("--variant", default=None, help="the variant's name in the table (default: from options)")
+    parser.add_argument("--teacher-config", default=None, help="distill: the teacher's config (-c/-w are the student)")
+    parser.add_argument("--teacher-weights", default=None, help="distill: the teacher's trained checkpoint")
     args = parser.parse_args()
 
     from oars.compress.options import merged_options
@@ -52,7 +54,8 @@ def main() -> None:
         raise OarsError("--work-dir DIR is required: the compressed variants and their table live there")
     cfg = load(args.config, args.overrides)
     cli = {"method": args.method, "target_flops": args.target_flops, "target_params": args.target_params,
-           "criterion": args.criterion, "steps": args.steps, "epochs": args.epochs, "variant": args.variant}
+           "criterion": args.criterion, "steps": args.steps, "epochs": args.epochs, "variant": args.variant,
+           "teacher_config": args.teacher_config, "teacher_weights": args.teacher_weights}
     options = merged_options(cfg, cli)
     method = options["method"]
     if method == "prune":
@@ -68,12 +71,20 @@ def main() -> None:
             raise
         raise OarsError(f"--method {method}: {module_name} is not installed in this checkout") from None
     result = getattr(module, fn_name)(cfg, args.weights, args.work_dir, options)
-    _record(args.work_dir, result)
+    _record(args.work_dir, result, cfg.filename, args.weights, args.overrides, options)
 
 
-def _record(work_dir: str, result: object) -> None:
-    """A method's returned row goes into the table unless the method recorded it itself (``result['row']``)."""
+def _record(work_dir: str, result: object, config: str, weights: str, overrides: list, options: dict) -> None:
+    """A method's returned row goes into the table unless the method recorded it itself (``result['row']``), and
+    the original model's row is measured once for every method (the row each variant is compared with)."""
+    import os.path as osp
+
     from oars.compress.table import add_row, format_rows, has_row, read_rows
+    from oars.compress.variants import measure_variant
+
+    if not has_row(work_dir, "original"):
+        add_row(work_dir, measure_variant(config, weights, osp.join(work_dir, "original"), "original", "-",
+                                          overrides, options))
 
     row = result.get("row") if isinstance(result, dict) else None
     if isinstance(row, dict) and row.get("variant") and not has_row(work_dir, row["variant"]):

@@ -76,15 +76,18 @@ class ImagePlugin(PredictorPlugin):
     def check_args(self, args: argparse.Namespace, deploy: dict) -> None:
         """Refuse the flags that do not fit this kind (before the model is loaded)."""
 
-    @abstractmethod
     def draw(self, img: np.ndarray, result: dict, predictor: Any, args: argparse.Namespace) -> np.ndarray:
         """The picture of one image's result: HxWx3 uint8 BGR (``<stem>_vis.png``, or a frame of a stream's
-        annotated video)."""
+        annotated video). A plug-in written before this split (overriding :meth:`write` only) still predicts
+        images; streams and the Python API need this and :meth:`record`, and say so."""
+        raise DeployError(f"predictor {self.name!r} draws only through write(): it cannot annotate a stream's frames "
+                          "(implement draw() and record())")
 
-    @abstractmethod
     def record(self, out_dir: str, path: str, stem: str, img: np.ndarray, result: dict,
                predictor: Any) -> ResultRecord:
         """One image's record (writing what it refers to into ``out_dir`` under ``stem``, e.g. a label PNG)."""
+        raise DeployError(f"predictor {self.name!r} records only through write(): it cannot record a stream's "
+                          "frames (implement draw() and record())")
 
     def write(self, out_dir: str, path: str, img: np.ndarray, result: dict, predictor: Any,
               args: argparse.Namespace) -> tuple[str, ResultRecord]:
