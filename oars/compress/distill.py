@@ -39,6 +39,8 @@ def distill_options(cfg: Config, options: dict | None) -> dict:
 def distill_config(cfg: Config, checkpoint: str | None, opts: dict) -> Config:
     """The training config: ``type: DistillModel`` with the student's model section, the teacher and the
     losses; ``opts['iters']`` iterations when given, else the student's own schedule."""
+    from oars.compress.qat import short_schedule
+
     out = copy.deepcopy(cfg)
     export = out.get("export") or {}
     shape = list(export.get("input_shape") or [2, 3, 64, 64])
@@ -48,14 +50,7 @@ def distill_config(cfg: Config, checkpoint: str | None, opts: dict) -> Config:
                  "losses": [copy.deepcopy(dict(s)) for s in opts["losses"]]}
     if opts.get("iters"):
         iters = int(opts["iters"])
-        out.train_cfg = {"type": "IterBasedTrainLoop", "max_iters": iters, "val_interval": iters + 1}
-        out.param_scheduler = []
-        hooks = out.get("default_hooks") or {}
-        hooks["checkpoint"] = {"type": "CheckpointHook", "interval": iters, "by_epoch": False, "max_keep_ckpts": 1}
-        if "logger" in hooks:
-            hooks["logger"]["interval"] = min(int(hooks["logger"].get("interval", 10)), iters)
-        out.default_hooks = hooks
-        out.log_processor = {**(out.get("log_processor") or {}), "by_epoch": False}
+        short_schedule(out, iters, val_interval=iters + 1)
     elif opts.get("epochs") is not None and out.train_cfg.get("type", "EpochBasedTrainLoop") == \
             "EpochBasedTrainLoop":
         out.train_cfg["max_epochs"] = int(opts["epochs"])

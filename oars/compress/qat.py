@@ -73,6 +73,19 @@ def merge_settings(cfg: Config, options: dict | None, defaults_file: str, method
     return merged
 
 
+def short_schedule(cfg: Config, iters: int, val_interval: int) -> None:
+    """Turn ``cfg`` (in place) into a fine-tuning run of ``iters`` iterations at a constant learning rate with one
+    checkpoint at the end: what QAT and distillation (``opts['iters']``) both run after the trained model."""
+    cfg.train_cfg = {"type": "IterBasedTrainLoop", "max_iters": iters, "val_interval": val_interval}
+    cfg.param_scheduler = []
+    hooks = cfg.get("default_hooks") or {}
+    hooks["checkpoint"] = {"type": "CheckpointHook", "interval": iters, "by_epoch": False, "max_keep_ckpts": 1}
+    if "logger" in hooks:
+        hooks["logger"]["interval"] = min(int(hooks["logger"].get("interval", 10)), iters)
+    cfg.default_hooks = hooks
+    cfg.log_processor = {**(cfg.get("log_processor") or {}), "by_epoch": False}
+
+
 def qat_config(cfg: Config, checkpoint: str | None, opts: dict) -> Config:
     """The training config of QAT: ``type: QATModel`` around the float model, ``opts['iters']`` iterations at a
     constant, reduced learning rate, one checkpoint at the end, no EMA (it would average the quantisers'
@@ -95,20 +108,13 @@ def qat_config(cfg: Config, checkpoint: str | None, opts: dict) -> Config:
            "quantizer": opts["quantizer"], "float_checkpoint": checkpoint, "modules": opts["modules"]}
     out.model = {"type": "QATModel", "qat": qat, **model}
     iters = int(opts["iters"])
-    out.train_cfg = {"type": "IterBasedTrainLoop", "max_iters": iters, "val_interval": iters}
+    short_schedule(out, iters, val_interval=iters)
     if not opts["val"]:  # mmengine validates at the last iteration whatever the interval: no val loop at all
         for key in ("val_dataloader", "val_cfg", "val_evaluator"):
             out.pop(key, None)
     optimizer = out.optim_wrapper.optimizer
     optimizer.lr = float(opts["lr"]) if opts["lr"] is not None else float(optimizer.lr) * float(opts["lr_factor"])
-    out.param_scheduler = []
-    hooks = out.get("default_hooks") or {}
-    hooks["checkpoint"] = {"type": "CheckpointHook", "interval": iters, "by_epoch": False, "max_keep_ckpts": 1}
-    if "logger" in hooks:
-        hooks["logger"]["interval"] = min(int(hooks["logger"].get("interval", 10)), iters)
-    out.default_hooks = hooks
     out.custom_hooks = [h for h in out.get("custom_hooks") or [] if h.get("type") != "EMAHook"]
-    out.log_processor = {**(out.get("log_processor") or {}), "by_epoch": False}
     out.pop("compress", None)
     out.pop("load_from", None)
     return out
