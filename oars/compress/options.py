@@ -77,6 +77,10 @@ def prune_settings(options: dict[str, Any], filename: str | None = None) -> Prun
             except (TypeError, ValueError):
                 raise OarsError(f"{where}--{key.replace('_', '-')} must be a fraction such as 0.5, "
                                 f"got {value!r}") from None
+    if (settings.target_flops is None) == (settings.target_params is None):
+        given = "both" if settings.target_flops is not None else "neither"
+        raise OarsError(f"{where}--method prune needs one target, --target-flops F or --target-params P (or "
+                        f"compress.target_flops / compress.target_params), got {given}")
     if settings.round_to is not None and (not isinstance(settings.round_to, int) or settings.round_to < 1):
         raise OarsError(f"{where}compress.round_to must be a positive integer, got {settings.round_to!r}")
     return settings

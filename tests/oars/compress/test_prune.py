@@ -139,3 +139,13 @@ def test_detector_and_recognizer_prune_and_rebuild_from_the_generated_model_conf
     got, want, full = (list(v) if isinstance(v, (list, tuple)) else [v] for v in (got, want, full))
     assert [g.shape for g in got] == [f.shape for f in full]  # the heads' outputs keep their channels
     assert all(torch.allclose(g, w, atol=1e-5) for g, w in zip(got, want))
+
+
+def test_prune_needs_exactly_one_target():
+    from oars.compress.options import prune_settings
+
+    with pytest.raises(OarsError, match="needs one target, --target-flops F or --target-params P .* got neither"):
+        prune_settings({"method": "prune"}, "cfg.yaml")
+    with pytest.raises(OarsError, match="got both"):
+        prune_settings({"method": "prune", "target_flops": 0.5, "target_params": 0.5}, "cfg.yaml")
+    assert prune_settings({"method": "prune", "target_params": "0.5"}).target_params == 0.5
