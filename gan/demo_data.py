@@ -18,14 +18,12 @@ byte for byte. Run ``python -m gan.demo_data --out data/demo_gan`` to write it (
 from __future__ import annotations
 
 import argparse
-import time
 from pathlib import Path
 
 import cv2
 import numpy as np
 
-from oars.data.generated_set import GeneratedSet, check_int_arg, count_files, generator_main
-from oars.errors import OarsError
+from oars.data.generated_set import GeneratedSet, check_int_arg, count_files, generator_main, run_generator
 
 CLASSES: tuple[str, ...] = tuple(str(d) for d in range(10))
 SPLITS: tuple[str, ...] = ('train', 'val')
@@ -150,16 +148,8 @@ def run(args: argparse.Namespace) -> int:
     Raises:
         OarsError: bad sizes or counts, or ``--out`` holding other files (naming the folder).
     """
-    start = time.perf_counter()
-    try:
-        res = generate(args.out, args.num_per_class_train, args.num_per_class_val, args.size, args.seed,
-                       args.overwrite)
-    except (ValueError, FileExistsError) as err:
-        raise OarsError(str(err)) from err
-    if res['skipped']:
-        print(f'demo_gan: {res["out_dir"]} already holds this set (same parameters); nothing written')
-    else:
-        print(f'demo_gan: wrote {res["out_dir"]} in {time.perf_counter() - start:.2f} s')
+    res = run_generator('demo_gan', generate, args.out, args.num_per_class_train, args.num_per_class_val, args.size,
+                        args.seed, args.overwrite)
     for split in SPLITS:
         print(f'  {split}: {res["num_images"][split]} images in {len(CLASSES)} class folders -> '
               f'{res["folders"][split]}')

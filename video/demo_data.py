@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -41,8 +40,7 @@ import cv2
 import numpy as np
 
 from oars.data.demo_shapes import _background, _pick_colour
-from oars.data.generated_set import GeneratedSet, check_int_arg, count_files, generator_main
-from oars.errors import OarsError
+from oars.data.generated_set import GeneratedSet, check_int_arg, count_files, generator_main, run_generator
 from oars_deploy.streams.writer import VideoWriter
 from oars_deploy.streams.writer import available_codec as runtime_available_codec
 
@@ -315,16 +313,8 @@ def run(args: argparse.Namespace) -> int:
     Raises:
         OarsError: bad sizes or counts, or ``--out`` holding other files (naming the folder).
     """
-    start = time.perf_counter()
-    try:
-        res = generate(args.out, args.num_train, args.num_val, args.size, args.num_frames, args.seed, args.overwrite)
-    except (ValueError, FileExistsError) as err:
-        raise OarsError(str(err)) from err
-    elapsed = time.perf_counter() - start
-    if res['skipped']:
-        print(f'demo_videos: {res["out_dir"]} already holds this set (same parameters); nothing written')
-    else:
-        print(f'demo_videos: wrote {res["out_dir"]} in {elapsed:.2f} s ({res["codec"]})')
+    res = run_generator('demo_videos', generate, args.out, args.num_train, args.num_val, args.size, args.num_frames,
+                        args.seed, args.overwrite, codec_key='codec')
     for split in SPLITS:
         print(f'  {split}: {res["num_clips"][split]} clips -> {res["lists"][split]}, features -> '
               f'{res["feature_lists"][split]}')

@@ -31,14 +31,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
 from pathlib import Path
 
 import numpy as np
 
 from oars.data.demo_shapes import _background, _pick_colour
-from oars.data.generated_set import GeneratedSet, check_int_arg, count_files, generator_main
-from oars.errors import OarsError
+from oars.data.generated_set import GeneratedSet, check_int_arg, count_files, generator_main, run_generator
 from video.demo_data import CLASSES, _draw, _polygon, _trajectory, available_codec, write_video
 
 SUBSETS: dict[str, str] = {'train': 'training', 'val': 'validation'}
@@ -186,16 +184,8 @@ def run(args: argparse.Namespace) -> int:
     Raises:
         OarsError: bad sizes or counts, or ``--out`` holding other files (naming the folder).
     """
-    start = time.perf_counter()
-    try:
-        res = generate(args.out, args.num_train, args.num_val, args.size, args.min_seconds, args.max_seconds,
-                       args.seed, args.overwrite)
-    except (ValueError, FileExistsError) as err:
-        raise OarsError(str(err)) from err
-    if res['skipped']:
-        print(f'demo_long_videos: {res["out_dir"]} already holds this set (same parameters); nothing written')
-    else:
-        print(f'demo_long_videos: wrote {res["out_dir"]} in {time.perf_counter() - start:.2f} s ({res["codec"]})')
+    res = run_generator('demo_long_videos', generate, args.out, args.num_train, args.num_val, args.size,
+                        args.min_seconds, args.max_seconds, args.seed, args.overwrite, codec_key='codec')
     print(f'  videos: {res["videos"]} ({res["num_videos"]["train"]} training, {res["num_videos"]["val"]} '
           f'validation, {res["num_actions"]} actions); annotations: {res["annotations"]}')
     return 0

@@ -23,14 +23,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
 from pathlib import Path
 
 import cv2
 import numpy as np
 
-from oars.data.generated_set import GeneratedSet, check_int_arg, count_files, generator_main
-from oars.errors import OarsError
+from oars.data.generated_set import GeneratedSet, check_int_arg, count_files, generator_main, run_generator
 from oars_deploy.draw import save_label_png
 
 CLASSES: tuple[str, ...] = ('background', 'circle', 'square', 'triangle')
@@ -267,16 +265,8 @@ def run(args: argparse.Namespace) -> int:
     Raises:
         OarsError: bad sizes or counts, or ``--out`` holding other files (naming the folder).
     """
-    start = time.perf_counter()
-    try:
-        res = generate(args.out, args.num_train, args.num_val, args.size, args.seed, args.overwrite)
-    except (ValueError, FileExistsError) as err:
-        raise OarsError(str(err)) from err
-    elapsed = time.perf_counter() - start
-    if res['skipped']:
-        print(f'demo_shapes: {res["out_dir"]} already holds this set (same parameters); nothing written')
-    else:
-        print(f'demo_shapes: wrote {res["out_dir"]} in {elapsed:.2f} s')
+    res = run_generator('demo_shapes', generate, args.out, args.num_train, args.num_val, args.size, args.seed,
+                        args.overwrite)
     for split in SPLITS:
         print(f'  {split}: {res["num_images"][split]} images -> {res["images"][split]}, '
               f'labels -> {res["labels"][split]}, {res["num_annotations"].get(split, "?")} instances -> '

@@ -3,7 +3,8 @@
 Why one helper: every demo generator (``oars.data.demo_shapes``, ``video.demo_data``, ``gan.demo_data``) must
 reuse a complete set written with the same parameters and format version (so ``make demo`` does not regenerate
 it), replace a set it wrote earlier with other parameters or a half-written one, and refuse to delete files in a
-folder it did not write; the generators also share their command line (:func:`generator_main`). ``meta.json`` carries ``generator`` (who wrote it), ``format_version``, ``params`` and ``complete``; it is
+folder it did not write; the generators also share their command line (:func:`generator_main`).
+``meta.json`` carries ``generator`` (who wrote it), ``format_version``, ``params`` and ``complete``; it is
 written first with ``complete: false`` (which marks a half-written set as the generator's own) and rewritten
 with ``complete: true`` at the end.
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -45,6 +47,38 @@ def generator_main(prog: str, description: str, add_arguments: Callable[[argpars
         return run(args)
     except OarsError as err:
         parser.error(str(err))
+
+
+def run_generator(name: str, generate: Callable[..., dict], *args: object, codec_key: str | None = None) -> dict:
+    """Call a demo generator's ``generate(*args)`` for its ``run`` command and print the first line every generator
+    prints: what was written and how long it took, or that an identical set was reused.
+
+    Args:
+        name: the set's name in the line (``demo_shapes``).
+        generate: the generator; returns a dict with ``out_dir`` and ``skipped``.
+        args: its arguments.
+        codec_key: a key of the result to show in brackets after the time (the video codec).
+
+    Returns:
+        ``generate``'s result, for the generator's own detail lines.
+
+    Raises:
+        OarsError: bad sizes or counts, or an output folder holding other files (``ValueError`` /
+            ``FileExistsError`` of ``generate``, whose messages name them).
+    """
+    from oars.errors import OarsError
+
+    start = time.perf_counter()
+    try:
+        res = generate(*args)
+    except (ValueError, FileExistsError) as err:
+        raise OarsError(str(err)) from err
+    if res['skipped']:
+        print(f'{name}: {res["out_dir"]} already holds this set (same parameters); nothing written')
+    else:
+        extra = f' ({res[codec_key]})' if codec_key else ''
+        print(f'{name}: wrote {res["out_dir"]} in {time.perf_counter() - start:.2f} s{extra}')
+    return res
 
 
 def check_int_arg(owner: str, key: str, value: object, low: int) -> int:
