@@ -17,7 +17,7 @@ import warnings
 from collections.abc import Callable, Sequence
 
 from mmengine.dataset import BaseDataset
-from mmengine.registry import Registry
+from mmengine.registry import DefaultScope, Registry
 
 from oars.errors import DataError
 from oars_deploy.draw import get_palette
@@ -85,6 +85,20 @@ def sample_files(data_info: dict) -> list[str]:
             if data_info.get(k)]
 
 
+def build_transform(transform: dict | Callable, registry: Registry | None) -> Callable:
+    """A pipeline step built from ``registry`` in that registry's own scope, or ``transform`` itself if it is
+    already built (or no registry is given).
+
+    Why the scope: mmengine resolves a dict through the *current* default scope, which is whichever task's runner
+    or predictor was created last in this process; a segmentation dataset made after a detection run would then
+    look ``LoadSegAnnotations`` up among detection's transforms and fail.
+    """
+    if not isinstance(transform, dict) or registry is None:
+        return transform
+    with DefaultScope.overwrite_default_scope(registry.scope):
+        return registry.build(transform)
+
+
 class OarsDataset(BaseDataset):
     """mmengine's ``BaseDataset`` with the oars rules: ``classes``/``palette`` validated into ``metainfo`` before
     loading (so ``lazy_init`` datasets can be checked against the model), the pipeline built from
@@ -118,8 +132,7 @@ class OarsDataset(BaseDataset):
         self.skipped: dict[str, str] = {}
         metainfo = class_metainfo(owner, classes, palette, self.METAINFO, self.classes_hint)
         metainfo.update(extra_metainfo or {})
-        registry = self.transform_registry
-        built = [registry.build(t) if isinstance(t, dict) and registry is not None else t for t in pipeline]
+        built = [build_transform(t, self.transform_registry) for t in pipeline]
         super().__init__(metainfo=metainfo, pipeline=built, test_mode=test_mode, **base_kwargs)
 
     def prepare_data(self, idx: int):

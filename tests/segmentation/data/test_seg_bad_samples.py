@@ -177,3 +177,14 @@ def test_error_from_a_dataloader_worker_reads_as_the_message(tmp_path):
     assert user_message(err.value) == (
         f"could not read image (unsupported or corrupt file): {tmp_path / 'images' / 'a.png'} [SegDataset sample 0; "
         'tools/check_data.py -c CONFIG lists every bad file; `on_bad_sample: skip` trains without such samples]')
+
+
+def test_pipeline_is_built_in_the_task_scope_whatever_scope_is_current(tmp_path):
+    """A segmentation dataset made in a process where a detection runner or predictor set the default scope last
+    (the Python API, a notebook, a test session) still finds its own transforms."""
+    from mmengine.registry import DefaultScope
+
+    with DefaultScope.overwrite_default_scope('detection'):
+        ds = dataset(tmp_path, lazy_init=True)
+    assert [type(t).__name__ for t in ds.pipeline.transforms] == ['LoadImageFromFile', 'LoadSegAnnotations',
+                                                                  'PackSegInputs']
