@@ -5,8 +5,8 @@ Each wraps the runtime predictor ``oars-infer`` runs (:class:`oars_deploy.predic
 ``VideoPredictor`` / ``FeaturePredictor`` for clip and feature classifiers), loaded once, and turns one input into
 the same result record (:mod:`oars_deploy.records`) that ``oars-infer`` writes to results.jsonl for that file:
 ``load_path`` reads a file as ``oars-infer`` reads it, ``decode`` reads request bytes into the same input,
-``predict`` runs a batch, ``record`` makes the record's JSON. GAN generators write pictures, not records a client
-can use, and are refused with that said (:func:`load_served`).
+``predict`` runs a batch, ``record`` makes the record's JSON. GAN generators are served by
+:mod:`oars_deploy.serve.gan_model` (their records carry the pictures).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import numpy as np
 from oars_deploy.deploy_config import DEPLOY_FILE, read_deploy_yaml
 from oars_deploy.errors import DeployError
 from oars_deploy.plugins import predictor_for
-from oars_deploy.serve.requests import RAW_IMAGE_TYPES, RAW_VIDEO_TYPES, RequestError, decode_image
+from oars_deploy.serve.requests import RAW_IMAGE_TYPES, RAW_VIDEO_TYPES, RequestError, decode_image, request_payload
 
 SERVED_MODELS: dict[str, type[ServedModel]] = {}
 
@@ -54,6 +54,8 @@ class ServedModel(ABC):
     """
 
     raw_types: ClassVar[tuple[str, ...]] = RAW_IMAGE_TYPES
+    #: whether ``oars-infer --ray`` runs this kind (files in, records out)
+    batch_inference: ClassVar[bool] = True
 
     def __init__(self, model_dir: str, deploy: dict, device: str, backend: str) -> None:
         self.model_dir = model_dir
@@ -69,6 +71,14 @@ class ServedModel(ABC):
     @abstractmethod
     def decode(self, data: bytes, name: str, max_pixels: int) -> Any:
         """One request body's input. Raises :class:`RequestError` (4xx) when it is not a usable input."""
+
+    def decode_request(self, body: bytes, content_type: str | None, filename: str | None,
+                       max_pixels: int) -> tuple[str | None, Any]:
+        """(the record's ``input`` name, the model input) of a whole request body: the raw body of one of
+        :attr:`raw_types` or the multipart field ``file`` (:func:`request_payload`), then :meth:`decode`. Models
+        whose requests carry more than one input (GAN attributes, noise fields) override this."""
+        data, name = request_payload(body, content_type, self.raw_types, filename)
+        return name, self.decode(data, name, max_pixels)
 
     @abstractmethod
     def predict(self, inputs: Sequence[Any]) -> list[Any]:
@@ -220,7 +230,7 @@ def load_served(model_dir: str, device: str = "cpu", backend: str = "onnxruntime
     """The export of ``model_dir`` (deploy.yaml + model) loaded for serving, by its predictor kind.
 
     Raises:
-        DeployError: no deploy.yaml, an invalid one, or a kind the server does not serve (GAN generators).
+        DeployError: no deploy.yaml, an invalid one, or a kind the server does not serve (localisers).
     """
     path = osp.join(model_dir, DEPLOY_FILE)
     if not osp.isfile(path):
@@ -232,3 +242,7 @@ def load_served(model_dir: str, device: str = "cpu", backend: str = "onnxruntime
         raise DeployError(f"{path}: predictor {kind!r} is not served by oars-serve (it serves "
                           f"{', '.join(SERVED_MODELS)}); run it with oars-infer")
     return SERVED_MODELS[kind](model_dir, deploy, device, backend)
+
+
+# registered here, after the base class exists, so that every user of SERVED_MODELS sees the generators too
+from oars_deploy.serve import gan_model  # noqa: E402, F401

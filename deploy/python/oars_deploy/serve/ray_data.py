@@ -164,8 +164,9 @@ def run_ray(args: argparse.Namespace, deploy: dict, plugin: PredictorPlugin) -> 
     """
     from oars_deploy.serve.models import SERVED_MODELS
 
-    if plugin.name not in SERVED_MODELS:
-        raise DeployError(f"--ray runs {', '.join(SERVED_MODELS)} models, not {plugin.name!r}; run it without --ray")
+    batchable = [name for name, cls in SERVED_MODELS.items() if cls.batch_inference]
+    if plugin.name not in batchable:
+        raise DeployError(f"--ray runs {', '.join(batchable)} models, not {plugin.name!r}; run it without --ray")
     if args.num_workers < 1:
         raise DeployError(f"--num-workers must be >= 1, got {args.num_workers}")
     paths = list_inputs(args.input, plugin)

@@ -58,24 +58,26 @@ def _header_params(value: str, header: str) -> Message:
     return msg
 
 
-def multipart_file(body: bytes, content_type: str, field: str = FILE_FIELD) -> tuple[bytes, str | None]:
-    """The bytes and file name of the multipart/form-data field ``field`` (split on the boundary, binary-safe:
-    the content is not line-parsed, so CR/LF bytes inside an image survive).
+def multipart_fields(body: bytes, content_type: str) -> dict[str, tuple[bytes, str | None]]:
+    """Every field of a multipart/form-data body (split on the boundary, binary-safe: the content is not
+    line-parsed, so CR/LF bytes inside an image survive); the first of repeated names wins.
 
     Args:
         body: the whole request body. content_type: its Content-Type header (with the ``boundary``).
 
     Returns:
-        (the field's bytes, its ``filename`` or None).
+        ``{name: (bytes, filename or None)}`` in the body's order.
 
     Raises:
-        RequestError: 400 when the body is not valid multipart or has no field ``field``.
+        RequestError: 400 when the body is not valid multipart.
     """
     boundary = _header_params(content_type, "content-type").get_param("boundary", header="content-type")
     if not boundary or not isinstance(boundary, str):
         raise RequestError(400, "multipart/form-data body without a boundary parameter in Content-Type")
     pieces = body.split(b"--" + boundary.encode("latin-1"))
-    names = []
+    if len(pieces) < 2:
+        raise RequestError(400, "could not parse the multipart/form-data body (no part with the boundary)")
+    fields: dict[str, tuple[bytes, str | None]] = {}
     for piece in pieces[1:]:
         if piece.startswith(b"--"):  # the closing delimiter
             break
@@ -88,15 +90,23 @@ def multipart_file(body: bytes, content_type: str, field: str = FILE_FIELD) -> t
             if key.strip().lower() == "content-disposition":
                 disposition = value.strip()
         params = _header_params(disposition, "content-disposition")
-        name = params.get_param("name", header="content-disposition")
-        names.append(str(name))
-        if name == field:
-            filename = params.get_param("filename", header="content-disposition")
-            return content.removesuffix(b"\r\n"), (str(filename) if filename else None)
-    if len(pieces) < 2:
-        raise RequestError(400, "could not parse the multipart/form-data body (no part with the boundary)")
-    raise RequestError(400, f"multipart body has no field {field!r} (fields: {', '.join(names) or 'none'}); send the "
-                            f"input as the field {field!r}")
+        name = str(params.get_param("name", header="content-disposition"))
+        filename = params.get_param("filename", header="content-disposition")
+        fields.setdefault(name, (content.removesuffix(b"\r\n"), str(filename) if filename else None))
+    return fields
+
+
+def multipart_file(body: bytes, content_type: str, field: str = FILE_FIELD) -> tuple[bytes, str | None]:
+    """The bytes and file name of the multipart/form-data field ``field`` (:func:`multipart_fields`).
+
+    Raises:
+        RequestError: 400 when the body is not valid multipart or has no field ``field``.
+    """
+    fields = multipart_fields(body, content_type)
+    if field not in fields:
+        raise RequestError(400, f"multipart body has no field {field!r} (fields: {', '.join(fields) or 'none'}); "
+                                f"send the input as the field {field!r}")
+    return fields[field]
 
 
 def request_payload(body: bytes, content_type: str | None, raw_types: tuple[str, ...],

@@ -17,7 +17,7 @@ from typing import Any
 from oars_deploy.errors import DeployError, UserError
 from oars_deploy.serve.models import ServedModel, load_served
 from oars_deploy.serve.options import ServeOptions
-from oars_deploy.serve.requests import RequestError, request_payload
+from oars_deploy.serve.requests import RequestError
 
 
 def read_token(path: str) -> str:
@@ -117,11 +117,10 @@ class ModelService:
         return b"".join(parts)
 
     def decode(self, body: bytes, content_type: str | None, filename: str | None) -> tuple[str, Any]:
-        """(the record's ``input`` name, the model input) of a request body (see
-        :func:`oars_deploy.serve.requests.request_payload`); 4xx :class:`RequestError` when unusable."""
+        """(the record's ``input`` name, the model input) of a request body
+        (:meth:`ServedModel.decode_request`); 4xx :class:`RequestError` when unusable."""
         model = self.check_ready()
-        data, name = request_payload(body, content_type, model.raw_types, filename)
-        return name, model.decode(data, name, self.options.max_pixels)
+        return model.decode_request(body, content_type, filename, self.options.max_pixels)
 
     def predict(self, items: list[tuple[str, Any]]) -> list[dict]:
         """The records of a batch of decoded requests, in order (one model call)."""

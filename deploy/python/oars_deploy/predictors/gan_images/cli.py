@@ -30,12 +30,23 @@ from oars_deploy.records import GANImagesRecord, named_values
 DEFAULT_NUM = 16
 
 
+def sample_name(index: int) -> str:
+    """The file name of sample ``index`` (``sample_007.png``)."""
+    return f"sample_{index:03d}.png"
+
+
+def translation_names(path: str) -> list[str]:
+    """The names of one translated image's pictures: ``<stem>.png`` (the output), ``<stem>_pair.png``."""
+    stem = osp.splitext(osp.basename(path))[0]
+    return [f"{stem}.png", f"{stem}_pair.png"]
+
+
 def write_samples(images: list[np.ndarray], out_dir: str) -> list[str]:
     """``sample_{i:03d}.png`` per image and ``grid.png`` of all; returns the paths (grid last)."""
     os.makedirs(out_dir, exist_ok=True)
     paths = []
     for i, img in enumerate(images):
-        paths.append(osp.join(out_dir, f"sample_{i:03d}.png"))
+        paths.append(osp.join(out_dir, sample_name(i)))
         cv2.imwrite(paths[-1], img)
     paths.append(osp.join(out_dir, "grid.png"))
     cv2.imwrite(paths[-1], image_grid(images))
@@ -45,8 +56,7 @@ def write_samples(images: list[np.ndarray], out_dir: str) -> list[str]:
 def write_translation(path: str, shown: np.ndarray, output: np.ndarray, out_dir: str) -> list[str]:
     """``<stem>.png`` (output) and ``<stem>_pair.png`` (input as the model saw it | output)."""
     os.makedirs(out_dir, exist_ok=True)
-    stem = osp.splitext(osp.basename(path))[0]
-    out, pair = osp.join(out_dir, f"{stem}.png"), osp.join(out_dir, f"{stem}_pair.png")
+    out, pair = (osp.join(out_dir, name) for name in translation_names(path))
     cv2.imwrite(out, output)
     cv2.imwrite(pair, side_by_side(shown, output))
     return [out, pair]
@@ -64,6 +74,15 @@ def attribute_vectors(gan: dict, attrs: str | None, src_attrs: str | None) -> tu
     return vec, src
 
 
+def noise_record(image: str, seed: int, index: int, label: int | None, gan: dict) -> GANImagesRecord:
+    """The record of sample ``index`` (row ``index`` of :func:`make_noise`'s noise for ``seed``), written as
+    ``image``; ``label`` its class id for a class-conditional model, else None. ``oars-infer`` and ``oars-serve``
+    both make their noise records here."""
+    names = list(gan.get("class_names") or [])
+    return GANImagesRecord(input=None, images=[image], seed=int(seed), index=int(index), label=label,
+                           class_name=names[label] if label is not None and label < len(names) else None)
+
+
 def noise_records(written: list[str], seed: int, labels: np.ndarray | None, gan: dict) -> list[GANImagesRecord]:
     """One record per sample of :func:`write_samples` (``written``: its paths, grid.png last, not a record).
 
@@ -71,13 +90,8 @@ def noise_records(written: list[str], seed: int, labels: np.ndarray | None, gan:
         written: the paths :func:`write_samples` returned. seed: the noise seed (row i of its noise is sample i).
         labels: int [N] class ids of a class-conditional model, else None. gan: deploy.yaml's ``gan`` section.
     """
-    names = list(gan.get("class_names") or [])
-    records = []
-    for i, path in enumerate(written[:-1]):
-        label = None if labels is None else int(labels[i])
-        records.append(GANImagesRecord(input=None, images=[osp.basename(path)], seed=int(seed), index=i, label=label,
-                                       class_name=names[label] if label is not None and label < len(names) else None))
-    return records
+    return [noise_record(osp.basename(path), seed, i, None if labels is None else int(labels[i]), gan)
+            for i, path in enumerate(written[:-1])]
 
 
 def translation_record(path: str, written: list[str], attrs: np.ndarray | None, src_attrs: np.ndarray | None,
