@@ -171,3 +171,10 @@ def test_bad_gan_requests_get_one_clear_4xx(exports, kind, body, ctype, status, 
 
 def test_generators_are_not_run_by_ray_batch_inference(exports):
     assert load_served(exports["noise"]).batch_inference is False
+
+
+def test_oars_serve_accepts_generator_folders_before_ray_starts(exports):
+    """The CLI's check (run before Ray starts) takes a generator export: dynamic batch."""
+    from oars_deploy.serve.cli import check_model_dir
+
+    assert check_model_dir(ServeOptions.from_dict({"model_dir": exports["attrs"]})) is None

@@ -75,20 +75,10 @@ def options_from_args(args: argparse.Namespace) -> ServeOptions:
 def check_model_dir(options: ServeOptions) -> int | None:
     """Refuse a folder the server could not serve before Ray starts; returns the export's static batch (None:
     dynamic). Also reads the token file once, so a bad one is told now."""
-    from oars_deploy.deploy_config import DEPLOY_FILE, read_deploy_yaml
-    from oars_deploy.plugins import predictor_for
-    from oars_deploy.serve.models import SERVED_MODELS
+    from oars_deploy.serve.models import served_class
     from oars_deploy.serve.service import read_token
 
-    path = osp.join(options.model_dir, DEPLOY_FILE)
-    if not osp.isfile(path):
-        raise DeployError(f"--model-dir {options.model_dir}: no {DEPLOY_FILE} there (expected an export folder "
-                          "written by tools/export.py)")
-    deploy = read_deploy_yaml(path)
-    kind = predictor_for(deploy, path).name
-    if kind not in SERVED_MODELS:
-        raise DeployError(f"{path}: predictor {kind!r} is not served by oars-serve (it serves "
-                          f"{', '.join(SERVED_MODELS)}); run it with oars-infer")
+    deploy, _ = served_class(options.model_dir)
     if options.token_file:
         read_token(options.token_file)
     first = deploy["input"]["shape"][0]

@@ -226,23 +226,37 @@ class FeatureModel(ScoreModel):
         self.record_class = FeatureClassesRecord
 
 
-def load_served(model_dir: str, device: str = "cpu", backend: str = "onnxruntime") -> ServedModel:
-    """The export of ``model_dir`` (deploy.yaml + model) loaded for serving, by its predictor kind.
+def served_models() -> dict[str, type[ServedModel]]:
+    """Every served kind: :data:`SERVED_MODELS` once the modules that register into it (this one, the GAN
+    generators' :mod:`oars_deploy.serve.gan_model`) are imported."""
+    from oars_deploy.serve import gan_model  # noqa: F401  (registers gan_images; imports this module)
+
+    return SERVED_MODELS
+
+
+def served_class(model_dir: str, flag: str = "--model-dir") -> tuple[dict, type[ServedModel]]:
+    """(deploy.yaml, the :class:`ServedModel` class of its predictor kind) of an export folder, read before
+    anything heavy is loaded (``oars-serve`` checks a folder with it before Ray starts).
 
     Raises:
-        DeployError: no deploy.yaml, an invalid one, or a kind the server does not serve (localisers).
+        DeployError: no deploy.yaml, an invalid one, or a kind the server does not serve (localisers), naming
+            ``flag`` or the file.
     """
     path = osp.join(model_dir, DEPLOY_FILE)
     if not osp.isfile(path):
-        raise DeployError(f"--model-dir {model_dir}: no {DEPLOY_FILE} there (expected an export folder written by "
+        raise DeployError(f"{flag} {model_dir}: no {DEPLOY_FILE} there (expected an export folder written by "
                           f"tools/export.py: deploy.yaml + model.onnx)")
     deploy = read_deploy_yaml(path)
     kind = predictor_for(deploy, path).name
-    if kind not in SERVED_MODELS:
+    served = served_models()
+    if kind not in served:
         raise DeployError(f"{path}: predictor {kind!r} is not served by oars-serve (it serves "
-                          f"{', '.join(SERVED_MODELS)}); run it with oars-infer")
-    return SERVED_MODELS[kind](model_dir, deploy, device, backend)
+                          f"{', '.join(served)}); run it with oars-infer")
+    return deploy, served[kind]
 
 
-# registered here, after the base class exists, so that every user of SERVED_MODELS sees the generators too
-from oars_deploy.serve import gan_model  # noqa: E402, F401
+def load_served(model_dir: str, device: str = "cpu", backend: str = "onnxruntime") -> ServedModel:
+    """The export of ``model_dir`` (deploy.yaml + model) loaded for serving, by its predictor kind
+    (:func:`served_class`, whose errors it raises)."""
+    deploy, cls = served_class(model_dir)
+    return cls(model_dir, deploy, device, backend)

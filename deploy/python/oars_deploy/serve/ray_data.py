@@ -162,9 +162,9 @@ def run_ray(args: argparse.Namespace, deploy: dict, plugin: PredictorPlugin) -> 
     Raises:
         DeployError: a predictor kind batch inference does not run (GAN generators), a bad ``--num-workers``.
     """
-    from oars_deploy.serve.models import SERVED_MODELS
+    from oars_deploy.serve.models import served_models
 
-    batchable = [name for name, cls in SERVED_MODELS.items() if cls.batch_inference]
+    batchable = [name for name, cls in served_models().items() if cls.batch_inference]
     if plugin.name not in batchable:
         raise DeployError(f"--ray runs {', '.join(batchable)} models, not {plugin.name!r}; run it without --ray")
     if args.num_workers < 1:
