@@ -1,8 +1,8 @@
 """The detection task's contract object (:class:`oars.tasks.Task`), registered as the ``oars.tasks`` entry point
 ``detection``: export through :mod:`detection.export`, inference through :mod:`detection.apis`, the
 ``--draw-threshold`` flag of ``tools/infer.py``, the ``tools/convert.py`` commands voc2coco, labelme2coco,
-torchvision2oars, yolo2coco and coco2yolo, and ``tools/optimize_anchors.py``. Everything heavy is imported inside
-the methods (loading the registry of tasks stays cheap).
+torchvision2oars, yolo2coco, coco2yolo and cvat2coco, and ``tools/optimize_anchors.py``. Everything heavy is
+imported inside the methods (loading the registry of tasks stays cheap).
 """
 
 from __future__ import annotations
@@ -105,7 +105,7 @@ class DetectionTask(Task):
         return ("instance_masks" if has_masks else "detection_boxes"), results
 
     def subcommands(self) -> list[Subcommand]:
-        """``tools/convert.py`` voc2coco, labelme2coco, torchvision2oars, yolo2coco, coco2yolo, and
+        """``tools/convert.py`` voc2coco, labelme2coco, torchvision2oars, yolo2coco, coco2yolo, cvat2coco, and
         ``tools/optimize_anchors.py``."""
         return [
             Subcommand("convert", "voc2coco", "PASCAL VOC (ImageSets list + Annotations/*.xml) -> COCO json",
@@ -144,6 +144,11 @@ class DetectionTask(Task):
                              "--images data/coco/val2017 \\\n    --out data/coco_yolo [--split val] "
                              "[--copy-images] [--overwrite]",
                        check_outputs=_check_coco2yolo_output),
+            Subcommand("convert", "cvat2coco", "a CVAT export (CVAT for images 1.1 XML or COCO 1.0 json) -> COCO json",
+                       _cvat_arguments, _run_cvat,
+                       usage="python tools/convert.py cvat2coco --input annotations.xml|instances_default.json "
+                             "--out ann.json \\\n    [--img-dir IMAGES] [--classes a b ...] [--overwrite]",
+                       check_outputs=_check_cvat_output),
             Subcommand("optimize_anchors", "optimize_anchors",
                        "fit YOLO anchors to a config's training boxes (k-means on 1 - IoU, then a genetic search)",
                        _anchor_arguments, _run_optimize_anchors),
@@ -285,6 +290,31 @@ def _run_coco2yolo(args: argparse.Namespace) -> None:
 
     result = coco_to_yolo(args.ann, args.images, args.out, split=args.split, copy_images=args.copy_images)
     print(coco2yolo_summary(result, args.out, args.split))
+
+
+def _cvat_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument('--input', required=True, help='annotations.xml of a "CVAT for images 1.1" export, or '
+                        'annotations/instances_<subset>.json of a "COCO 1.0" export (unzipped)')
+    parser.add_argument('--img-dir', default=None, help="folder the images' names are relative to: each image is "
+                        'checked to exist with the size the export gives (default: not checked)')
+    parser.add_argument('--out', required=True, help='output COCO json (written atomically)')
+    parser.add_argument('--classes', nargs='+', default=None,
+                        help="labels to keep, in category-id order (default: all of the export's labels, in its "
+                             'order)')
+    parser.add_argument('--overwrite', action='store_true', help=OVERWRITE_HELP)
+
+
+def _check_cvat_output(args: argparse.Namespace) -> None:
+    _check_new_file(args, [args.input])
+
+
+def _run_cvat(args: argparse.Namespace) -> None:
+    from detection.datasets.converters import summary, write_coco_json
+    from detection.datasets.cvat import counts_line, cvat_to_coco
+
+    coco, counts = cvat_to_coco(args.input, img_dir=args.img_dir, classes=args.classes)
+    write_coco_json(coco, args.out)
+    print(summary(coco, args.out) + (f'\nleft out or changed: {counts_line(counts)}' if counts else ''))
 
 
 # ------------------------------------------------------------------------------ tools/optimize_anchors.py

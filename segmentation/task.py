@@ -1,7 +1,8 @@
 """The segmentation task's contract object (:class:`oars.tasks.Task`), registered as the ``oars.tasks`` entry point
 ``segmentation``: export through :mod:`segmentation.export` (argmax in the graph), inference through
-:mod:`segmentation.apis`, the ``ignore_index`` agreement check of every dataset, the ``tools/convert.py labelme2seg``
-command and the ``tools/class_weights.py`` command. Everything heavy is imported inside the methods.
+:mod:`segmentation.apis`, the ``ignore_index`` agreement check of every dataset, the ``tools/convert.py``
+commands labelme2seg and cityscapes2seg and the ``tools/class_weights.py`` command. Everything heavy is imported
+inside the methods.
 """
 
 from __future__ import annotations
@@ -91,7 +92,7 @@ class SegmentationTask(Task):
             check_ignore_index(cfg, f"{split}.dataset.ignore_index", ignore)
 
     def subcommands(self) -> list[Subcommand]:
-        """``tools/convert.py labelme2seg`` and ``tools/class_weights.py``."""
+        """``tools/convert.py`` labelme2seg and cityscapes2seg, and ``tools/class_weights.py``."""
         return [
             Subcommand("convert", "labelme2seg", "a folder of labelme *.json files -> label-map PNGs (class ids)",
                        _labelme2seg_arguments, _run_labelme2seg,
@@ -100,6 +101,13 @@ class SegmentationTask(Task):
                              "0 = background, and LABEL_DIR/class_names.txt; see\n    "
                              "segmentation/datasets/labelme.py)",
                        check_outputs=_check_labelme2seg_output),
+            Subcommand("convert", "cityscapes2seg", "Cityscapes *_polygons.json -> *_labelTrainIds.png (19 train ids)",
+                       _cityscapes2seg_arguments, _run_cityscapes2seg,
+                       usage="python tools/convert.py cityscapes2seg --input data/cityscapes/gtFine "
+                             "--out data/cityscapes/gtFine [--overwrite]\n    (what cityscapesScripts' "
+                             "createTrainIdLabelImgs writes, at the same relative paths; see\n    "
+                             "segmentation/datasets/cityscapes_polygons.py)",
+                       check_outputs=_check_cityscapes2seg_output),
             Subcommand("class_weights", "class_weights",
                        "median-frequency class weights from a config's training label maps",
                        _class_weights_arguments, _run_class_weights),
@@ -153,6 +161,32 @@ def _run_labelme2seg(args: argparse.Namespace) -> None:
     from segmentation.datasets.labelme import labelme_to_seg, summary
 
     print(summary(labelme_to_seg(args.input, args.out, classes=args.classes, overwrite=args.overwrite)))
+
+
+def _cityscapes2seg_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument('--input', required=True,
+                        help='folder searched (all depths) for *_gt*_polygons.json, e.g. data/cityscapes/gtFine')
+    parser.add_argument('--out', required=True,
+                        help='folder for the *_labelTrainIds.png maps at the same relative paths; may be --input '
+                             'itself (beside the json files, where CityscapesDataset looks by default)')
+    parser.add_argument('--overwrite', action='store_true', help='replace existing label maps (default: stop)')
+
+
+def _check_cityscapes2seg_output(args: argparse.Namespace) -> None:
+    """``--out`` may be ``--input`` itself (the maps' names end in ``_labelTrainIds.png``, never an input's
+    ``_polygons.json``) but not a folder inside it or above it (the two layouts would mix)."""
+    import os.path as osp
+
+    from oars_deploy.output_paths import check_output_folder
+
+    same = osp.isdir(args.input) and osp.realpath(args.out) == osp.realpath(args.input)
+    check_output_folder(args.out, None if same else args.input, flag='--out', input_flag='--input')
+
+
+def _run_cityscapes2seg(args: argparse.Namespace) -> None:
+    from segmentation.datasets.cityscapes_polygons import cityscapes_to_train_ids, summary
+
+    print(summary(cityscapes_to_train_ids(args.input, args.out, overwrite=args.overwrite)))
 
 
 # ------------------------------------------------------------------------------------- tools/class_weights.py
