@@ -34,6 +34,8 @@ CHEAPEST = {
                            ["| U-Net S5-D16 | unet_s5-d16_80k_cityscapes.yaml |"]),
     "serve_load.py": (["--models", "unet", "--clients", "1", "--requests", "2"],
                       ["| U-Net | on | 1 |", "| U-Net | off | 1 |"]),
+    "stream_fps.py": (["--models", "unet", "--frames", "4", "--size", "64x48", "--repeats", "1", "--warmup", "0"],
+                      ["stream vs predictor alone: 4 frames of 64x48", "| U-Net | "]),
 }
 # data_pipeline.py runs once per task, on a small generated set (tests below)
 DATA_PIPELINE = ["--batches", "1", "--batch-size", "1", "--workers", "0"]
@@ -83,8 +85,9 @@ def test_every_benchmark_script_has_a_smoke_run():
 
 
 # contention.py's cheapest form is still two fresh training processes with their DataLoader workers (~25 s)
-# serve_load.py: a demo export and a local Ray (~60 s); compile_step.py: a torch.compile of a tiny U-Net (~15 s CPU)
-SLOW_SCRIPTS = {"contention.py", "serve_load.py", "compile_step.py"}
+# serve_load.py: a demo export and a local Ray (~60 s); compile_step.py: a torch.compile of a tiny U-Net (~15 s CPU);
+# stream_fps.py: the U-Net demo export (~15 s CPU; its stream path runs on a tiny export in test_stream_fps.py)
+SLOW_SCRIPTS = {"contention.py", "serve_load.py", "compile_step.py", "stream_fps.py"}
 
 
 @pytest.mark.parametrize("script", [pytest.param(s, marks=pytest.mark.slow) if s in SLOW_SCRIPTS else s

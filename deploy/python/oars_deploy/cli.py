@@ -18,7 +18,9 @@ folder may not be, hold or lie inside the input folder (oars_deploy.output_paths
 prints latency (median, p90) and images/s. For an image model, ``-i`` may also be a video file, a URL that FFmpeg
 opens or a camera index: a stream, predicted frame by frame (``--every N``) into results.jsonl (with each frame's
 index and time) and ``<name>_vis.mp4`` (oars_deploy.streams). ``--ray`` runs a folder (or a glob / .txt list)
-with Ray Data instead: resumable, records appended as they come (oars_deploy.serve.ray_data).
+with Ray Data instead: resumable, records appended as they come (oars_deploy.serve.ray_data). ``--track`` adds
+ByteTrack ids to a detection stream (oars_deploy.track); ``--window N --stride S`` classifies a stream window by
+window with a video classifier (oars_deploy.streams.windows).
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ from oars_deploy.errors import DeployError, run_cli
 from oars_deploy.output_paths import check_output_folder
 from oars_deploy.plugins import add_all_arguments, predictor_for
 from oars_deploy.records import write_results
+from oars_deploy.streams.options import add_stream_arguments, check_stream_flags
+from oars_deploy.streams.source import stream_source
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -66,6 +70,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--num-workers", type=int, default=2, help="--ray: predictor actors (default 2)")
     parser.add_argument("--worker-cpus", type=float, default=1.0, help="--ray: Ray CPUs per actor (default 1)")
     parser.add_argument("--ray-address", default=None, help="--ray: a running Ray cluster (default: a local one)")
+    add_stream_arguments(parser)
     add_all_arguments(parser)
     return parser.parse_args(argv)
 
@@ -84,6 +89,7 @@ def run(argv: list[str] | None = None) -> None:
     if args.input is None and plugin.needs_input:
         raise DeployError("-i/--input is required: an image or a folder of images (a video / feature file or a "
                           "folder of them for video models)")
+    check_stream_flags(args, plugin)
     if args.ray:
         from oars_deploy.serve.ray_data import run_ray
 
@@ -91,7 +97,12 @@ def run(argv: list[str] | None = None) -> None:
         print(f"wrote {written} records to {args.output_dir}/results.jsonl ({skipped} done before, skipped)")
         failures.raise_if_any(total=written + len(failures))
         return
-    outcome = plugin.run(args, deploy)
+    if args.window is not None:  # a clip classifier over a stream (check_stream_flags made sure of both)
+        from oars_deploy.streams.windows import run_windows
+
+        outcome = run_windows(args, stream_source(args.input))
+    else:
+        outcome = plugin.run(args, deploy)
     write_results(outcome.records, args.output_dir)
     outcome.failures.raise_if_any(total=outcome.total)
 

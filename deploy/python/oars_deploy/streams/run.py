@@ -6,6 +6,8 @@ Frames are predicted in batches of ``--batch-size`` (default 1 for a camera or U
 wait to the latency, else the model's batch); every decoded frame goes into the output video, a frame that was
 not predicted (``--every``) drawn with the latest result before it, so the video keeps its timing. One frame per
 pending batch is in memory, never the stream. Ctrl-C ends a camera or live stream: what was read is written.
+With ``--track`` (detection models) each predicted frame goes through ByteTrack (:mod:`oars_deploy.track.stream`):
+the records carry ``track_id`` per detection and the video shows the tracked boxes, a colour per id.
 """
 
 from __future__ import annotations
@@ -67,7 +69,8 @@ def run_stream(plugin: Any, predictor: Any, args: argparse.Namespace, source: St
     Args:
         plugin: an :class:`oars_deploy.predictors.images.ImagePlugin` (its ``draw`` and ``record``).
         predictor: the loaded :class:`oars_deploy.predictor.Predictor`.
-        args: ``oars-infer``'s arguments (``output_dir``, ``batch_size``, ``every``, ``max_frames``).
+        args: ``oars-infer``'s arguments (``output_dir``, ``batch_size``, ``every``, ``max_frames``, ``track`` and
+            the ``--track-*`` flags).
         source: the stream.
 
     Returns:
@@ -75,6 +78,12 @@ def run_stream(plugin: Any, predictor: Any, args: argparse.Namespace, source: St
         Writes ``<output_dir>/<name>_vis.mp4``.
     """
     every = check_stream_args(args)
+    tracking = bool(getattr(args, "track", False))
+    if tracking:
+        from oars_deploy.track.stream import StreamTracker, can_track
+
+        if not can_track(plugin):
+            raise DeployError(f"--track applies to detection models, not to predictor {plugin.name!r}")
     live = source.kind != "file"
     batch_size = args.batch_size or (1 if live else (predictor.batch_size or 8))
     os.makedirs(args.output_dir, exist_ok=True)
@@ -82,11 +91,13 @@ def run_stream(plugin: Any, predictor: Any, args: argparse.Namespace, source: St
     records: list[ResultRecord] = []
     pending: list[StreamFrame] = []
     latest: dict | None = None
+    latest_ids = None
+    tracker = None
     decoded = predicted = 0
     started = time.perf_counter()
 
     def flush(writer: VideoWriter) -> None:
-        nonlocal latest, predicted
+        nonlocal latest, latest_ids, predicted
         chosen = [f for f in pending if f.index % every == 0]
         results = dict(zip((f.index for f in chosen), predictor.predict([f.image for f in chosen]))) if chosen \
             else {}
@@ -95,13 +106,22 @@ def run_stream(plugin: Any, predictor: Any, args: argparse.Namespace, source: St
                 latest = results[frame.index]
                 stem = f"{source.name}_{frame.index:06d}"
                 record = plugin.record(args.output_dir, stem, stem, frame.image, latest, predictor)
+                if tracker is not None:
+                    latest_ids = tracker.update(latest)
+                    record = tracker.record(record, latest_ids)
                 records.append(StreamFrameRecord(record, source.location, frame.index, frame.time))
                 predicted += 1
-            shown = frame.image if latest is None else plugin.draw(frame.image, latest, predictor, args)
+            if latest is None:
+                shown = frame.image
+            elif tracker is not None:
+                shown = tracker.draw(frame.image, latest, latest_ids, predictor)
+            else:
+                shown = plugin.draw(frame.image, latest, predictor, args)
             writer.write(shown)
         pending.clear()
 
     with FrameStream(source) as stream, VideoWriter(video_path, stream.fps) as writer:
+        tracker = StreamTracker(args, stream.fps) if tracking else None
         try:
             for frame in stream:
                 pending.append(frame)
@@ -116,5 +136,6 @@ def run_stream(plugin: Any, predictor: Any, args: argparse.Namespace, source: St
     elapsed = max(time.perf_counter() - started, 1e-9)
     print(f"{source.name}: {decoded} frames read, {predicted} predicted in {elapsed:.1f} s "
           f"({decoded / elapsed:.1f} frames/s read and written, {predicted / elapsed:.1f} predicted/s); "
-          f"annotated video {video_path} at {stream.fps:g} fps")
+          f"annotated video {video_path} at {stream.fps:g} fps"
+          + (f"; {len(tracker.ids_seen)} tracks" if tracker is not None else ""))
     return PredictorRun(records=records, total=decoded)
