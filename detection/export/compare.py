@@ -1,11 +1,16 @@
 """Compare two sets of padded detections (num_dets, boxes, scores, labels) as sets, not element-wise.
 
-Why: two correct NMS implementations may order equal-score detections differently, and float noise of 1e-6
-may flip a candidate that sits exactly on ``score_thr``, on the IoU threshold or at the top-M cut. Element-wise
-``allclose`` would then fail on a correct graph, or (with a loose tolerance) pass a wrong one. Here every
-detection must have a partner (same label, IoU > ``min_iou`` or corners within ``box_atol`` px, score within
-``score_atol``); a detection without one is tolerated only when such a borderline case explains it, and only a
-few per image.
+Where it is used: the export self-check (ONNX Runtime vs the PyTorch graph, every detector, through
+``DetectionCompare``) and the tests of the dense heads' graphs against their eager predict. Two-stage detectors
+need no such comparison between their eager and exported forms: both are one implementation
+(:mod:`detection.models.roi_heads.two_stage_infer`) and agree row for row.
+
+Why as sets: two correct NMS implementations (torchvision's and ONNX Runtime's) may order equal-score detections
+differently, and float noise of 1e-6 may flip a candidate that sits exactly on ``score_thr``, on the IoU threshold
+or at the top-M cut. Element-wise ``allclose`` would then fail on a correct graph, or (with a loose tolerance) pass
+a wrong one. Here every detection must have a partner (same label, IoU > ``min_iou`` or corners within
+``box_atol`` px, score within ``score_atol``); a detection without one is tolerated only when such a borderline
+case explains it, and only a few per image.
 """
 
 from __future__ import annotations

@@ -30,9 +30,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from . import nms_op  # noqa: F401  (registers torch.ops.oars.nms)
+from detection.models.ops import LABEL_PAD  # label of padding rows in the fixed-size outputs
 
-LABEL_PAD = -1  # label of padding rows in the fixed-size outputs
+from . import nms_op  # noqa: F401  (the ONNX translation of torch.ops.oars.nms)
 
 
 @dataclass(frozen=True)

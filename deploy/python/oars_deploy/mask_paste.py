@@ -1,14 +1,22 @@
-"""Paste fixed-size RoI mask probabilities (28x28, a Mask R-CNN graph's ``masks`` output) into the original image.
+"""Paste fixed-size RoI mask probabilities (28x28, a Mask R-CNN's mask output) into the image: the one paste.
 
-The same sampling as the PyTorch models' ``detection.models.roi_heads.mask_paste.paste_masks`` (``grid_sample``,
-bilinear, ``align_corners=False``, zero padding), in NumPy: the mask's pixel grid is laid over the box, every
-image pixel whose centre lies inside the box takes the bilinear sample at its centre (values fade to 0 over the
-box's outermost half mask-pixel), pixels centred outside the box are 0, and the mask is ``prob >= threshold``.
+Why one implementation, here in the runtime: the eager Mask R-CNN (evaluation, ``tools/infer.py``), the exported
+graph's Python predictor and the C++ predictor (the same formulas) must paste alike, or deployed masks drift from
+the evaluated ones. The runtime never imports torch, while training code may import the runtime, so the one
+paste is this NumPy module; the models call it through a thin tensor adapter
+(``detection.models.roi_heads.mask_paste``: tensors to NumPy and back, no arithmetic of its own). The tests prove
+it equal to the formulations it replaced: a whole-image ``grid_sample`` paste (``mode='mmdet'``, to 1e-6) and
+torchvision's ``paste_masks_in_image`` (``mode='torchvision'``, to 1e-5 and binary-equal).
+
+``mode='mmdet'`` is ``grid_sample``'s sampling (bilinear, ``align_corners=False``, zero padding): the mask's pixel
+grid is laid over the box, every image pixel whose centre lies inside the box takes the bilinear sample at its
+centre (values fade to 0 over the box's outermost half mask-pixel), pixels centred outside the box are 0, and
+the mask is ``prob >= threshold``.
 
 ``mode='torchvision'`` (``FCNMaskHead.paste_mode`` of converted torchvision weights) pastes as torchvision's
-``paste_masks_in_image`` (``detection.models.roi_heads.mask_paste_torchvision``): the mask padded with one zero
-pixel per side, its box widened by ``(M + 2) / M`` and truncated to integers, the padded mask resized
-(``F.interpolate`` bilinear, ``align_corners=False``) onto the integer box's pixels, last row and column included.
+``paste_masks_in_image``: the mask padded with one zero pixel per side, its box widened by ``(M + 2) / M`` and
+truncated to integers, the padded mask resized (``F.interpolate`` bilinear, ``align_corners=False``) onto the
+integer box's pixels, last row and column included.
 
 Bilinear sampling on a grid is separable: the window of a box is ``Wy @ mask @ Wx.T`` with ``Wy [h, M_h]`` and
 ``Wx [w, M_w]`` holding each row's / column's (at most two) interpolation weights. One small matrix product per

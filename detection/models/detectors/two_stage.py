@@ -6,7 +6,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
-from mmengine.structures import InstanceData
 from torch import nn
 
 from detection.models.detectors.building import (
@@ -18,6 +17,7 @@ from detection.models.detectors.building import (
     check_num_classes,
     samples_for,
 )
+from detection.models.roi_heads.two_stage_infer import image_hw, results_from_padded
 from detection.registry import MODELS
 from detection.structures import DetDataSample
 from oars.models.task_model import TaskModel
@@ -123,12 +123,21 @@ class TwoStageDetector(TaskModel):
     def predict(
         self, inputs: torch.Tensor, data_samples: Sequence[DetDataSample] | None = None, rescale: bool = True
     ) -> list[DetDataSample]:
-        """``pred_instances`` per sample (bboxes, scores, labels[, masks]), in original pixels when ``rescale``."""
+        """``pred_instances`` per sample (bboxes, scores, labels[, masks]), in original pixels when ``rescale``.
+
+        The RPN's :meth:`~RPNHead.proposals_padded` and the RoI head's ``predict_padded``
+        (:mod:`detection.models.roi_heads.two_stage_infer`) are the exported graph's own blocks: eager
+        inference and export are one implementation.
+        """
         samples = samples_for(type(self).__name__, inputs, data_samples)
+        metas = [s.metainfo for s in samples]
         feats = self.extract_feat(inputs)
-        proposals: list[InstanceData] = self.rpn_head.predict(feats, samples)
-        results = self.roi_head.predict(feats, proposals, samples, rescale=rescale)
-        for sample, pred in zip(samples, results):
+        img_hw = image_hw(metas, inputs.device)
+        cls_scores, bbox_preds = self.rpn_head(feats)
+        proposals, _, valid = self.rpn_head.proposals_padded(cls_scores, bbox_preds, img_hw,
+                                                             metas[0].get("batch_input_shape"))
+        outs = self.roi_head.predict_padded(feats, proposals, valid, img_hw)
+        for sample, pred in zip(samples, results_from_padded(self.roi_head, outs, metas, rescale)):
             sample.pred_instances = pred
         return samples
 

@@ -1,4 +1,5 @@
-"""The RPN's train/proposal config (defaults and validation) and which anchors it may train on."""
+"""The RPN's train/proposal config (required keys and validation; the values are in the base model YAML files)
+and which anchors it may train on."""
 
 from __future__ import annotations
 
@@ -7,44 +8,57 @@ from typing import Any
 
 from torch import Tensor
 
-TRAIN_CFG_DEFAULTS: dict[str, Any] = dict(
-    assigner=dict(type="MaxIoUAssigner", pos_iou_thr=0.7, neg_iou_thr=0.3, min_pos_iou=0.3, match_low_quality=True,
-                  ignore_iof_thr=-1),
-    sampler=dict(type="RandomSampler", num=256, pos_fraction=0.5, neg_pos_ub=-1, add_gt_as_proposals=False),
-    allowed_border=-1,
-    pos_weight=-1,
-)
-TEST_CFG_DEFAULTS: dict[str, Any] = dict(nms_pre=1000, max_per_img=1000, nms=dict(iou_threshold=0.7), min_bbox_size=0)
+TRAIN_KEYS = ("assigner", "sampler", "allowed_border", "pos_weight")
+PROPOSAL_KEYS = ("nms_pre", "max_per_img", "nms", "min_bbox_size")
+WHERE = "the base model YAML states them, e.g. configs/_base_/models/faster_rcnn_r50_fpn.yaml"
 
 
-def check_train_cfg(train_cfg: dict[str, Any] | None) -> dict[str, Any]:
-    cfg = dict(train_cfg or {})
-    cfg.pop("debug", None)  # mmdet's train_cfg.rpn carries debug: false
-    unknown = sorted(set(cfg) - set(TRAIN_CFG_DEFAULTS))
+def _keys(what: str, cfg: Any, keys: tuple[str, ...]) -> dict[str, Any]:
+    if not isinstance(cfg, dict):
+        raise ValueError(f"RPNHead: {what} must be a dict with the keys {list(keys)} ({WHERE}), got {cfg!r}")
+    unknown = sorted(set(cfg) - set(keys))
     if unknown:
-        raise ValueError(f"RPNHead: unknown train_cfg keys {unknown}; accepted: {sorted(TRAIN_CFG_DEFAULTS)}")
-    return {**TRAIN_CFG_DEFAULTS, **cfg}
+        raise ValueError(f"RPNHead: unknown {what} keys {unknown}; accepted: {sorted(keys)}")
+    missing = [k for k in keys if k not in cfg]
+    if missing:
+        raise ValueError(f"RPNHead: {what} lacks {missing}; required: {list(keys)} ({WHERE})")
+    return dict(cfg)
+
+
+def check_train_cfg(train_cfg: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Validate mmdet's ``train_cfg.rpn``: ``assigner``, ``sampler`` (TASK_UTILS configs), ``allowed_border``
+    (-1: every anchor inside the un-padded image) and ``pos_weight`` (<= 0: 1); None: not used (inference only).
+
+    Raises:
+        ValueError: an unknown or missing key.
+    """
+    if train_cfg is None:
+        return None
+    cfg = dict(train_cfg)
+    cfg.pop("debug", None)  # mmdet's train_cfg.rpn carries debug: false
+    cfg = _keys("train_cfg", cfg, TRAIN_KEYS)
+    for key in ("assigner", "sampler"):
+        if not isinstance(cfg[key], dict) or "type" not in cfg[key]:
+            raise ValueError(f"RPNHead: train_cfg.{key} must be a config dict with 'type', got {cfg[key]!r}")
+    return cfg
 
 
 def check_proposal_cfg(cfg: dict[str, Any] | None, what: str = "test_cfg") -> dict[str, Any]:
-    """Validate a proposal config (``test_cfg.rpn`` / ``train_cfg.rpn_proposal``) and fill its defaults.
+    """Validate a proposal config (``test_cfg.rpn`` / ``train_cfg.rpn_proposal``).
 
-    Keys: ``nms_pre`` (best anchors kept per level before NMS, 1000), ``max_per_img`` (proposals kept after NMS,
-    1000), ``nms: {iou_threshold: 0.7}`` (``type: nms`` allowed), ``min_bbox_size`` (boxes need width and height
-    above it, 0).
+    Keys (all required): ``nms_pre`` (best anchors kept per level before NMS), ``max_per_img`` (proposals kept
+    after NMS), ``nms: {iou_threshold}`` (``type: nms`` allowed), ``min_bbox_size`` (boxes need width and height
+    above it).
 
     Raises:
-        ValueError: an unknown key or an out-of-range value, named with ``what``.
+        ValueError: a missing or unknown key or an out-of-range value, named with ``what``.
     """
-    cfg = dict(cfg or {})
-    unknown = sorted(set(cfg) - set(TEST_CFG_DEFAULTS))
-    if unknown:
-        raise ValueError(f"RPNHead: unknown {what} keys {unknown}; accepted: {sorted(TEST_CFG_DEFAULTS)}")
-    nms = dict(cfg.get("nms") or {})
-    if sorted(set(nms) - {"iou_threshold", "type"}) or nms.get("type", "nms") != "nms":
+    out = _keys(what, cfg, PROPOSAL_KEYS)
+    nms = out["nms"]
+    if not isinstance(nms, dict) or sorted(set(nms) - {"iou_threshold", "type"}) or "iou_threshold" not in nms \
+            or nms.get("type", "nms") != "nms":
         raise ValueError(f"RPNHead: {what}.nms={nms} is invalid; expected {{iou_threshold: 0.7}} (and type: nms)")
-    nms.setdefault("iou_threshold", TEST_CFG_DEFAULTS["nms"]["iou_threshold"])
-    out = {**TEST_CFG_DEFAULTS, **cfg, "nms": nms}
+    out["nms"] = dict(nms)
     for key in ("nms_pre", "max_per_img"):
         if not isinstance(out[key], int) or isinstance(out[key], bool) or out[key] < 1:
             raise ValueError(f"RPNHead: {what}.{key} must be an int >= 1, got {out[key]!r}")

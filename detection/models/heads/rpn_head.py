@@ -19,11 +19,11 @@ from typing import Any
 import torch
 from mmengine.structures import InstanceData
 from torch import Tensor, nn
-from torchvision.ops import batched_nms
 
 from detection.registry import MODELS, TASK_UTILS
 from oars.models.layers import ConvNormAct
 
+from .. import ops  # noqa: F401  (registers torch.ops.oars.nms)
 from .rpn_config import anchor_inside_flags, check_proposal_cfg, check_train_cfg
 
 
@@ -44,32 +44,33 @@ class RPNHead(nn.Module):
         anchor_generator: config of the anchor generator (``TASK_UTILS``), e.g. ``{type: AnchorGenerator,
             scales: [8], ratios: [0.5, 1.0, 2.0], strides: [4, 8, 16, 32, 64]}``; ``strides`` may be left out,
             then the head's ``strides`` are used.
-        bbox_coder: config of the box coder (``TASK_UTILS``), default ``DeltaXYWHBBoxCoder`` with means 0, stds 1.
-        feat_channels: channels of the shared conv (default ``in_channels``, as torchvision).
-        num_convs: number of shared 3x3 conv + ReLU layers (1 as in the paper).
+        bbox_coder: config of the box coder (``TASK_UTILS``; Faster R-CNN: ``DeltaXYWHBBoxCoder``, means 0, stds 1).
         loss_cls: config (``MODELS``) of the objectness loss; must be sigmoid based
-            (default ``CrossEntropyLoss(use_sigmoid=True)``).
-        loss_bbox: config of the box loss on the encoded deltas of positives (default ``L1Loss``).
-        train_cfg: mmdet's ``train_cfg.rpn``: ``assigner`` (MaxIoUAssigner 0.7 / 0.3, min_pos_iou 0.3,
-            low-quality matches), ``sampler`` (RandomSampler 256, 0.5, no gt added), ``allowed_border`` (-1: all
-            anchors inside the un-padded image take part; ``>= 0``: also not crossing the border by more),
-            ``pos_weight`` (``<= 0``: 1).
+            (``CrossEntropyLoss(use_sigmoid=True)``).
+        loss_bbox: config of the box loss on the encoded deltas of positives (Faster R-CNN: ``L1Loss``).
+        num_convs: number of shared 3x3 conv + ReLU layers (1 in the paper).
         test_cfg: mmdet's ``test_cfg.rpn``, see :func:`check_proposal_cfg`.
+        train_cfg: mmdet's ``train_cfg.rpn``: ``assigner`` (MaxIoUAssigner 0.7 / 0.3), ``sampler`` (RandomSampler
+            256, 0.5, no gt added), ``allowed_border`` (-1: all anchors inside the un-padded image take part;
+            ``>= 0``: also not crossing the border by more), ``pos_weight`` (``<= 0``: 1); None: inference only.
+        feat_channels: channels of the shared conv (None: ``in_channels``, as torchvision).
         strides: the strides of the inputs (the detector passes the neck's ``out_strides``); checked against
             the anchor generator's.
+
+    The values of the shipped configs are in the base model YAML files (``configs/_base_/models/*rcnn*.yaml``).
     """
 
     def __init__(
         self,
         in_channels: int | Sequence[int],
-        anchor_generator: dict[str, Any] | None = None,
-        bbox_coder: dict[str, Any] | None = None,
-        feat_channels: int | None = None,
-        num_convs: int = 1,
-        loss_cls: dict[str, Any] | None = None,
-        loss_bbox: dict[str, Any] | None = None,
+        anchor_generator: dict[str, Any],
+        bbox_coder: dict[str, Any],
+        loss_cls: dict[str, Any],
+        loss_bbox: dict[str, Any],
+        num_convs: int,
+        test_cfg: dict[str, Any],
         train_cfg: dict[str, Any] | None = None,
-        test_cfg: dict[str, Any] | None = None,
+        feat_channels: int | None = None,
         strides: Sequence[int] | None = None,
     ) -> None:
         super().__init__()
@@ -81,10 +82,15 @@ class RPNHead(nn.Module):
             )
         self.in_channels = channels[0]
         self.feat_channels = self.in_channels if feat_channels is None else int(feat_channels)
-        if self.feat_channels <= 0 or int(num_convs) < 1:
+        if self.feat_channels <= 0 or not isinstance(num_convs, int) or num_convs < 1:
             raise ValueError(f"RPNHead: feat_channels ({feat_channels!r}) and num_convs ({num_convs!r}) must be >= 1")
+        for key, cfg in (("anchor_generator", anchor_generator), ("bbox_coder", bbox_coder), ("loss_cls", loss_cls),
+                         ("loss_bbox", loss_bbox)):
+            if not isinstance(cfg, dict) or "type" not in cfg:
+                raise ValueError(f"RPNHead: {key} must be a config dict with a type (the base model YAML states it), "
+                                 f"got {cfg!r}")
 
-        anchor_cfg = dict(anchor_generator or dict(type="AnchorGenerator", scales=[8], ratios=[0.5, 1.0, 2.0]))
+        anchor_cfg = dict(anchor_generator)
         if strides is not None:
             strides = [int(s) for s in strides]
             if "strides" not in anchor_cfg:
@@ -104,24 +110,26 @@ class RPNHead(nn.Module):
                 f"{self.prior_generator.num_base_anchors}"
             )
         self.num_anchors = num_anchors.pop()
-        self.bbox_coder = TASK_UTILS.build(dict(bbox_coder or dict(type="DeltaXYWHBBoxCoder")))
-        self.loss_cls = MODELS.build(dict(loss_cls or dict(type="CrossEntropyLoss", use_sigmoid=True)))
+        self.bbox_coder = TASK_UTILS.build(dict(bbox_coder))
+        self.loss_cls = MODELS.build(dict(loss_cls))
         if not getattr(self.loss_cls, "use_sigmoid", False):
             raise ValueError(
                 f"RPNHead: loss_cls must be a sigmoid loss (one objectness logit per anchor), got {loss_cls!r}; "
                 "set use_sigmoid: true"
             )
-        self.loss_bbox = MODELS.build(dict(loss_bbox or dict(type="L1Loss")))
+        self.loss_bbox = MODELS.build(dict(loss_bbox))
 
         self.train_cfg = check_train_cfg(train_cfg)
         self.test_cfg = check_proposal_cfg(test_cfg)
-        self.assigner = TASK_UTILS.build(dict(self.train_cfg["assigner"]))
-        self.sampler = TASK_UTILS.build(dict(self.train_cfg["sampler"]))
-        if getattr(self.sampler, "add_gt_as_proposals", False):
-            raise ValueError(
-                "RPNHead: train_cfg.sampler.add_gt_as_proposals must be false: the RPN trains on anchors, gt boxes "
-                "are no anchors"
-            )
+        self.assigner = self.sampler = None
+        if self.train_cfg is not None:
+            self.assigner = TASK_UTILS.build(dict(self.train_cfg["assigner"]))
+            self.sampler = TASK_UTILS.build(dict(self.train_cfg["sampler"]))
+            if getattr(self.sampler, "add_gt_as_proposals", False):
+                raise ValueError(
+                    "RPNHead: train_cfg.sampler.add_gt_as_proposals must be false: the RPN trains on anchors, gt "
+                    "boxes are no anchors"
+                )
 
         convs = [ConvNormAct(self.in_channels, self.feat_channels, 3, norm=None, act="ReLU")]
         convs += [ConvNormAct(self.feat_channels, self.feat_channels, 3, norm=None, act="ReLU")
@@ -222,6 +230,9 @@ class RPNHead(nn.Module):
         An image without gt boxes contributes only negatives; a batch without any gives a zero box loss that
         still has a gradient.
         """
+        if self.train_cfg is None:
+            raise ValueError("RPNHead: built without train_cfg (inference only); mode='loss' needs the model's "
+                             "train_cfg.rpn")
         num_imgs = cls_scores[0].shape[0]
         if len(data_samples) != num_imgs:
             raise ValueError(f"RPNHead: {num_imgs} images but {len(data_samples)} data samples")
@@ -296,14 +307,55 @@ class RPNHead(nn.Module):
                 boxes_t = torch.minimum(boxes_t.clamp(min=0), bounds)
         return boxes_t, torch.cat(scores, dim=1), torch.cat(levels)
 
+    def proposals_padded(self, cls_scores: Sequence[Tensor], bbox_preds: Sequence[Tensor], img_hw: Tensor,
+                         batch_input_shape: Sequence[int] | None, cfg: dict[str, Any] | None = None
+                         ) -> tuple[Tensor, Tensor, Tensor]:
+        """The proposals with shapes that depend only on the input size: the one implementation that eager
+        inference, training's proposals and the exported graph share (only ``oars::nms`` differs: torchvision's
+        ``batched_nms`` eagerly, ONNX ``NonMaxSuppression`` exported).
+
+        Per level the ``nms_pre`` best anchors (top-k on the logits, sigmoid after), decoded and clipped to each
+        image's ``img_hw``; boxes not wider and higher than ``min_bbox_size`` scored 0 (they keep their slot);
+        NMS per level as ONE ``oars::nms`` with the levels as its classes (scores ``[B, L, P]``, 0 outside the
+        level: exact per-level NMS without coordinate offsets; score > 0 takes part); the ``max_per_img`` best.
+
+        Args:
+            cls_scores, bbox_preds: the head's outputs (see :meth:`forward`).
+            img_hw: float32 ``[B or 1, 2]``: (H, W) of each image before batch padding (boxes are clipped to it).
+            batch_input_shape: (H, W) of the padded batch (the anchors of ``strides_from_image`` generators).
+            cfg: a proposal config (:func:`check_proposal_cfg`; default ``test_cfg``).
+
+        Returns:
+            boxes ``[B, K, 4]`` float32, scores ``[B, K]`` float32 and ``valid [B, K]`` bool (False: a row NMS
+            removed), ``K = min(max_per_img, P)``, ``P = sum_l min(nms_pre, H_l * W_l * A)``; rows by decreasing
+            score, the valid ones first.
+        """
+        cfg = self.test_cfg if cfg is None else cfg
+        device = cls_scores[0].device
+        with torch.autocast(device.type, enabled=False):
+            boxes, scores, levels = self._topk_decode(cls_scores, bbox_preds, int(cfg["nms_pre"]), img_hw,
+                                                      batch_input_shape)
+            min_size = float(cfg["min_bbox_size"])
+            big = ((boxes[..., 2] - boxes[..., 0]) > min_size) & ((boxes[..., 3] - boxes[..., 1]) > min_size)
+            scores = torch.where(big, scores, torch.zeros_like(scores))
+            per_level = [min(int(cfg["nms_pre"]), int(c.shape[1] * c.shape[2] * c.shape[3])) for c in cls_scores]
+            level_ids = torch.arange(len(cls_scores), device=device)
+            in_level = (levels[None, :] == level_ids[:, None])[None]  # [1, L, P]
+            level_scores = torch.where(in_level, scores[:, None, :], torch.zeros_like(scores[:, None, :]))
+            max_out = min(int(cfg["max_per_img"]), max(per_level))
+            selected = torch.ops.oars.nms(boxes, level_scores, max_out, float(cfg["nms"]["iou_threshold"]), 0.0)
+            kept = torch.zeros_like(level_scores).index_put(
+                (selected[:, 0], selected[:, 1], selected[:, 2]), torch.ones_like(selected[:, 0], dtype=scores.dtype)
+            ).sum(dim=1)  # [B, P]: each column belongs to one level
+            k = min(int(cfg["max_per_img"]), scores.shape[1])
+            top, idx = (scores * kept).topk(k, dim=1)
+        return boxes.gather(1, idx[..., None].expand(-1, -1, 4)), top, top > 0
+
     def predict_by_feat(self, cls_scores: Sequence[Tensor], bbox_preds: Sequence[Tensor],
                         batch_img_metas: Sequence[dict[str, Any]], cfg: dict[str, Any] | None = None,
                         rescale: bool = False) -> list[InstanceData]:
-        """Proposals of each image (MMDetection's / torchvision's RPN post-processing), no gradient.
-
-        Per level the ``nms_pre`` highest sigmoid scores (batched top-k), decoded with the coder and clipped to
-        the image's ``img_shape``; then per image boxes not wider and higher than ``min_bbox_size`` dropped,
-        ``batched_nms`` with the level as the group, the ``max_per_img`` best kept. All in float32.
+        """Proposals of each image (MMDetection's / torchvision's RPN post-processing), no gradient, float32:
+        :meth:`proposals_padded`'s valid rows.
 
         Returns:
             one ``InstanceData`` per image: ``bboxes [P, 4]`` float32 xyxy (pipeline pixels, or original pixels
@@ -314,50 +366,15 @@ class RPNHead(nn.Module):
             raise ValueError(f"RPNHead: {cls_scores[0].shape[0]} images but {len(batch_img_metas)} image metas")
         device = cls_scores[0].device
         img_shapes = torch.tensor([_img_hw(m) for m in batch_img_metas], dtype=torch.float32, device=device)
-        with torch.no_grad(), torch.autocast(device.type, enabled=False):
-            boxes, scores, levels = self._topk_decode(cls_scores, bbox_preds, cfg["nms_pre"], img_shapes,
-                                                      batch_img_metas[0].get("batch_input_shape"))
-            min_size = float(cfg["min_bbox_size"])
-            big = ((boxes[..., 2] - boxes[..., 0]) > min_size) & ((boxes[..., 3] - boxes[..., 1]) > min_size)
-            results = []
-            for i, meta in enumerate(batch_img_metas):
-                keep = torch.nonzero(big[i]).flatten()
-                b, s = boxes[i, keep], scores[i, keep]
-                kept = batched_nms(b, s, levels[keep], float(cfg["nms"]["iou_threshold"]))[: cfg["max_per_img"]]
-                b, s = b[kept], s[kept]
-                if rescale:
-                    sw, sh = meta.get("scale_factor", (1.0, 1.0))[:2]
-                    b = b / b.new_tensor([sw, sh, sw, sh])
-                results.append(InstanceData(bboxes=b, scores=s, labels=torch.zeros_like(kept)))
+        with torch.no_grad():
+            boxes, scores, valid = self.proposals_padded(cls_scores, bbox_preds, img_shapes,
+                                                         batch_img_metas[0].get("batch_input_shape"), cfg)
+        results = []
+        for i, meta in enumerate(batch_img_metas):
+            b, s = boxes[i][valid[i]], scores[i][valid[i]]
+            if rescale:
+                sw, sh = meta.get("scale_factor", (1.0, 1.0))[:2]
+                b = b / b.new_tensor([sw, sh, sw, sh])
+            results.append(InstanceData(bboxes=b, scores=s, labels=torch.zeros(len(s), dtype=torch.long,
+                                                                               device=device)))
         return results
-
-    def proposals_static(self, cls_scores: Sequence[Tensor], bbox_preds: Sequence[Tensor],
-                         img_shape: tuple[int, int], with_level_ids: bool = False
-                         ) -> tuple[Tensor, Tensor] | tuple[Tensor, Tensor, Tensor]:
-        """The proposals' computation up to NMS with shapes that depend only on the input size (ONNX export).
-
-        The same top-k (``test_cfg.nms_pre`` per level), decoding and clipping as :meth:`predict_by_feat`, for
-        one ``img_shape`` shared by the batch (the network input). Boxes not above ``min_bbox_size`` keep their
-        slot with score 0 instead of being removed (every sigmoid score of a kept box is > 0, so an NMS with a
-        positive score threshold, or ``score > 0``, drops them). The NMS step is not here: the export helper adds
-        it (ONNX ``NonMaxSuppression``), per level as ``batched_nms`` does, i.e. on boxes offset by
-        ``level * (max coordinate + 1)``, then keeps ``test_cfg.max_per_img``.
-
-        Args:
-            cls_scores, bbox_preds: the head's outputs (see :meth:`forward`).
-            img_shape: (H, W) boxes are clipped to, also the padded input's size for the anchors.
-            with_level_ids: also return the level of each column.
-
-        Returns:
-            boxes ``[B, P, 4]`` float32, scores ``[B, P]`` float32 (and level ids ``[P]`` int64), columns grouped
-            by level, best first within a level; ``P = sum_l min(nms_pre, H_l * W_l * A)``.
-        """
-        device = cls_scores[0].device
-        hw = torch.tensor([[float(img_shape[0]), float(img_shape[1])]], device=device)
-        with torch.autocast(device.type, enabled=False):
-            boxes, scores, levels = self._topk_decode(cls_scores, bbox_preds, self.test_cfg["nms_pre"], hw,
-                                                      img_shape)
-            min_size = float(self.test_cfg["min_bbox_size"])
-            big = ((boxes[..., 2] - boxes[..., 0]) > min_size) & ((boxes[..., 3] - boxes[..., 1]) > min_size)
-            scores = torch.where(big, scores, torch.zeros_like(scores))
-        return (boxes, scores, levels) if with_level_ids else (boxes, scores)

@@ -1,5 +1,6 @@
 """Second-stage (RoI) heads of two-stage detectors: RoI feature extraction, box and mask heads, the
-Faster/Mask R-CNN and Cascade R-CNN RoI heads, and the C4 shared head."""
+Faster/Mask R-CNN and Cascade R-CNN RoI heads, and the C4 shared head. Their inference, shared by eager
+``predict`` and the ONNX export, is :mod:`.two_stage_infer`; their train/test configs :mod:`.rcnn_config`."""
 
 from .bbox_heads import BBoxHead
 from .cascade_roi_head import CascadeRoIHead

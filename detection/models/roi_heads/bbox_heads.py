@@ -16,22 +16,13 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from mmengine.structures import InstanceData
 from torch import Tensor, nn
-from torchvision.ops import batched_nms
 
 from detection.registry import MODELS, TASK_UTILS
 from oars.models.building import check_num_classes
 
 from ..task_utils import SamplingResult
-from .utils import empty_instances, scale_factor_of
-
-DEFAULT_BBOX_CODER: dict[str, Any] = dict(
-    type="DeltaXYWHBBoxCoder", target_means=[0.0, 0.0, 0.0, 0.0], target_stds=[0.1, 0.1, 0.2, 0.2]
-)
-DEFAULT_LOSS_CLS: dict[str, Any] = dict(type="CrossEntropyLoss", use_sigmoid=False, loss_weight=1.0)
-DEFAULT_LOSS_BBOX: dict[str, Any] = dict(type="L1Loss", loss_weight=1.0)
 
 
 def sampled_priors(sampling_results: Sequence[SamplingResult]) -> list[Tensor]:
@@ -47,43 +38,6 @@ def accuracy(cls_score: Tensor, labels: Tensor) -> Tensor:
         return (cls_score.argmax(dim=1) == labels).float().mean() * 100.0
 
 
-def multiclass_nms_boxes_per_class(
-    boxes: Tensor, scores: Tensor, score_thr: float, iou_threshold: float, max_per_img: int, nms_pre: int | None,
-    valid: Tensor | None = None,
-) -> tuple[Tensor, Tensor, Tensor]:
-    """Per-class NMS where each (RoI, class) pair has its own box (class-specific regression).
-
-    Args:
-        boxes: float ``[R, C, 4]`` xyxy, one box per RoI and foreground class (``[R, 1, 4]`` broadcasts for
-            class-agnostic regression).
-        scores: float ``[R, C]`` foreground probabilities.
-        score_thr: pairs with a score ``<= score_thr`` are dropped (MMDetection's rule).
-        iou_threshold: suppression IoU within a class (torchvision ``batched_nms``: all classes in one call).
-        max_per_img: detections kept (<= 0: all).
-        nms_pre: only the highest-scored pairs enter NMS (None or <= 0: all), which bounds its cost when a low
-            ``score_thr`` lets through up to ``R * C`` pairs.
-        valid: optional bool ``[R, C]`` (or ``[R, 1]``); pairs where it is false are dropped with the low scores
-            (torchvision's removal of boxes smaller than 0.01 px, see ``min_bbox_size``).
-
-    Returns:
-        ``(bboxes [K, 4] float32, scores [K] float32, labels [K] int64)`` by decreasing score.
-    """
-    boxes = boxes.expand(scores.shape[0], scores.shape[1], 4)
-    keep = scores > score_thr
-    if valid is not None:
-        keep = keep & valid
-    roi_idx, labels = keep.nonzero(as_tuple=True)
-    cand_scores = scores[roi_idx, labels]
-    if nms_pre is not None and 0 < nms_pre < cand_scores.numel():
-        cand_scores, order = cand_scores.topk(nms_pre)
-        roi_idx, labels = roi_idx[order], labels[order]
-    cand_boxes = boxes[roi_idx, labels]
-    keep = batched_nms(cand_boxes.float(), cand_scores.float(), labels, iou_threshold)
-    if max_per_img > 0:
-        keep = keep[:max_per_img]
-    return cand_boxes[keep].float(), cand_scores[keep].float(), labels[keep].long()
-
-
 @MODELS.register_module()
 class BBoxHead(nn.Module):
     """The simplest box head: (optional global average pool) -> flatten -> ``fc_cls`` and ``fc_reg``.
@@ -96,26 +50,28 @@ class BBoxHead(nn.Module):
             background last.
         in_channels: channels of the RoI feature (given by the RoI head).
         roi_feat_size: spatial size of the RoI feature (given by the RoI head from its extractor).
+        bbox_coder: TASK_UTILS config (Faster R-CNN: ``DeltaXYWHBBoxCoder``, stds 0.1, 0.1, 0.2, 0.2).
+        loss_cls: MODELS config of the classification loss (a softmax loss: ``CrossEntropyLoss``).
+        loss_bbox: MODELS config of the regression loss (Faster R-CNN: ``L1Loss``).
         with_avg_pool: average the RoI feature over space first.
         reg_class_agnostic: one box per RoI (``fc_reg`` 4 outputs) instead of one per class (``4 * num_classes``).
         reg_decoded_bbox: the box loss compares decoded boxes with the gt boxes (IoU-type losses) instead of
             deltas with encoded targets.
-        bbox_coder: TASK_UTILS config (``DeltaXYWHBBoxCoder``, stds 0.1, 0.1, 0.2, 0.2 by default).
-        loss_cls: MODELS config of the classification loss (softmax ``CrossEntropyLoss``).
-        loss_bbox: MODELS config of the regression loss (``L1Loss``).
+
+    The configs' values are in the base model YAML files (``configs/_base_/models/*rcnn*.yaml``), not here.
     """
 
     def __init__(
         self,
         num_classes: int,
-        in_channels: int = 256,
-        roi_feat_size: int | Sequence[int] = 7,
+        in_channels: int,
+        roi_feat_size: int | Sequence[int],
+        bbox_coder: dict[str, Any],
+        loss_cls: dict[str, Any],
+        loss_bbox: dict[str, Any],
         with_avg_pool: bool = False,
         reg_class_agnostic: bool = False,
         reg_decoded_bbox: bool = False,
-        bbox_coder: dict[str, Any] | None = None,
-        loss_cls: dict[str, Any] | None = None,
-        loss_bbox: dict[str, Any] | None = None,
     ) -> None:
         super().__init__()
         name = type(self).__name__
@@ -132,9 +88,13 @@ class BBoxHead(nn.Module):
         self.with_avg_pool = bool(with_avg_pool)
         self.reg_class_agnostic = bool(reg_class_agnostic)
         self.reg_decoded_bbox = bool(reg_decoded_bbox)
-        self.bbox_coder = TASK_UTILS.build(dict(DEFAULT_BBOX_CODER if bbox_coder is None else bbox_coder))
-        self.loss_cls = MODELS.build(dict(DEFAULT_LOSS_CLS if loss_cls is None else loss_cls))
-        self.loss_bbox = MODELS.build(dict(DEFAULT_LOSS_BBOX if loss_bbox is None else loss_bbox))
+        for key, cfg in (("bbox_coder", bbox_coder), ("loss_cls", loss_cls), ("loss_bbox", loss_bbox)):
+            if not isinstance(cfg, dict) or "type" not in cfg:
+                raise ValueError(f"{name}: {key} must be a config dict with a type (the base model YAML states "
+                                 f"it), got {cfg!r}")
+        self.bbox_coder = TASK_UTILS.build(dict(bbox_coder))
+        self.loss_cls = MODELS.build(dict(loss_cls))
+        self.loss_bbox = MODELS.build(dict(loss_bbox))
         if getattr(self.loss_cls, "use_sigmoid", False):
             raise ValueError(f"{name}: loss_cls must be a softmax loss (use_sigmoid: false): the classifier has "
                              "num_classes + 1 outputs with background last")
@@ -288,49 +248,3 @@ class BBoxHead(nn.Module):
             keep[: r.pos_inds.numel()] = ~r.pos_is_gt
             out.append(InstanceData(bboxes=boxes[keep].detach()))
         return out
-
-    def predict_by_feat(
-        self,
-        rois: Sequence[Tensor],
-        cls_scores: Sequence[Tensor],
-        bbox_preds: Sequence[Tensor],
-        batch_img_metas: Sequence[dict[str, Any]],
-        test_cfg: dict[str, Any],
-        rescale: bool = True,
-        scores_are_probs: bool = False,
-    ) -> list[InstanceData]:
-        """Detections of each image: softmax scores, class-specific boxes decoded and clipped to ``img_shape``,
-        divided by ``scale_factor`` when ``rescale`` (original pixels), per-class NMS (one ``batched_nms``).
-
-        Args:
-            rois, cls_scores, bbox_preds: per image ``[R_i, 5]``, ``[R_i, num_classes + 1]`` logits (or
-                probabilities with ``scores_are_probs``), ``[R_i, reg_dim]``.
-            batch_img_metas: per image metainfo with ``img_shape`` and (for ``rescale``) ``scale_factor``.
-            test_cfg: ``score_thr``, ``nms: {iou_threshold}``, ``max_per_img``, ``nms_pre`` and optionally
-                ``min_bbox_size`` (> 0: boxes narrower or lower than it, in input pixels, are dropped before NMS,
-                as torchvision's ``remove_small_boxes``).
-
-        Returns:
-            per image ``InstanceData(bboxes [K, 4], scores [K], labels [K] int64)``.
-        """
-        results = []
-        for roi, score, pred, meta in zip(rois, cls_scores, bbox_preds, batch_img_metas):
-            if roi.shape[0] == 0:
-                results.append(empty_instances(roi.device))
-                continue
-            probs = score.float() if scores_are_probs else F.softmax(score.float(), dim=-1)
-            deltas = pred.float().view(pred.shape[0], -1, 4)
-            boxes = self.bbox_coder.decode(roi[:, None, 1:], deltas, max_shape=meta["img_shape"][:2])
-            min_size = float(test_cfg.get("min_bbox_size", 0.0))
-            valid = None
-            if min_size > 0:
-                valid = ((boxes[..., 2] - boxes[..., 0]) >= min_size) & ((boxes[..., 3] - boxes[..., 1]) >= min_size)
-            if rescale:
-                sw, sh = scale_factor_of(meta)
-                boxes = boxes / boxes.new_tensor([sw, sh, sw, sh])
-            det_boxes, det_scores, det_labels = multiclass_nms_boxes_per_class(
-                boxes, probs[:, : self.num_classes], test_cfg["score_thr"], test_cfg["nms"]["iou_threshold"],
-                test_cfg["max_per_img"], test_cfg["nms_pre"], valid,
-            )
-            results.append(InstanceData(bboxes=det_boxes, scores=det_scores, labels=det_labels))
-        return results

@@ -28,7 +28,7 @@ class ConvFCBBoxHead(BBoxHead):
 
     Args:
         num_shared_convs, num_shared_fcs, num_cls_convs, num_cls_fcs, num_reg_convs, num_reg_fcs: layer counts.
-        conv_out_channels, fc_out_channels: widths.
+        conv_out_channels, fc_out_channels: widths (required where there are convs / fcs; None: not used).
         norm: norm spec of the convs (None: conv bias, no norm; ``{type: GN, num_groups: 32}`` for
             ``Shared4Conv1FCBBoxHead``'s GN variant).
         **kwargs: :class:`BBoxHead`'s arguments.
@@ -42,8 +42,8 @@ class ConvFCBBoxHead(BBoxHead):
         num_cls_fcs: int = 0,
         num_reg_convs: int = 0,
         num_reg_fcs: int = 0,
-        conv_out_channels: int = 256,
-        fc_out_channels: int = 1024,
+        conv_out_channels: int | None = None,
+        fc_out_channels: int | None = None,
         norm: Any = None,
         **kwargs: Any,
     ) -> None:
@@ -54,6 +54,12 @@ class ConvFCBBoxHead(BBoxHead):
         if bad or sum(counts.values()) == 0:
             raise ValueError(f"{type(self).__name__}: layer counts must be ints >= 0 with at least one layer, got "
                              f"{counts}")
+        for key, width, used in (("conv_out_channels", conv_out_channels,
+                                  num_shared_convs + num_cls_convs + num_reg_convs),
+                                 ("fc_out_channels", fc_out_channels, num_shared_fcs + num_cls_fcs + num_reg_fcs)):
+            if used and (not isinstance(width, int) or width < 1):
+                raise ValueError(f"{type(self).__name__}: {key} must be a positive int (the head has such layers), "
+                                 f"got {width!r}")
         if (num_cls_convs or num_reg_convs) and num_shared_fcs:
             raise ValueError(f"{type(self).__name__}: branch convs after shared fcs are impossible (got "
                              f"num_shared_fcs={num_shared_fcs} with cls/reg convs)")
@@ -128,13 +134,14 @@ class Shared2FCBBoxHead(ConvFCBBoxHead):
     """Faster R-CNN FPN's box head: flatten -> fc(1024) -> ReLU -> fc(1024) -> ReLU -> ``fc_cls`` / ``fc_reg``
     (torchvision's ``TwoMLPHead`` + ``FastRCNNPredictor``). Args: ``fc_out_channels`` and :class:`BBoxHead`'s."""
 
-    def __init__(self, fc_out_channels: int = 1024, **kwargs: Any) -> None:
+    def __init__(self, fc_out_channels: int, **kwargs: Any) -> None:
         super().__init__(num_shared_fcs=2, fc_out_channels=fc_out_channels, **kwargs)
 
 
 @MODELS.register_module()
 class Shared4Conv1FCBBoxHead(ConvFCBBoxHead):
-    """Four shared 3x3 convs (256) then one fc (1024) (MMDetection's GN box head with ``norm: GN``)."""
+    """Four shared 3x3 convs (MMDetection: 256) then one fc (1024) (MMDetection's GN box head with ``norm: GN``)."""
 
-    def __init__(self, fc_out_channels: int = 1024, **kwargs: Any) -> None:
-        super().__init__(num_shared_convs=4, num_shared_fcs=1, fc_out_channels=fc_out_channels, **kwargs)
+    def __init__(self, conv_out_channels: int, fc_out_channels: int, **kwargs: Any) -> None:
+        super().__init__(num_shared_convs=4, num_shared_fcs=1, conv_out_channels=conv_out_channels,
+                         fc_out_channels=fc_out_channels, **kwargs)

@@ -26,8 +26,6 @@ from ..task_utils import SamplingResult
 from .mask_paste import PASTE_MODES, paste_masks
 from .utils import scale_factor_of
 
-DEFAULT_LOSS_MASK: dict[str, Any] = dict(type="CrossEntropyLoss", use_sigmoid=True, loss_weight=1.0)
-
 
 def mask_targets(
     pos_priors: Tensor, pos_assigned_gt_inds: Tensor, gt_masks: Tensor, mask_size: int | Sequence[int]
@@ -67,11 +65,11 @@ class FCNMaskHead(nn.Module):
         num_classes: foreground classes (given by the RoI head).
         in_channels: channels of the RoI features (given by the RoI head).
         roi_feat_size: spatial size of the RoI features (14; the output is twice this).
-        num_convs, conv_out_channels: the FCN's depth and width (4, 256).
+        num_convs, conv_out_channels: the FCN's depth and width (Mask R-CNN: 4, 256).
+        loss_mask: MODELS config (Mask R-CNN: binary ``CrossEntropyLoss`` on the logits, averaged over all
+            positive RoIs' pixels: MMDetection's ``mask_cross_entropy``).
         norm: norm spec of the convs (None: conv bias, no norm).
         class_agnostic: one mask per RoI instead of one per class.
-        loss_mask: MODELS config (default binary ``CrossEntropyLoss`` on the logits, averaged over all
-            positive RoIs' pixels: MMDetection's ``mask_cross_entropy``).
         paste_mode: how predicted masks are pasted into the image (:func:`paste_masks`): ``'mmdet'`` or
             ``'torchvision'`` (torchvision's ``paste_masks_in_image``, for converted torchvision weights).
     """
@@ -79,13 +77,13 @@ class FCNMaskHead(nn.Module):
     def __init__(
         self,
         num_classes: int,
-        in_channels: int = 256,
-        roi_feat_size: int = 14,
-        num_convs: int = 4,
-        conv_out_channels: int = 256,
+        in_channels: int,
+        roi_feat_size: int,
+        num_convs: int,
+        conv_out_channels: int,
+        loss_mask: dict[str, Any],
         norm: Any = None,
         class_agnostic: bool = False,
-        loss_mask: dict[str, Any] | None = None,
         paste_mode: str = "mmdet",
     ) -> None:
         super().__init__()
@@ -109,7 +107,10 @@ class FCNMaskHead(nn.Module):
         last = conv_out_channels if num_convs else in_channels
         self.upsample = nn.ConvTranspose2d(last, conv_out_channels, kernel_size=2, stride=2)
         self.conv_logits = nn.Conv2d(conv_out_channels, 1 if self.class_agnostic else num_classes, 1)
-        self.loss_mask = MODELS.build(dict(DEFAULT_LOSS_MASK if loss_mask is None else loss_mask))
+        if not isinstance(loss_mask, dict) or "type" not in loss_mask:
+            raise ValueError(f"FCNMaskHead: loss_mask must be a config dict with a type (the base model YAML states "
+                             f"it), got {loss_mask!r}")
+        self.loss_mask = MODELS.build(dict(loss_mask))
         self.init_weights()
 
     def init_weights(self) -> None:

@@ -21,26 +21,29 @@ from detection.registry import MODELS
 
 ROI_LAYERS = ("RoIAlign", "RoIPool")
 LEVEL_MAPPINGS = ("mmdet", "torchvision")
-DEFAULT_ROI_LAYER: dict[str, Any] = dict(type="RoIAlign", output_size=7, sampling_ratio=0, aligned=True)
 
 
-def _check_roi_layer(roi_layer: dict[str, Any] | None) -> dict[str, Any]:
-    cfg = dict(DEFAULT_ROI_LAYER if roi_layer is None else roi_layer)
-    kind = cfg.pop("type", "RoIAlign")
+def _check_roi_layer(roi_layer: dict[str, Any]) -> dict[str, Any]:
+    if not isinstance(roi_layer, dict) or "type" not in roi_layer:
+        raise ValueError(f"SingleRoIExtractor: roi_layer must be a dict with a type, e.g. {{type: RoIAlign, "
+                         f"output_size: 7, sampling_ratio: 0, aligned: true}}, got {roi_layer!r}")
+    cfg = dict(roi_layer)
+    kind = cfg.pop("type")
     if kind not in ROI_LAYERS:
         raise ValueError(f"SingleRoIExtractor: roi_layer.type={kind!r} is not supported; accepted: {list(ROI_LAYERS)}")
     accepted = {"output_size", "sampling_ratio", "aligned"} if kind == "RoIAlign" else {"output_size"}
     unknown = sorted(set(cfg) - accepted)
-    if unknown:
-        raise ValueError(
-            f"SingleRoIExtractor: unknown roi_layer keys {unknown} for {kind}; accepted: {sorted(accepted)}"
-        )
-    size = cfg.get("output_size", 7)
+    missing = sorted(accepted - set(cfg))
+    if unknown or missing:
+        raise ValueError(f"SingleRoIExtractor: roi_layer of type {kind} needs exactly the keys {sorted(accepted)}; "
+                         f"unknown: {unknown}, missing: {missing}")
+    size = cfg["output_size"]
     size = (size, size) if isinstance(size, int) else tuple(size)
     if len(size) != 2 or any(not isinstance(s, int) or s < 1 for s in size):
         raise ValueError(f"SingleRoIExtractor: roi_layer.output_size must be a positive int or [h, w], got {size!r}")
-    return dict(type=kind, output_size=size, sampling_ratio=int(cfg.get("sampling_ratio", 0)),
-                aligned=bool(cfg.get("aligned", True)))
+    if kind == "RoIPool":
+        return dict(type=kind, output_size=size)
+    return dict(type=kind, output_size=size, sampling_ratio=int(cfg["sampling_ratio"]), aligned=bool(cfg["aligned"]))
 
 
 @MODELS.register_module()
@@ -77,7 +80,7 @@ class SingleRoIExtractor(nn.Module):
         self,
         out_channels: int,
         featmap_strides: Sequence[int],
-        roi_layer: dict[str, Any] | None = None,
+        roi_layer: dict[str, Any],
         finest_scale: float = 56,
         level_mapping: str = "mmdet",
         canonical_scale: float = 224,

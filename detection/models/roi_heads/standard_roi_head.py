@@ -1,9 +1,10 @@
 """The second stage of Faster / Mask R-CNN: sample the RPN's proposals against the ground truth, pool RoI
 features, classify and refine boxes (and predict masks) — MMDetection's ``StandardRoIHead``.
 
-``train_cfg`` is MMDetection's ``train_cfg.rcnn`` and ``test_cfg`` its ``test_cfg.rcnn``; missing keys take
-MMDetection's Faster/Mask R-CNN values (``TRAIN_CFG_DEFAULTS`` / ``TEST_CFG_DEFAULTS``). Every image's sampled
-RoIs go through the box head in one batched forward.
+``train_cfg`` is MMDetection's ``train_cfg.rcnn`` and ``test_cfg`` its ``test_cfg.rcnn`` (keys:
+:mod:`.rcnn_config`); their values, like every head's, are in the base model YAML files
+(``configs/_base_/models/*rcnn*.yaml``), not in code. Every image's sampled RoIs go through the box head in one
+batched forward; inference is :mod:`.two_stage_infer` (shared with the export).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 from mmengine.structures import InstanceData
 from torch import Tensor, nn
 
@@ -20,57 +22,17 @@ from oars.models.building import check_num_classes
 
 from ..task_utils import SamplingResult
 from .bbox_heads import sampled_priors
-from .utils import bbox2roi, check_keys, empty_instances, gt_fields
+from .rcnn_config import check_test_cfg, check_train_cfg
+from .two_stage_infer import detect_padded, image_hw, pad_proposals, results_from_padded
+from .utils import bbox2roi, gt_fields
 
-DEFAULT_BBOX_ROI_EXTRACTOR: dict[str, Any] = dict(
-    type="SingleRoIExtractor", roi_layer=dict(type="RoIAlign", output_size=7, sampling_ratio=0, aligned=True)
-)
-DEFAULT_BBOX_HEAD: dict[str, Any] = dict(type="Shared2FCBBoxHead", fc_out_channels=1024)
-TRAIN_CFG_DEFAULTS: dict[str, Any] = dict(
-    assigner=dict(type="MaxIoUAssigner", pos_iou_thr=0.5, neg_iou_thr=0.5, min_pos_iou=0.5, match_low_quality=False,
-                  ignore_iof_thr=-1),
-    sampler=dict(type="RandomSampler", num=512, pos_fraction=0.25, neg_pos_ub=-1, add_gt_as_proposals=True),
-    mask_size=28,
-    pos_weight=-1,
-)
-TEST_CFG_DEFAULTS: dict[str, Any] = dict(
-    score_thr=0.05, nms=dict(iou_threshold=0.5), max_per_img=100, nms_pre=10000, mask_thr_binary=0.5,
-    min_bbox_size=0.0,
-)
-# Levels the RoI extractor pools from by default: P2-P5, as MMDetection and torchvision (P6 is the RPN's only).
+__all__ = ["RoIHeadBase", "StandardRoIHead", "check_test_cfg", "check_train_cfg"]
+
+# Levels the RoI extractor pools from when its featmap_strides are not given: P2-P5, as MMDetection and
+# torchvision (P6 is the RPN's only).
 MAX_ROI_LEVELS = 4
 # Tensor mode runs the mask head on the first RoIs only (MMDetection's forward does the same).
 TENSOR_MODE_MASK_ROIS = 100
-
-
-def check_test_cfg(owner: str, test_cfg: dict[str, Any] | None) -> dict[str, Any]:
-    """``test_cfg`` (mmdet's ``test_cfg.rcnn``) with defaults, validated."""
-    cfg = check_keys(f"{owner} test_cfg", test_cfg, TEST_CFG_DEFAULTS)
-    nms = dict(cfg["nms"] or {})
-    if sorted(set(nms) - {"iou_threshold", "type"}) or nms.get("type", "nms") != "nms":
-        raise ValueError(f"{owner}: test_cfg.nms={nms} is invalid; expected {{iou_threshold: 0.5}} (type: nms)")
-    nms.setdefault("iou_threshold", 0.5)
-    cfg["nms"] = nms
-    if not 0 <= float(cfg["score_thr"]) < 1:
-        raise ValueError(f"{owner}: test_cfg.score_thr must be in [0, 1), got {cfg['score_thr']!r}")
-    if not 0 < float(nms["iou_threshold"]) <= 1:
-        raise ValueError(f"{owner}: test_cfg.nms.iou_threshold must be in (0, 1], got {nms['iou_threshold']!r}")
-    if not 0 <= float(cfg["mask_thr_binary"]) <= 1:
-        raise ValueError(f"{owner}: test_cfg.mask_thr_binary must be in [0, 1], got {cfg['mask_thr_binary']!r}")
-    if float(cfg["min_bbox_size"]) < 0:
-        raise ValueError(f"{owner}: test_cfg.min_bbox_size must be >= 0, got {cfg['min_bbox_size']!r}")
-    if not isinstance(cfg["max_per_img"], int):
-        raise ValueError(f"{owner}: test_cfg.max_per_img must be an int, got {cfg['max_per_img']!r}")
-    return cfg
-
-
-def check_train_cfg(owner: str, train_cfg: dict[str, Any] | None) -> dict[str, Any]:
-    """``train_cfg`` (mmdet's ``train_cfg.rcnn``, or one stage's) with defaults, validated."""
-    cfg = check_keys(f"{owner} train_cfg", train_cfg, TRAIN_CFG_DEFAULTS)
-    for key in ("assigner", "sampler"):
-        if not isinstance(cfg[key], dict) or "type" not in cfg[key]:
-            raise ValueError(f"{owner}: train_cfg.{key} must be a config dict with 'type', got {cfg[key]!r}")
-    return cfg
 
 
 class RoIHeadBase(nn.Module):
@@ -85,8 +47,11 @@ class RoIHeadBase(nn.Module):
         self.feat_channels = [in_channels] if isinstance(in_channels, int) else [int(c) for c in in_channels]
         self.feat_strides = None if strides is None else [int(s) for s in strides]
 
-    def _build_extractor(self, cfg: dict[str, Any] | None, what: str) -> nn.Module:
-        cfg = dict(DEFAULT_BBOX_ROI_EXTRACTOR if cfg is None else cfg)
+    def _build_extractor(self, cfg: dict[str, Any], what: str) -> nn.Module:
+        if not isinstance(cfg, dict) or "type" not in cfg:
+            raise ValueError(f"{type(self).__name__}: {what} must be a config dict with a 'type' key (the base model "
+                             f"YAML states it), got {cfg!r}")
+        cfg = dict(cfg)
         strides = cfg.get("featmap_strides")
         if strides is None:
             if self.feat_strides is None:
@@ -136,6 +101,11 @@ class RoIHeadBase(nn.Module):
                     if hasattr(sub, "init_weights"):
                         sub.init_weights()
 
+    def _check_trainable(self) -> None:
+        if self.train_cfg is None:
+            raise ValueError(f"{type(self).__name__}: built without train_cfg (inference only); mode='loss' needs "
+                             "the model's train_cfg.rcnn")
+
     @staticmethod
     def assign_and_sample(
         assigner: Any, sampler: Any, proposals: Sequence[InstanceData], gts: Sequence[InstanceData],
@@ -149,23 +119,51 @@ class RoIHeadBase(nn.Module):
             results.append(sampler.sample(assign, priors, gt.bboxes.float(), gt.labels.long()))
         return results
 
-    def _mask_probs(self, feats: Sequence[Tensor], mask_rois: Tensor, labels: Tensor) -> Tensor:  # pragma: no cover
+    # ----------------------------------------------------------------- inference (two_stage_infer)
+    def box_stages(self) -> list[tuple[nn.Module, nn.Module | None, nn.Module]]:  # pragma: no cover
+        """(extractor, shared head or None, box head) of each stage, in order."""
         raise NotImplementedError
 
-    def predict_mask(self, feats: Sequence[Tensor], metas: Sequence[dict[str, Any]], results: list[InstanceData],
-                     rescale: bool, mask_head: nn.Module) -> list[InstanceData]:
-        """Add ``masks`` (pasted by ``mask_head``) to detections whose ``bboxes`` are in input pixels; with
-        ``rescale`` the boxes and masks are returned in original pixels."""
-        mask_rois = bbox2roi([r.bboxes for r in results])
-        labels = torch.cat([r.labels for r in results])
-        if mask_rois.shape[0]:
-            probs = self._mask_probs(feats, mask_rois, labels)
-        else:
-            probs = mask_rois.new_zeros((0, mask_head.mask_size, mask_head.mask_size))
-        return mask_head.predict_by_feat(
-            probs.split([len(r) for r in results]), results, metas, self.test_cfg["mask_thr_binary"], rescale,
-            probs_are_selected=True,
-        )
+    def mask_stages(self) -> list[tuple[nn.Module, nn.Module | None, nn.Module]]:  # pragma: no cover
+        """(extractor, shared head or None, mask head) of the stages whose mask probabilities are averaged."""
+        raise NotImplementedError
+
+    def combine_scores(self, stage_scores: list[Tensor]) -> Tensor:  # pragma: no cover
+        """The box stages' classifier logits ``[R, C + 1]`` -> class probabilities ``[R, C + 1]`` float32."""
+        raise NotImplementedError
+
+    def predict_padded(self, feats: Sequence[Tensor], proposals: Tensor, valid: Tensor, img_hw: Tensor,
+                       static: bool = False) -> tuple[Tensor, ...]:
+        """Padded detections of padded proposals (:func:`two_stage_infer.detect_padded`: the one implementation
+        that the eager :meth:`predict` and the exported graph share).
+
+        Args:
+            feats: the neck's maps ``[B, C, H_l, W_l]``.
+            proposals: ``[B, K, 4]`` float32 in input pixels; valid: ``[B, K]`` bool.
+            img_hw: float32 ``[B or 1, 2]`` (H, W) each image's boxes are clipped to.
+            static: the export's form (RoIAlign as per-level ``where``, masks of every row).
+
+        Returns:
+            ``num_dets [B]``, ``boxes [B, M, 4]``, ``scores [B, M]``, ``labels [B, M]`` (``LABEL_PAD`` in padding
+            rows)[, ``masks [B, M, h, w]`` probabilities].
+        """
+        return detect_padded(self, feats, proposals, valid, img_hw, static)
+
+    def predict(self, feats: Sequence[Tensor], proposals: Sequence[InstanceData], data_samples: Sequence[Any],
+                rescale: bool = True) -> list[InstanceData]:
+        """Detections per image: ``bboxes [K, 4]``, ``scores [K]``, ``labels [K]`` int64 (and ``masks`` bool
+        ``[K, H, W]``), by decreasing score, in original image pixels when ``rescale`` (input pixels otherwise).
+
+        Args:
+            feats: the neck's maps ``[B, C, H_l, W_l]``.
+            proposals: per image ``InstanceData(bboxes [P_i, 4])`` in input pixels.
+            data_samples: per image, metainfo with ``img_shape`` (and ``scale_factor``, ``ori_shape`` for
+                ``rescale``).
+        """
+        metas = [s.metainfo for s in data_samples]
+        boxes, valid = pad_proposals(proposals)
+        outs = self.predict_padded(feats, boxes, valid, image_hw(metas, boxes.device))
+        return results_from_padded(self, outs, metas, rescale)
 
 
 @MODELS.register_module()
@@ -177,42 +175,43 @@ class StandardRoIHead(RoIHeadBase):
         in_channels: channels of the feature maps (the neck's ``out_channels``; given by the detector).
         strides: strides of the feature maps (the neck's ``out_strides``; given by the detector). The box
             extractor pools from the first four (P2-P5) unless its ``featmap_strides`` says otherwise.
-        bbox_roi_extractor: MODELS config (default ``SingleRoIExtractor``, RoIAlign 7x7, sampling_ratio 0,
-            aligned).
-        bbox_head: MODELS config (default ``Shared2FCBBoxHead``).
+        bbox_roi_extractor: MODELS config (Faster R-CNN FPN: ``SingleRoIExtractor``, RoIAlign 7x7, sampling_ratio
+            0, aligned).
+        bbox_head: MODELS config (Faster R-CNN FPN: ``Shared2FCBBoxHead``, 1024-d).
+        test_cfg: :func:`.rcnn_config.check_test_cfg` (Faster R-CNN: ``score_thr`` 0.05, ``nms: {iou_threshold:
+            0.5}``, ``max_per_img`` 100, ``nms_pre`` 10000 (RoI, class) pairs enter NMS at most: with ``score_thr``
+            0.05 no more than 19 per RoI pass anyway; torchvision: -1, all, and ``min_bbox_size`` 0.01).
+        train_cfg: :func:`.rcnn_config.check_train_cfg` (``assigner``, ``sampler``, ``pos_weight``, and
+            ``mask_size`` with a mask head); None: inference only.
         mask_roi_extractor: MODELS config (Mask R-CNN FPN: RoIAlign 14x14); None with a ``mask_head``: the box
             extractor (and shared head) are shared, the mask head sees the box head's RoI features (C4).
         mask_head: MODELS config (``FCNMaskHead``), None for a box-only detector.
         shared_head: MODELS config run on the RoI features before the heads (``ResLayer`` for C4), or None.
-        train_cfg: ``assigner``, ``sampler``, ``mask_size`` (28), ``pos_weight`` (-1: 1).
-        test_cfg: ``score_thr`` (0.05), ``nms: {iou_threshold: 0.5}``, ``max_per_img`` (100), ``nms_pre``
-            (10000 (RoI, class) pairs enter NMS at most; with ``score_thr`` 0.05 no more than 19 per RoI pass
-            anyway; <= 0: all, as torchvision), ``mask_thr_binary`` (0.5), ``min_bbox_size`` (0: off; torchvision
-            drops detections narrower or lower than 0.01 input pixels before NMS).
+
+    The values of every shipped config are in the base model YAML files (``configs/_base_/models/*rcnn*.yaml``).
     """
 
     def __init__(
         self,
         num_classes: int,
         in_channels: int | Sequence[int],
+        bbox_roi_extractor: dict[str, Any],
+        bbox_head: dict[str, Any],
+        test_cfg: dict[str, Any],
+        train_cfg: dict[str, Any] | None = None,
         strides: Sequence[int] | None = None,
-        bbox_roi_extractor: dict[str, Any] | None = None,
-        bbox_head: dict[str, Any] | None = None,
         mask_roi_extractor: dict[str, Any] | None = None,
         mask_head: dict[str, Any] | None = None,
         shared_head: dict[str, Any] | None = None,
-        train_cfg: dict[str, Any] | None = None,
-        test_cfg: dict[str, Any] | None = None,
     ) -> None:
         super().__init__(num_classes, in_channels, strides)
         name = type(self).__name__
-        self.train_cfg = check_train_cfg(name, train_cfg)
-        self.test_cfg = check_test_cfg(name, test_cfg)
+        self.train_cfg = check_train_cfg(name, train_cfg, mask_head is not None)
+        self.test_cfg = check_test_cfg(name, test_cfg, mask_head is not None)
         self.bbox_roi_extractor = self._build_extractor(bbox_roi_extractor, "bbox_roi_extractor")
         self.shared_head = self._build_shared_head(shared_head, self.bbox_roi_extractor)
         channels, size = self._head_input(self.bbox_roi_extractor, self.shared_head)
-        self.bbox_head = self._build_head(dict(DEFAULT_BBOX_HEAD if bbox_head is None else bbox_head), "bbox_head",
-                                          channels, size)
+        self.bbox_head = self._build_head(bbox_head, "bbox_head", channels, size)
         self.share_roi_extractor = mask_head is not None and mask_roi_extractor is None
         self.mask_roi_extractor = None
         self.mask_head = None
@@ -223,13 +222,14 @@ class StandardRoIHead(RoIHeadBase):
                 self.mask_roi_extractor = self._build_extractor(mask_roi_extractor, "mask_roi_extractor")
                 m_channels, m_size = self._head_input(self.mask_roi_extractor, self.shared_head)
             self.mask_head = self._build_head(mask_head, "mask_head", m_channels, m_size)
-            if self.mask_head.mask_size != self.train_cfg["mask_size"]:
+            if self.train_cfg is not None and self.mask_head.mask_size != self.train_cfg["mask_size"]:
                 raise ValueError(
                     f"{name}: train_cfg.mask_size={self.train_cfg['mask_size']} but the mask head predicts "
                     f"{self.mask_head.mask_size}x{self.mask_head.mask_size} masks (twice its RoI size)"
                 )
-        self.bbox_assigner = TASK_UTILS.build(self.train_cfg["assigner"])
-        self.bbox_sampler = TASK_UTILS.build(self.train_cfg["sampler"])
+        trainable = self.train_cfg is not None
+        self.bbox_assigner = TASK_UTILS.build(self.train_cfg["assigner"]) if trainable else None
+        self.bbox_sampler = TASK_UTILS.build(self.train_cfg["sampler"]) if trainable else None
 
     @property
     def with_mask(self) -> bool:
@@ -275,6 +275,7 @@ class StandardRoIHead(RoIHeadBase):
             data_samples: per image, with ``gt_instances`` (``bboxes``, ``labels``, and ``masks`` for a mask head)
                 and optionally ``ignored_instances``.
         """
+        self._check_trainable()
         if len(proposals) != len(data_samples):
             raise ValueError(f"{type(self).__name__}: {len(proposals)} proposal lists for {len(data_samples)} images")
         gts, ignores = gt_fields(data_samples, feats[0].device, self.num_classes, type(self).__name__)
@@ -308,26 +309,12 @@ class StandardRoIHead(RoIHeadBase):
         return self.mask_head.loss(mask_logits, targets, labels)
 
     # ----------------------------------------------------------------- inference
-    def predict(self, feats: Sequence[Tensor], proposals: Sequence[InstanceData], data_samples: Sequence[Any],
-                rescale: bool = True) -> list[InstanceData]:
-        """Detections per image: ``bboxes [K, 4]``, ``scores [K]``, ``labels [K]`` int64 (and ``masks`` bool
-        ``[K, H, W]``), in original image pixels when ``rescale`` (input pixels otherwise)."""
-        metas = [s.metainfo for s in data_samples]
-        rois = bbox2roi([p.bboxes for p in proposals])
-        counts = [len(p) for p in proposals]
-        if rois.shape[0] == 0:
-            results = [empty_instances(rois.device) for _ in metas]
-        else:
-            cls_score, bbox_pred, _ = self._bbox_forward(feats, rois)
-            results = self.bbox_head.predict_by_feat(
-                rois.split(counts), cls_score.split(counts), bbox_pred.split(counts), metas, self.test_cfg,
-                rescale=rescale and not self.with_mask,
-            )
-        if self.with_mask:
-            results = self.predict_mask(feats, metas, results, rescale, self.mask_head)
-        return results
+    def box_stages(self) -> list[tuple[nn.Module, nn.Module | None, nn.Module]]:
+        return [(self.bbox_roi_extractor, self.shared_head, self.bbox_head)]
 
-    def _mask_probs(self, feats: Sequence[Tensor], mask_rois: Tensor, labels: Tensor) -> Tensor:
-        """Mask probabilities ``[K, h, w]`` of each RoI's class."""
-        logits = self._mask_forward(feats, mask_rois)
-        return self.mask_head._select(logits, labels).float().sigmoid()
+    def mask_stages(self) -> list[tuple[nn.Module, nn.Module | None, nn.Module]]:
+        extractor = self.bbox_roi_extractor if self.share_roi_extractor else self.mask_roi_extractor
+        return [(extractor, self.shared_head, self.mask_head)]
+
+    def combine_scores(self, stage_scores: list[Tensor]) -> Tensor:
+        return F.softmax(stage_scores[0].float(), dim=-1)

@@ -31,20 +31,6 @@ def bbox2roi(bbox_list: Sequence[Tensor]) -> Tensor:
     return torch.cat(rois, dim=0)
 
 
-def empty_instances(device: torch.device, with_mask: bool = False, mask_shape: tuple[int, int] = (0, 0)
-                    ) -> InstanceData:
-    """An image's prediction without detections: ``bboxes [0, 4]``, ``scores [0]``, ``labels [0]`` (and
-    ``masks`` bool ``[0, H, W]``)."""
-    out = InstanceData(
-        bboxes=torch.zeros((0, 4), device=device),
-        scores=torch.zeros((0,), device=device),
-        labels=torch.zeros((0,), dtype=torch.long, device=device),
-    )
-    if with_mask:
-        out.masks = torch.zeros((0, *mask_shape), dtype=torch.bool, device=device)
-    return out
-
-
 def gt_fields(data_samples: Sequence[Any], device: torch.device, num_classes: int, owner: str = "RoI head"
               ) -> tuple[list[InstanceData], list[Tensor | None]]:
     """Per image the ``gt_instances`` (on ``device``) and the ignored boxes ``[K, 4]`` (None without any).

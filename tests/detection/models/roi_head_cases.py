@@ -1,15 +1,53 @@
-"""Tiny inputs shared by the RoI head tests: pyramid features, data samples with boxes and masks, proposals."""
+"""Tiny inputs shared by the RoI head tests: pyramid features, data samples with boxes and masks, proposals, and
+the heads' arguments as the base model YAML files state them (the heads have no defaults in code)."""
 
 from __future__ import annotations
+
+import copy
+import os
+from typing import Any
 
 import pytest
 import torch
 from mmengine.structures import InstanceData
 
 from detection.structures import DetDataSample
+from oars.config import load_config
 
 STRIDES = [4, 8, 16, 32, 64]
 IMG = 64
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+_MODELS = os.path.join(_ROOT, "configs", "_base_", "models")
+MASK_RCNN = load_config(os.path.join(_MODELS, "mask_rcnn_r50_fpn.yaml")).to_dict()["model"]
+CASCADE_RCNN = load_config(os.path.join(_MODELS, "cascade_rcnn_r50_fpn.yaml")).to_dict()["model"]
+
+
+def base(model: dict[str, Any], *path: str | int, drop: tuple[str, ...] = (), **updates: Any) -> Any:
+    """A deep copy of ``model[path[0]][path[1]]...`` (a base YAML's model), without the keys ``drop``, updated."""
+    node = model
+    for key in path:
+        node = node[key]
+    node = copy.deepcopy(node)
+    if isinstance(node, dict):
+        node = {k: v for k, v in node.items() if k not in drop}
+        node.update(updates)
+    return node
+
+
+def bbox_head_args(**updates: Any) -> dict[str, Any]:
+    """Keyword arguments of a box head class: Mask R-CNN's ``roi_head.bbox_head`` without type and width."""
+    return base(MASK_RCNN, "roi_head", "bbox_head", drop=("type", "fc_out_channels"), **updates)
+
+
+def mask_head_args(**updates: Any) -> dict[str, Any]:
+    """Keyword arguments of ``FCNMaskHead``: Mask R-CNN's ``roi_head.mask_head`` without type (roi_feat_size 14)."""
+    return base(MASK_RCNN, "roi_head", "mask_head", drop=("type",), **{"roi_feat_size": 14, **updates})
+
+
+def rcnn_cfg(section: str, with_mask: bool = True, **updates: Any) -> dict[str, Any]:
+    """Mask R-CNN's ``train_cfg.rcnn`` / ``test_cfg.rcnn`` (``section``), without the mask keys for box-only heads."""
+    drop = () if with_mask else ("mask_size", "mask_thr_binary")
+    return base(MASK_RCNN, section, "rcnn", drop=drop, **updates)
 
 
 @pytest.fixture(autouse=True)

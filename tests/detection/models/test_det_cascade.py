@@ -9,40 +9,45 @@ import pytest
 import torch
 from mmengine.structures import InstanceData
 from roi_head_cases import (
+    CASCADE_RCNN,
     IMG,
+    MASK_RCNN,
     STRIDES,
+    base,
     data_sample,
     jittered_proposals,
     one_thread,  # noqa: F401  (an autouse fixture)
     pyramid,
+    rcnn_cfg,
 )
 
 import detection.models  # noqa: F401  (registers everything)
 from detection.models.roi_heads import CascadeRoIHead, bbox2roi
-from detection.models.roi_heads.cascade_roi_head import default_cascade_bbox_heads
 from detection.models.task_utils import SamplingResult
 from detection.registry import MODELS
 
 NUM_CLASSES = 3
-MASK_EXTRACTOR = dict(type="SingleRoIExtractor", roi_layer=dict(type="RoIAlign", output_size=14, sampling_ratio=0,
-                                                                aligned=True))
+MASK_EXTRACTOR = base(MASK_RCNN, "roi_head", "mask_roi_extractor", drop=("out_channels",))
 
 
 def _small_heads() -> list[dict]:
-    return [dict(cfg, fc_out_channels=32) for cfg in default_cascade_bbox_heads()]
+    return [dict(cfg, fc_out_channels=32) for cfg in base(CASCADE_RCNN, "roi_head", "bbox_head")]
 
 
-def _train_cfg() -> list[dict]:
-    return [dict(assigner=dict(type="MaxIoUAssigner", pos_iou_thr=t, neg_iou_thr=t, min_pos_iou=t,
-                               match_low_quality=False),
-                 sampler=dict(type="RandomSampler", num=64, pos_fraction=0.25)) for t in (0.5, 0.6, 0.7)]
+def _train_cfg(with_mask: bool = False) -> list[dict]:
+    extra = dict(mask_size=28) if with_mask else {}
+    return [dict(cfg, sampler=dict(type="RandomSampler", num=64, pos_fraction=0.25), **extra)
+            for cfg in base(CASCADE_RCNN, "train_cfg", "rcnn")]
 
 
 def _cascade(with_mask: bool = True, **kwargs) -> CascadeRoIHead:
-    cfg = dict(type="CascadeRoIHead", num_classes=NUM_CLASSES, in_channels=[8] * 5, strides=STRIDES,
-               bbox_head=_small_heads(), train_cfg=_train_cfg())
+    cfg = base(CASCADE_RCNN, "roi_head", drop=("_delete_",))
+    cfg.update(num_classes=NUM_CLASSES, in_channels=[8] * 5, strides=STRIDES, bbox_head=_small_heads(),
+               bbox_roi_extractor=base(CASCADE_RCNN, "roi_head", "bbox_roi_extractor", drop=("out_channels",)),
+               train_cfg=_train_cfg(with_mask), test_cfg=rcnn_cfg("test_cfg", with_mask))
     if with_mask:
-        cfg.update(mask_roi_extractor=MASK_EXTRACTOR, mask_head=dict(type="FCNMaskHead", conv_out_channels=8))
+        cfg.update(mask_roi_extractor=MASK_EXTRACTOR, mask_combination="mean",
+                   mask_head=base(MASK_RCNN, "roi_head", "mask_head", conv_out_channels=8))
     cfg.update(kwargs)
     return MODELS.build(cfg)
 
@@ -53,15 +58,17 @@ def _batch():
     return samples, proposals
 
 
-def test_defaults_are_mmdetection_cascade_rcnn():
-    head = MODELS.build(dict(type="CascadeRoIHead", num_classes=80, in_channels=[256] * 5, strides=STRIDES))
+def test_base_yaml_is_mmdetection_cascade_rcnn():
+    cfg = base(CASCADE_RCNN, "roi_head", drop=("_delete_",), num_classes=80, in_channels=[256] * 5, strides=STRIDES,
+               train_cfg=base(CASCADE_RCNN, "train_cfg", "rcnn"), test_cfg=rcnn_cfg("test_cfg", False))
+    head = MODELS.build(cfg)
     assert head.num_stages == 3 and head.stage_loss_weights == [1.0, 0.5, 0.25]
     assert [h.bbox_coder.target_stds for h in head.bbox_head] == [
         (0.1, 0.1, 0.2, 0.2), (0.05, 0.05, 0.1, 0.1), (0.033, 0.033, 0.067, 0.067)]
     assert all(h.reg_class_agnostic and h.fc_reg.out_features == 4 for h in head.bbox_head)
     assert [(a.pos_iou_thr, a.neg_range[1], a.min_pos_iou, a.match_low_quality) for a in head.bbox_assigner] == [
         (0.5, 0.5, 0.5, False), (0.6, 0.6, 0.6, False), (0.7, 0.7, 0.7, False)]
-    assert head.score_combination == "logits" and head.mask_combination == "mean" and not head.with_mask
+    assert head.score_combination == "logits" and head.mask_combination is None and not head.with_mask
     masked = _cascade()
     assert len(masked.mask_head) == 3 and masked.mask_head[0] is not masked.mask_head[1]
 
@@ -151,7 +158,7 @@ def _softmax(x: list[float]) -> list[float]:
 @pytest.mark.parametrize("combination", ["logits", "probs"])
 def test_score_combination(combination):
     head = _cascade(with_mask=False, score_combination=combination,
-                    test_cfg=dict(score_thr=0.0)).eval()
+                    test_cfg=rcnn_cfg("test_cfg", False, score_thr=0.0)).eval()
     _hand_set(head)
     box = torch.tensor([[8.0, 8, 40, 40]])
     with torch.no_grad():
@@ -181,7 +188,7 @@ def test_mask_combination(combination):
 
 
 def test_refinement_at_inference_uses_each_stage_regression():
-    head = _cascade(with_mask=False, test_cfg=dict(score_thr=0.0, max_per_img=1)).eval()
+    head = _cascade(with_mask=False, test_cfg=rcnn_cfg("test_cfg", False, score_thr=0.0, max_per_img=1)).eval()
     _hand_set(head)
     with torch.no_grad():
         head.bbox_head[0].fc_reg.bias.copy_(torch.tensor([1.0, 0, 0, 0]))  # stage 0: x + 0.1 w
@@ -201,6 +208,10 @@ def test_cascade_config_errors():
         _cascade(train_cfg=_train_cfg()[0])
     with pytest.raises(ValueError, match="score_combination"):
         _cascade(score_combination="max")
+    with pytest.raises(ValueError, match="mask_combination=None is invalid with a mask head"):
+        _cascade(mask_combination=None)
+    with pytest.raises(ValueError, match="bbox_head must be a list"):
+        _cascade(bbox_head=None)
     with pytest.raises(ValueError, match="stage_loss_weights"):
         _cascade(stage_loss_weights=[1.0, 0.5])
     with pytest.raises(ValueError, match="2 entries"):

@@ -12,11 +12,16 @@ import torch
 import torch.nn.functional as F
 from roi_head_cases import (
     IMG,
+    MASK_RCNN,
     STRIDES,
+    base,
+    bbox_head_args,
     data_sample,
     jittered_proposals,
+    mask_head_args,
     one_thread,  # noqa: F401  (an autouse fixture)
     pyramid,
+    rcnn_cfg,
 )
 from torchvision.ops import MultiScaleRoIAlign, roi_align
 from torchvision.ops.poolers import LevelMapper
@@ -40,8 +45,10 @@ from oars.errors import DataError
 from oars.models.backbones.resnet import ResNet
 
 NUM_CLASSES = 3
-MASK_EXTRACTOR = dict(type="SingleRoIExtractor", roi_layer=dict(type="RoIAlign", output_size=14, sampling_ratio=0,
-                                                                aligned=True))
+ROI_LAYER = base(MASK_RCNN, "roi_head", "bbox_roi_extractor", "roi_layer")  # RoIAlign 7x7, adaptive, aligned
+BOX_EXTRACTOR = base(MASK_RCNN, "roi_head", "bbox_roi_extractor", drop=("out_channels",))
+MASK_EXTRACTOR = base(MASK_RCNN, "roi_head", "mask_roi_extractor", drop=("out_channels",))
+C4_EXTRACTOR = dict(BOX_EXTRACTOR, roi_layer=dict(ROI_LAYER, output_size=14))
 
 
 def _square(center: float, side: float) -> list[float]:
@@ -50,7 +57,7 @@ def _square(center: float, side: float) -> list[float]:
 
 # ----------------------------------------------------------------------------------------------- extractor
 def test_mmdet_level_mapping_hand_computed():
-    ext = SingleRoIExtractor(8, [4, 8, 16, 32])
+    ext = SingleRoIExtractor(8, [4, 8, 16, 32], ROI_LAYER)
     # sqrt(w h): 50 -> log2(50/56) < 0 -> 0; 111 -> 0; 112 -> exactly 1 (the 1e-6 keeps it there); 223 -> 1;
     # 224 -> 2; 448 -> 3; 1000 -> 4.16 clamped to 3; 112 x 448 has scale 224 -> 2.
     boxes = [_square(600, s) for s in (50, 111, 112, 223, 224, 448, 1000)] + [[0, 0, 112, 448]]
@@ -59,7 +66,7 @@ def test_mmdet_level_mapping_hand_computed():
 
 
 def test_torchvision_level_mapping_matches_level_mapper():
-    ext = SingleRoIExtractor(8, [4, 8, 16, 32], level_mapping="torchvision")
+    ext = SingleRoIExtractor(8, [4, 8, 16, 32], ROI_LAYER, level_mapping="torchvision")
     g = torch.Generator().manual_seed(0)
     xy = torch.rand(200, 2, generator=g) * 500
     boxes = torch.cat([xy, xy + 1 + torch.rand(200, 2, generator=g) * 800], dim=1)
@@ -71,7 +78,7 @@ def test_torchvision_level_mapping_matches_level_mapper():
 
 def test_extractor_pools_each_roi_from_its_level():
     feats = pyramid(batch=2, channels=4)
-    ext = SingleRoIExtractor(4, STRIDES[:4], finest_scale=14)  # small, so that 64-px boxes span levels
+    ext = SingleRoIExtractor(4, STRIDES[:4], ROI_LAYER, finest_scale=14)  # small, so that 64-px boxes span levels
     boxes = [torch.tensor([[2.0, 3.0, 20.0, 30.0], [0.0, 0.0, 63.0, 60.0]]), torch.tensor([[10.0, 5.0, 50.0, 62.0]])]
     rois = bbox2roi(boxes)
     out = ext(feats, rois)
@@ -102,7 +109,7 @@ def test_extractor_equals_torchvision_multiscale_roi_align():
 
 def test_extractor_runs_in_float32_under_autocast_and_handles_no_rois():
     feats = pyramid(batch=1, channels=4)
-    ext = SingleRoIExtractor(4, STRIDES[:4])
+    ext = SingleRoIExtractor(4, STRIDES[:4], ROI_LAYER)
     rois = bbox2roi([torch.tensor([[1.0, 2.0, 40.0, 50.0], [3.0, 3.0, 9.0, 9.0]])])
     ref = ext(feats, rois)
     with torch.autocast("cpu", dtype=torch.bfloat16):
@@ -114,13 +121,15 @@ def test_extractor_runs_in_float32_under_autocast_and_handles_no_rois():
 
 def test_extractor_rejects_bad_config():
     with pytest.raises(ValueError, match="level_mapping"):
-        SingleRoIExtractor(4, [4, 8], level_mapping="detectron")
+        SingleRoIExtractor(4, [4, 8], ROI_LAYER, level_mapping="detectron")
     with pytest.raises(ValueError, match="roi_layer.type"):
         SingleRoIExtractor(4, [4, 8], roi_layer=dict(type="DeformRoIPool"))
+    with pytest.raises(ValueError, match=r"missing: \['aligned', 'sampling_ratio'\]"):
+        SingleRoIExtractor(4, [4, 8], roi_layer=dict(type="RoIAlign", output_size=7))
     with pytest.raises(ValueError, match="increasing"):
-        SingleRoIExtractor(4, [8, 4])
+        SingleRoIExtractor(4, [8, 4], ROI_LAYER)
     with pytest.raises(ValueError, match="needs 4"):
-        SingleRoIExtractor(4, STRIDES[:4])(pyramid(1, 4)[:2], torch.zeros((1, 5)))
+        SingleRoIExtractor(4, STRIDES[:4], ROI_LAYER)(pyramid(1, 4)[:2], torch.zeros((1, 5)))
 
 
 # ----------------------------------------------------------------------------------------------- box head
@@ -142,7 +151,7 @@ HAND_TARGETS = torch.tensor([[1.0, 1.0, 0.0, 0.0], [5.0, 0.0, math.log(2) / 0.2,
 
 
 def test_bbox_targets_of_hand_made_sampling_results():
-    head = Shared2FCBBoxHead(num_classes=NUM_CLASSES, in_channels=4, fc_out_channels=8)
+    head = Shared2FCBBoxHead(**bbox_head_args(num_classes=NUM_CLASSES, in_channels=4, fc_out_channels=8))
     labels, label_w, targets, target_w = head.get_targets(_hand_sampling())
     assert labels.tolist() == [2, 0, NUM_CLASSES, NUM_CLASSES]
     assert label_w.tolist() == [1, 1, 1, 1]
@@ -152,7 +161,7 @@ def test_bbox_targets_of_hand_made_sampling_results():
 
 
 def test_bbox_loss_class_specific_against_hand_computation():
-    head = Shared2FCBBoxHead(num_classes=NUM_CLASSES, in_channels=4, fc_out_channels=8)
+    head = Shared2FCBBoxHead(**bbox_head_args(num_classes=NUM_CLASSES, in_channels=4, fc_out_channels=8))
     sampling = _hand_sampling()
     g = torch.Generator().manual_seed(0)
     cls = torch.randn(4, NUM_CLASSES + 1, generator=g, requires_grad=True)
@@ -168,7 +177,7 @@ def test_bbox_loss_class_specific_against_hand_computation():
 
 
 def test_bbox_loss_without_positives_is_zero_with_gradient():
-    head = Shared2FCBBoxHead(num_classes=NUM_CLASSES, in_channels=4, fc_out_channels=8)
+    head = Shared2FCBBoxHead(**bbox_head_args(num_classes=NUM_CLASSES, in_channels=4, fc_out_channels=8))
     sampling = _hand_sampling()[1:]
     x = torch.randn(1, 4, 7, 7)
     cls, reg = head(x)
@@ -180,7 +189,8 @@ def test_bbox_loss_without_positives_is_zero_with_gradient():
 
 def test_shared2fc_layout_and_init():
     torch.manual_seed(0)
-    head = Shared2FCBBoxHead(num_classes=80, in_channels=256)
+    head = Shared2FCBBoxHead(**base(MASK_RCNN, "roi_head", "bbox_head", drop=("type",), num_classes=80,
+                                    in_channels=256))  # the YAML's 1024-d FCs
     shapes = {k: tuple(v.shape) for k, v in head.state_dict().items()}
     assert shapes == {
         "shared_fcs.0.weight": (1024, 256 * 49), "shared_fcs.0.bias": (1024,),
@@ -191,24 +201,28 @@ def test_shared2fc_layout_and_init():
     assert abs(head.fc_reg.weight.std().item() - 0.001) < 1e-4
     bound = math.sqrt(6 / (256 * 49 + 1024))  # Xavier-uniform
     assert head.shared_fcs[0].weight.abs().max() <= bound and head.shared_fcs[0].weight.abs().max() > 0.9 * bound
-    agnostic = Shared2FCBBoxHead(num_classes=80, in_channels=8, reg_class_agnostic=True)
+    agnostic = Shared2FCBBoxHead(**bbox_head_args(num_classes=80, in_channels=8, fc_out_channels=16,
+                                                reg_class_agnostic=True))
     assert agnostic.fc_reg.out_features == 4
     cls, reg = head(torch.randn(3, 256, 7, 7))
     assert cls.shape == (3, 81) and reg.shape == (3, 320)
 
 
 def test_avg_pool_bbox_head_and_conv_fc_variant():
-    head = BBoxHead(num_classes=NUM_CLASSES, in_channels=16, with_avg_pool=True)
+    head = BBoxHead(**bbox_head_args(num_classes=NUM_CLASSES, in_channels=16, with_avg_pool=True))
     x = torch.randn(2, 16, 7, 7)
     cls, reg = head(x)
     torch.testing.assert_close(cls, head.fc_cls(x.mean(dim=(2, 3))))
     assert reg.shape == (2, 4 * NUM_CLASSES)
-    conv = Shared4Conv1FCBBoxHead(num_classes=NUM_CLASSES, in_channels=8, conv_out_channels=8, fc_out_channels=16,
-                                  norm=dict(type="GN", num_groups=4))
+    conv = Shared4Conv1FCBBoxHead(**bbox_head_args(num_classes=NUM_CLASSES, in_channels=8, conv_out_channels=8,
+                                                   fc_out_channels=16, norm=dict(type="GN", num_groups=4)))
     assert len(conv.shared_convs) == 4 and conv.shared_fcs[0].in_features == 8 * 49
     assert [t.shape for t in conv(torch.randn(2, 8, 7, 7))] == [(2, 4), (2, 12)]
     with pytest.raises(ValueError, match="softmax"):
-        BBoxHead(num_classes=2, in_channels=4, loss_cls=dict(type="CrossEntropyLoss", use_sigmoid=True))
+        BBoxHead(**bbox_head_args(num_classes=2, in_channels=4,
+                                  loss_cls=dict(type="CrossEntropyLoss", use_sigmoid=True)))
+    with pytest.raises(ValueError, match="bbox_coder must be a config dict"):
+        BBoxHead(**bbox_head_args(num_classes=2, in_channels=4, bbox_coder=None))
 
 
 # ----------------------------------------------------------------------------------------------- masks
@@ -231,7 +245,7 @@ def test_mask_targets_hand_computed_crops():
 
 
 def test_mask_loss_is_bce_of_the_gt_class_channel():
-    head = FCNMaskHead(num_classes=NUM_CLASSES, in_channels=4, conv_out_channels=4)
+    head = FCNMaskHead(**mask_head_args(num_classes=NUM_CLASSES, in_channels=4, conv_out_channels=4))
     logits = torch.randn(2, NUM_CLASSES, 28, 28, requires_grad=True)
     targets = (torch.rand(2, 28, 28) > 0.5).float()
     labels = torch.tensor([2, 0])
@@ -243,7 +257,7 @@ def test_mask_loss_is_bce_of_the_gt_class_channel():
 
 
 def test_fcn_mask_head_layout():
-    head = FCNMaskHead(num_classes=80, in_channels=256)
+    head = FCNMaskHead(**mask_head_args(num_classes=80, in_channels=256))  # the YAML's 4 x 256
     shapes = {k: tuple(v.shape) for k, v in head.state_dict().items()}
     assert shapes["convs.3.0.weight"] == (256, 256, 3, 3) and shapes["upsample.weight"] == (256, 256, 2, 2)
     assert shapes["conv_logits.weight"] == (80, 256, 1, 1) and len(shapes) == 4 * 2 + 2 + 2
@@ -303,10 +317,13 @@ def test_paste_equals_whole_image_grid_sample():
 # ----------------------------------------------------------------------------------------------- RoI head
 def _roi_head(with_mask: bool = True, **kwargs) -> StandardRoIHead:
     cfg = dict(type="StandardRoIHead", num_classes=NUM_CLASSES, in_channels=[8] * 5, strides=STRIDES,
-               bbox_head=dict(type="Shared2FCBBoxHead", fc_out_channels=32),
-               train_cfg=dict(sampler=dict(type="RandomSampler", num=64, pos_fraction=0.25)))
+               bbox_roi_extractor=BOX_EXTRACTOR, bbox_head=base(MASK_RCNN, "roi_head", "bbox_head", fc_out_channels=32),
+               test_cfg=rcnn_cfg("test_cfg", with_mask),
+               train_cfg=rcnn_cfg("train_cfg", with_mask,
+                                  sampler=dict(type="RandomSampler", num=64, pos_fraction=0.25)))
     if with_mask:
-        cfg.update(mask_roi_extractor=MASK_EXTRACTOR, mask_head=dict(type="FCNMaskHead", conv_out_channels=8))
+        cfg.update(mask_roi_extractor=MASK_EXTRACTOR,
+                   mask_head=base(MASK_RCNN, "roi_head", "mask_head", conv_out_channels=8))
     cfg.update(kwargs)
     return MODELS.build(cfg)
 
@@ -318,8 +335,10 @@ def _batch(with_mask: bool = True):
     return samples, proposals
 
 
-def test_standard_roi_head_builds_mmdet_defaults():
-    head = MODELS.build(dict(type="StandardRoIHead", num_classes=80, in_channels=[256] * 5, strides=STRIDES))
+def test_standard_roi_head_builds_mmdet_values_from_the_base_yaml():
+    cfg = base(MASK_RCNN, "roi_head", drop=("mask_roi_extractor", "mask_head"), num_classes=80, in_channels=[256] * 5,
+               strides=STRIDES, train_cfg=rcnn_cfg("train_cfg", False), test_cfg=rcnn_cfg("test_cfg", False))
+    head = MODELS.build(cfg)
     assert head.bbox_roi_extractor.featmap_strides == [4, 8, 16, 32]  # P6 only serves the RPN
     assert head.bbox_roi_extractor.roi_layer == dict(type="RoIAlign", output_size=(7, 7), sampling_ratio=0,
                                                      aligned=True)
@@ -328,8 +347,13 @@ def test_standard_roi_head_builds_mmdet_defaults():
     assert (a.pos_iou_thr, a.neg_range, a.min_pos_iou, a.match_low_quality) == (0.5, (0.0, 0.5), 0.5, False)
     assert (s.num, s.pos_fraction, s.add_gt_as_proposals) == (512, 0.25, True)
     assert head.test_cfg == dict(score_thr=0.05, nms=dict(iou_threshold=0.5), max_per_img=100, nms_pre=10000,
-                                 mask_thr_binary=0.5, min_bbox_size=0.0)
+                                 mask_thr_binary=None, min_bbox_size=0.0)
     assert not head.with_mask
+    inference_only = MODELS.build(dict(cfg, train_cfg=None))
+    assert inference_only.bbox_assigner is None
+    samples, proposals = _batch(with_mask=False)
+    with pytest.raises(ValueError, match="built without train_cfg"):
+        inference_only.loss(pyramid(channels=256), proposals, samples)
 
 
 def test_standard_roi_head_loss_decreases():
@@ -440,16 +464,22 @@ def test_predict_without_proposals_and_tensor_mode():
 def test_roi_head_config_errors():
     with pytest.raises(ValueError, match="unknown keys"):
         _roi_head(test_cfg=dict(iou_thr=0.5))
-    with pytest.raises(ValueError, match="mask_size"):
-        _roi_head(train_cfg=dict(mask_size=14))
+    with pytest.raises(ValueError, match=r"lacks \['nms_pre'\]"):
+        _roi_head(test_cfg=base(MASK_RCNN, "test_cfg", "rcnn", drop=("nms_pre",)))
+    with pytest.raises(ValueError, match="mask_size=14"):
+        _roi_head(train_cfg=rcnn_cfg("train_cfg", mask_size=14))
+    with pytest.raises(ValueError, match="mask_thr_binary"):
+        _roi_head(test_cfg=rcnn_cfg("test_cfg", False))
+    with pytest.raises(ValueError, match="bbox_roi_extractor must be a config dict"):
+        _roi_head(bbox_roi_extractor=None)
     with pytest.raises(ValueError, match="num_classes"):
-        _roi_head(bbox_head=dict(type="Shared2FCBBoxHead", num_classes=5))
+        _roi_head(bbox_head=base(MASK_RCNN, "roi_head", "bbox_head", num_classes=5))
     samples, proposals = _batch()
     samples[1].gt_instances.labels[0] = NUM_CLASSES
     with pytest.raises(DataError, match=r"gt labels must be in \[0, 2\].*sample 1"):
         _roi_head().loss(pyramid(channels=8), proposals, samples)
     with pytest.raises(ValueError, match="same channels"):
-        MODELS.build(dict(type="StandardRoIHead", num_classes=2, in_channels=[8, 16, 8, 8], strides=STRIDES[:4]))
+        _roi_head(with_mask=False, in_channels=[8, 16, 8, 8], strides=STRIDES[:4])
 
 
 # ----------------------------------------------------------------------------------------------- C4 shared head
@@ -485,9 +515,9 @@ def test_res_layer_is_resnet50_layer4_and_loads_its_weights(tmp_path):
     # The RoI head's init_weights reaches its shared head (mmengine's BaseModule.init_weights stops at the head).
     roi_head = MODELS.build(dict(
         type="StandardRoIHead", num_classes=NUM_CLASSES, in_channels=[128], strides=[16],
-        bbox_roi_extractor=dict(type="SingleRoIExtractor", roi_layer=dict(type="RoIAlign", output_size=14)),
+        bbox_roi_extractor=C4_EXTRACTOR, test_cfg=rcnn_cfg("test_cfg", False),
         shared_head=dict(type="ResLayer", depth=50, base_channels=8, init=dict(checkpoint=str(path))),
-        bbox_head=dict(type="BBoxHead", with_avg_pool=True)))
+        bbox_head=dict(bbox_head_args(with_avg_pool=True), type="BBoxHead")))
     roi_head.init_weights()
     torch.testing.assert_close(roi_head.shared_head(x), backbone.layer4(x))
     with pytest.raises(ValueError, match="takes 1024"):
@@ -498,11 +528,11 @@ def test_c4_roi_head_with_shared_res5():
     torch.manual_seed(0)
     head = MODELS.build(dict(
         type="StandardRoIHead", num_classes=NUM_CLASSES, in_channels=[32], strides=[16],
-        bbox_roi_extractor=dict(type="SingleRoIExtractor", roi_layer=dict(type="RoIAlign", output_size=14)),
+        bbox_roi_extractor=C4_EXTRACTOR, test_cfg=rcnn_cfg("test_cfg"),
         shared_head=dict(type="ResLayer", depth=18, base_channels=8),
-        bbox_head=dict(type="BBoxHead", with_avg_pool=True),
-        mask_head=dict(type="FCNMaskHead", num_convs=0, conv_out_channels=8),
-        train_cfg=dict(sampler=dict(type="RandomSampler", num=32, pos_fraction=0.25), mask_size=14),
+        bbox_head=dict(bbox_head_args(with_avg_pool=True), type="BBoxHead"),
+        mask_head=base(MASK_RCNN, "roi_head", "mask_head", num_convs=0, conv_out_channels=8),
+        train_cfg=rcnn_cfg("train_cfg", sampler=dict(type="RandomSampler", num=32, pos_fraction=0.25), mask_size=14),
     ))
     assert head.share_roi_extractor and head.bbox_head.in_channels == 64 and head.mask_head.mask_size == 14
     feats = [torch.randn(2, 32, 4, 4)]

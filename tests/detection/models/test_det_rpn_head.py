@@ -3,6 +3,8 @@ training on a tiny synthetic case, images without boxes, bf16 autocast, the stat
 
 from __future__ import annotations
 
+import copy
+import os
 from collections import OrderedDict
 
 import pytest
@@ -19,6 +21,7 @@ from detection.models.heads.rpn_config import anchor_inside_flags
 from detection.models.necks import FPN
 from detection.registry import MODELS
 from detection.structures import DetDataSample
+from oars.config import load_config
 
 STRIDES = [4, 8, 16, 32, 64]
 SIZE = 64
@@ -39,9 +42,32 @@ def _feats(batch: int, channels: int = 8, seed: int = 0) -> list[torch.Tensor]:
     return [torch.randn(batch, channels, SIZE // s, SIZE // s, generator=g) for s in STRIDES]
 
 
+# The RPN's arguments as the Faster R-CNN base YAML states them (the head has no defaults in code).
+_FASTER = load_config(os.path.join(os.path.dirname(__file__), "..", "..", "..", "configs", "_base_", "models",
+                                   "faster_rcnn_r50_fpn.yaml")).to_dict()["model"]
+
+
+def _rpn_args(**kwargs) -> dict:
+    """The base YAML's rpn_head (without type), train_cfg.rpn and test_cfg.rpn; ``train_cfg`` / ``test_cfg`` in
+    ``kwargs`` update those sections key by key (None: no train_cfg), other keys replace."""
+    args = {k: copy.deepcopy(v) for k, v in _FASTER["rpn_head"].items() if k != "type"}
+    args.update(train_cfg=copy.deepcopy(_FASTER["train_cfg"]["rpn"]),
+                test_cfg=copy.deepcopy(_FASTER["test_cfg"]["rpn"]))
+    for key in ("train_cfg", "test_cfg"):
+        if key in kwargs:
+            update = kwargs.pop(key)
+            args[key] = None if update is None else {**args[key], **update}
+    args.update(kwargs)
+    return args
+
+
+def _proposal_cfg(**kwargs) -> dict:
+    return {**copy.deepcopy(_FASTER["test_cfg"]["rpn"]), **kwargs}
+
+
 def _head(**kwargs) -> RPNHead:
     kwargs.setdefault("anchor_generator", dict(TV_ANCHORS))
-    return RPNHead(in_channels=[8] * 5, strides=STRIDES, **kwargs)
+    return RPNHead(in_channels=[8] * 5, strides=STRIDES, **_rpn_args(**kwargs))
 
 
 def _torchvision_rpn(head: RPNHead, nms_pre: int, max_per_img: int, batch_size: int, pos_fraction: float):
@@ -140,11 +166,11 @@ def _first_hit_ranks(proposals: list[InstanceData]) -> list[int]:
 def test_fpn_and_rpn_fit_a_tiny_case():
     torch.manual_seed(0)
     fpn = FPN([8, 8], 8, num_outs=5, in_strides=[4, 8])
-    head = RPNHead(in_channels=fpn.out_channels, strides=fpn.out_strides,
+    head = RPNHead(in_channels=fpn.out_channels, strides=fpn.out_strides, **_rpn_args(
                    anchor_generator=dict(type="AnchorGenerator", scales=[8], ratios=[0.5, 1.0, 2.0]),
                    train_cfg=dict(sampler=dict(type="RandomSampler", num=64, pos_fraction=0.5,
                                                add_gt_as_proposals=False)),
-                   test_cfg=dict(nms_pre=1000, max_per_img=100))
+                   test_cfg=dict(nms_pre=1000, max_per_img=100)))
     inputs, samples = _fit_inputs(8), [_sample(g) for g in FIT_GTS]
     with torch.no_grad():
         before = _first_hit_ranks(head.predict(fpn(inputs), samples))
@@ -170,7 +196,8 @@ def test_fpn_and_rpn_fit_a_tiny_case():
 def test_images_without_boxes():
     head = _head()
     feats = [f.requires_grad_() for f in _feats(2)]
-    losses, proposals = head.loss_and_predict(feats, [_sample([]), _sample([])], dict(nms_pre=50, max_per_img=30))
+    losses, proposals = head.loss_and_predict(feats, [_sample([]), _sample([])],
+                                              _proposal_cfg(nms_pre=50, max_per_img=30))
     assert losses["loss_rpn_bbox"] == 0 and losses["loss_rpn_bbox"].requires_grad
     assert torch.isfinite(losses["loss_rpn_cls"]) and losses["loss_rpn_cls"] > 0
     (losses["loss_rpn_cls"] + losses["loss_rpn_bbox"]).backward()
@@ -188,28 +215,36 @@ def test_bf16_autocast_keeps_losses_and_proposals_fp32():
         cls_scores, _ = head(feats)
         assert cls_scores[0].dtype == torch.bfloat16  # the convs do run in bf16
         losses, proposals = head.loss_and_predict(feats, [_sample([[10, 10, 40, 40]]), _sample([])])
-        static_boxes, static_scores = head.proposals_static(*head(feats), (SIZE, SIZE))
+        static_boxes, static_scores, _ = head.proposals_padded(*head(feats), torch.tensor([[SIZE, SIZE]]).float(),
+                                                               (SIZE, SIZE))
     assert all(v.dtype == torch.float32 and torch.isfinite(v) for v in losses.values())
     assert all(p.bboxes.dtype == torch.float32 and p.scores.dtype == torch.float32 for p in proposals)
     assert static_boxes.dtype == static_scores.dtype == torch.float32
 
 
-def test_static_proposals_equal_the_dynamic_path_after_nms():
+def test_padded_proposals_equal_a_per_image_batched_nms_reference():
+    """The one (static-shape) proposal path = top-k, small boxes dropped, torchvision's batched_nms per image by
+    level, the best max_per_img: a per-image reference written with torchvision's op."""
     cfg = dict(nms_pre=40, max_per_img=25, nms=dict(iou_threshold=0.6), min_bbox_size=12)
     head = _head(test_cfg=cfg)
     _spread_weights(head, seed=2)
     feats = _feats(2, seed=5)
-    boxes, scores, levels = head.proposals_static(*head(feats), (SIZE, SIZE), with_level_ids=True)
+    cls_scores, bbox_preds = head(feats)
+    hw = torch.tensor([[SIZE, SIZE]], dtype=torch.float32)
+    boxes, scores, levels = head._topk_decode(cls_scores, bbox_preds, 40, hw, (SIZE, SIZE))
     num = sum(min(40, 3 * (SIZE // s) ** 2) for s in STRIDES)
     assert boxes.shape == (2, num, 4) and scores.shape == (2, num) and levels.shape == (num,)
-    small = ((boxes[..., 2] - boxes[..., 0]) <= 12) | ((boxes[..., 3] - boxes[..., 1]) <= 12)
-    assert small.any() and bool((scores[small] == 0).all()) and bool((scores[~small] > 0).all())
+    padded, top, valid = head.proposals_padded(cls_scores, bbox_preds, hw, (SIZE, SIZE))
+    assert padded.shape == (2, 25, 4) and top.shape == valid.shape == (2, 25)
     dynamic = head.predict(feats, [_sample([]), _sample([])])
+    big = ((boxes[..., 2] - boxes[..., 0]) > 12) & ((boxes[..., 3] - boxes[..., 1]) > 12)
+    assert (~big).any()
     for i, result in enumerate(dynamic):
-        keep = torch.nonzero(scores[i] > 0).flatten()
+        keep = torch.nonzero(big[i]).flatten()
         kept = batched_nms(boxes[i, keep], scores[i, keep], levels[keep], 0.6)[:25]
         torch.testing.assert_close(result.bboxes, boxes[i, keep][kept])
         torch.testing.assert_close(result.scores, scores[i, keep][kept])
+        assert int(valid[i].sum()) == len(result) and torch.equal(padded[i, : len(result)], result.bboxes)
         widths, heights = result.bboxes[:, 2] - result.bboxes[:, 0], result.bboxes[:, 3] - result.bboxes[:, 1]
         assert bool((widths > 12).all() and (heights > 12).all())
 
@@ -257,20 +292,29 @@ def test_allowed_border_restricts_the_assigned_anchors():
 
 
 def test_config_from_registry_and_errors():
-    head = MODELS.build(dict(type="RPNHead", in_channels=8, strides=STRIDES, feat_channels=16,
-                             anchor_generator=dict(type="AnchorGenerator", scales=[8], ratios=[1.0])))
+    head = MODELS.build(dict(type="RPNHead", in_channels=8, strides=STRIDES, **_rpn_args(
+        feat_channels=16, anchor_generator=dict(type="AnchorGenerator", scales=[8], ratios=[1.0]))))
     assert head.num_anchors == 1 and head.conv[0][0].out_channels == 16
     assert head.prior_generator.strides == STRIDES  # inferred
     with pytest.raises(ValueError, match="in_channels"):
-        RPNHead(in_channels=[8, 16], strides=[4, 8])
+        RPNHead(in_channels=[8, 16], strides=[4, 8], **_rpn_args())
     with pytest.raises(ValueError, match="anchor_generator.strides"):
-        RPNHead(in_channels=8, strides=[4, 8], anchor_generator=dict(TV_ANCHORS, strides=[8, 16]))
+        RPNHead(in_channels=8, strides=[4, 8], **_rpn_args(anchor_generator=dict(TV_ANCHORS, strides=[8, 16])))
     with pytest.raises(ValueError, match="unknown train_cfg keys \\['pos_iou'\\]"):
         _head(train_cfg=dict(pos_iou=0.7))
     with pytest.raises(ValueError, match="unknown test_cfg keys \\['iou_thr'\\]"):
         _head(test_cfg=dict(iou_thr=0.7))
     with pytest.raises(ValueError, match="nms_pre"):
         _head(test_cfg=dict(nms_pre=0))
+    with pytest.raises(ValueError, match=r"test_cfg lacks \['min_bbox_size'\]"):
+        RPNHead(in_channels=8, strides=STRIDES, **{**_rpn_args(), "test_cfg": dict(nms_pre=9, max_per_img=9,
+                                                                                      nms=dict(iou_threshold=0.7))})
+    with pytest.raises(ValueError, match="bbox_coder must be a config dict"):
+        _head(bbox_coder=None)
+    inference_only = _head(train_cfg=None)
+    assert inference_only.assigner is None and len(inference_only.predict(_feats(1), [_sample([])])[0]) > 0
+    with pytest.raises(ValueError, match="built without train_cfg"):
+        inference_only.loss(_feats(1), [_sample([])])
     with pytest.raises(ValueError, match="use_sigmoid"):
         _head(loss_cls=dict(type="CrossEntropyLoss"))
     with pytest.raises(ValueError, match="add_gt_as_proposals"):

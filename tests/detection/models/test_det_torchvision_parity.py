@@ -22,6 +22,7 @@ import torchvision
 from demo_utils import ROOT
 from mmengine.registry import MODELS, DefaultScope
 from mmengine.structures import InstanceData
+from roi_head_cases import bbox_head_args, mask_head_args
 from torch import nn
 from torchvision.models.detection._utils import BoxCoder
 from torchvision.models.detection.roi_heads import paste_masks_in_image
@@ -37,9 +38,9 @@ from detection.models.convert_torchvision import (
     resolve_class_ids,
 )
 from detection.models.roi_heads import FCNMaskHead
-from detection.models.roi_heads.bbox_heads import multiclass_nms_boxes_per_class
 from detection.models.roi_heads.mask_paste import paste_masks
 from detection.models.roi_heads.standard_roi_head import check_test_cfg
+from detection.models.roi_heads.two_stage_infer import detect_padded
 from detection.models.torchvision_box_coder import TorchvisionBoxCoder
 from detection.models.torchvision_preprocessor import TorchvisionRCNNPreprocessor
 from detection.structures import DetDataSample
@@ -372,18 +373,42 @@ def test_torchvision_paste_mode_equals_paste_masks_in_image():
     with pytest.raises(ValueError, match="mode='detectron'"):
         paste_masks(probs, boxes, (h, w), mode="detectron")
     with pytest.raises(ValueError, match="paste_mode"):
-        FCNMaskHead(num_classes=2, paste_mode="cv2")
+        FCNMaskHead(**mask_head_args(num_classes=2, in_channels=4, paste_mode="cv2"))
 
 
 def test_min_bbox_size_drops_tiny_detections():
-    boxes = torch.tensor([[[0.0, 0.0, 10.0, 10.0]], [[5.0, 5.0, 5.005, 20.0]], [[30.0, 30.0, 40.0, 40.0]]])
-    scores = torch.tensor([[0.9], [0.8], [0.7]])
-    valid = ((boxes[..., 2] - boxes[..., 0]) >= 1e-2) & ((boxes[..., 3] - boxes[..., 1]) >= 1e-2)
-    kept, _, _ = multiclass_nms_boxes_per_class(boxes, scores, 0.05, 0.5, 100, -1, valid)
-    assert kept.tolist() == [[0.0, 0.0, 10.0, 10.0], [30.0, 30.0, 40.0, 40.0]]
-    assert check_test_cfg("x", None)["min_bbox_size"] == 0.0
+    """test_cfg.rcnn.min_bbox_size (torchvision's remove_small_boxes before NMS), through the one inference path:
+    three RoIs, zero deltas, one confident class; the 0.005 px wide box is dropped."""
+    head = _hand_roi_head(dict(score_thr=0.05, nms=dict(iou_threshold=0.5), max_per_img=100, nms_pre=-1,
+                               min_bbox_size=1e-2))
+    rois = torch.tensor([[[0.0, 0.0, 10.0, 10.0], [5.0, 5.0, 5.005, 20.0], [30.0, 30.0, 40.0, 40.0]]])
+    feats = [torch.zeros(1, 4, 16, 16)]
+    with torch.no_grad():
+        num, boxes, _, labels = detect_padded(head, feats, rois, torch.ones(1, 3, dtype=torch.bool),
+                                              torch.tensor([[64.0, 64.0]]), static=False)
+    assert int(num[0]) == 2 and labels[0, :2].tolist() == [0, 0]
+    assert boxes[0, :2].tolist() == [[0.0, 0.0, 10.0, 10.0], [30.0, 30.0, 40.0, 40.0]]
+    cfg = dict(score_thr=0.05, nms=dict(iou_threshold=0.5), max_per_img=100, nms_pre=-1)
+    assert check_test_cfg("x", cfg, with_mask=False)["min_bbox_size"] == 0.0  # absent: off
     with pytest.raises(ValueError, match="min_bbox_size"):
-        check_test_cfg("x", {"min_bbox_size": -1})
+        check_test_cfg("x", {**cfg, "min_bbox_size": -1}, with_mask=False)
+
+
+def _hand_roi_head(test_cfg: dict) -> nn.Module:
+    """A one-class StandardRoIHead on one 4-channel level whose box head ignores its input: class 0 wins, zero
+    deltas."""
+    with DefaultScope.overwrite_default_scope("detection"):
+        head = MODELS.build(dict(
+            type="StandardRoIHead", num_classes=1, in_channels=4, strides=[4], test_cfg=test_cfg,
+            bbox_roi_extractor=dict(type="SingleRoIExtractor", featmap_strides=[4],
+                                    roi_layer=dict(type="RoIAlign", output_size=2, sampling_ratio=0, aligned=True)),
+            bbox_head=dict(bbox_head_args(roi_feat_size=2), type="BBoxHead"))).eval()
+    with torch.no_grad():
+        for layer in (head.bbox_head.fc_cls, head.bbox_head.fc_reg):
+            layer.weight.zero_()
+            layer.bias.zero_()
+        head.bbox_head.fc_cls.bias[0] = 10.0
+    return head
 
 
 def test_rpn_top_k_survives_saturated_scores(faster_pair):
