@@ -89,6 +89,12 @@ class DetectionTask(Task):
         extra = {} if threshold is None else {"draw_threshold": threshold}
         return run_inference(cfg, weights, inputs, output, device=device, failures=failures, **extra)
 
+    def image_plugin_name(self, cfg: Config) -> str | None:
+        """``instance_masks`` for a model with a mask head (``model.roi_head.mask_head``), else
+        ``detection_boxes``."""
+        roi_head = cfg.get("model", {}).get("roi_head") or {}
+        return "instance_masks" if roi_head.get("mask_head") else "detection_boxes"
+
     def predict_inputs(self, model: torch.nn.Module, cfg: Config,
                        inputs: list[tuple[str, Any]]) -> tuple[str, list[dict]]:
         """``detection_boxes`` (``instance_masks`` for mask models): bboxes/scores/labels[/masks] per image, read

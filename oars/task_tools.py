@@ -53,6 +53,13 @@ class TaskToolHooks:
         raise OarsError(f"tools/eval.py --out is not available for task {self.scope!r} (its task does not "
                         "implement result_records)")
 
+    def image_plugin_name(self, cfg: Config) -> str | None:
+        """``tools/infer.py`` on a stream (a video file, URL or camera index): the runtime image plug-in
+        (``oars_deploy.predictors``) that draws and records :meth:`predict_inputs`' results of ``cfg``'s model,
+        frame by frame; read from the config, before the model is built. None (the default): the task's models do
+        not predict single images, so ``-i`` is the task's own input (a video for a recognizer)."""
+        return None
+
     def predict_inputs(self, model: torch.nn.Module, cfg: Config,
                        inputs: list[tuple[str, Any]]) -> tuple[str, list[dict]]:
         """``oars.Model.predict``: run ``model`` (built from ``cfg``, eval mode) on ``inputs``, ``(name, array)``

@@ -75,6 +75,10 @@ class SegmentationTask(Task):
 
         return run_inference(cfg, weights, inputs, output, device=device, failures=failures)
 
+    def image_plugin_name(self, cfg: Config) -> str | None:
+        """``semantic_labels``: a label map per frame."""
+        return "semantic_labels"
+
     def predict_inputs(self, model: torch.nn.Module, cfg: Config,
                        inputs: list[tuple[str, Any]]) -> tuple[str, list[dict]]:
         """``semantic_labels``: ``{'label': int64 [H, W]}`` per image, by ``tools/infer.py``'s predictor."""

@@ -8,6 +8,11 @@ noise) and adds its own flags: tools/infer.py -c CONFIG --help lists them.
 
 An image of a folder that cannot be read does not stop the others: they are written, and the tool ends with
 one list of the files it could not read (exit status 2).
+
+For a model that predicts images (detection, instance or semantic segmentation), ``-i`` may also be a video file,
+a URL FFmpeg opens or a camera index: a stream, predicted frame by frame (``--every N``, ``--max-frames``,
+``--track`` for detectors) into results.jsonl (each frame's index and time) and ``<name>_vis.mp4``, by the same
+code as ``oars-infer`` on an export (oars.stream_inference).
 """
 
 import argparse
@@ -16,9 +21,12 @@ from collections.abc import Sequence
 from oars.cli import run_cli, split_output_and_overrides
 from oars.engine.entry import load
 from oars.errors import OarsError
+from oars.stream_inference import add_stream_arguments, infer_stream, refuse_stream_flags
 from oars.task_flags import parse_task_command_line
 from oars.tasks import known_tasks
 from oars_deploy.failures import Failures
+from oars_deploy.records import write_results
+from oars_deploy.streams.source import stream_source
 
 
 def common_parser(add_help: bool = True) -> argparse.ArgumentParser:
@@ -34,6 +42,7 @@ def common_parser(add_help: bool = True) -> argparse.ArgumentParser:
                         metavar="OUT_DIR|KEY=VALUE", help="output folder and/or config overrides")
     parser.add_argument("--output-dir", default=None, help="output folder (alternative to -o OUT_DIR)")
     parser.add_argument("--device", default="cpu", help="cpu or cuda")
+    add_stream_arguments(parser)
     return parser
 
 
@@ -45,6 +54,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     output, _ = split_output_and_overrides(args.values, args.output_dir)
     if args.input is None and task.requires_input(cfg):  # only generative tasks make pictures from nothing
         raise OarsError("-i/--input is required: an image or a folder of images")
+    source = stream_source(args.input)
+    if source is not None:
+        run = infer_stream(task, cfg, args.weights, source, output, args, device=args.device)
+        if run is not None:
+            write_results(run.records, output)
+            print(f"wrote {len(run.records)} frame records to {output}/results.jsonl")
+            return
+    refuse_stream_flags(args, f"-i {args.input} is read as this model's own input")
     failures = Failures()  # images that cannot be read: the others are written, then one summary, exit 2
     written = task.infer(cfg, args.weights, args.input, output, device=args.device, failures=failures, args=args)
     print(f"wrote {len(written)} pictures to {output}")
