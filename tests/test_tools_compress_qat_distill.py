@@ -27,15 +27,20 @@ def test_distill_through_the_tool(setup):
     teacher = "[" + ", ".join(opts) + "]"  # the teacher: the same shrunk config (self-distillation)
     losses = ("[{student_layer: decode_head.conv_seg, teacher_layer: decode_head.conv_seg, "
               "loss: {type: ChannelWiseDistillLoss, temperature: 2.0}}]")
-    out = run_tool("compress.py", "-c", DEMO_CFG, "-w", ckpt, "--method", "distill", "--work-dir", str(work),
-                   "--teacher-config", DEMO_CFG, "--teacher-weights", ckpt,
-                   "-o", *opts, f"compress.distill.teacher_overrides={teacher}",
-                   f"compress.distill.losses={losses}", "compress.distill.iters=2")
+    args = ["compress.py", "-c", DEMO_CFG, "-w", ckpt, "--method", "distill", "--work-dir", str(work),
+            "--teacher-config", DEMO_CFG, "--teacher-weights", ckpt, "-o", *opts,
+            f"compress.distill.teacher_overrides={teacher}", f"compress.distill.losses={losses}",
+            "compress.distill.iters=2"]
+    out = run_tool(*args)
     assert (work / "distill" / "student.pth").is_file() and (work / "distill" / "export" / "deploy.yaml").is_file()
     rows = _rows(work)
     row = rows["distill"]
     assert row["method"] == "distill" and row["latency_fp32_ms"] > 0, out.stdout[-2000:]
     assert rows["original"]["params"] == row["params"]  # self-distillation: the same network, measured once each
+    checkpoints = sorted(p.name for p in (work / "distill").glob("iter_*.pth"))
+    again = run_tool(*args)  # re-running continues the finished run: nothing trained twice, one row per variant
+    assert sorted(p.name for p in (work / "distill").glob("iter_*.pth")) == checkpoints, again.stdout[-2000:]
+    assert list(_rows(work)) == ["original", "distill"] and _rows(work)["distill"]["metric_value"] is not None
 
 
 @pytest.mark.slow

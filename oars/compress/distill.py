@@ -79,19 +79,18 @@ def run_distill(cfg: Config, checkpoint: str | None, work_dir: Path, options: di
         export: deploy.yaml or None, teacher, losses: {name: last value}, metrics, row (the variant table's)}``.
     """
     import oars.compress.distill_model  # noqa: F401  (registers DistillModel and the losses)
+    from oars.compress.qat import reused_export, train_resumable, validation_metrics
     from oars.engine.resolve import RunOptions
     from oars.engine.run_setup import validated_and_resolved
-    from oars.engine.runner import build_runner, config_file_text
-    from oars.engine.work_dir import latest_checkpoint, prepare_work_dir
+    from oars.engine.runner import config_file_text
+    from oars.engine.work_dir import latest_checkpoint
     from oars_deploy.atomic import atomic_write, temp_path
 
     opts = distill_options(cfg, options)
     work_dir = Path(work_dir) / opts["variant"]
     start = _student_start(checkpoint, work_dir) if checkpoint else None
     train_cfg = validated_and_resolved(distill_config(cfg, start, opts), RunOptions(work_dir=str(work_dir)))
-    runner = build_runner(train_cfg, before_writing=lambda c: prepare_work_dir(c.work_dir, resume=False,
-                                                                            overwrite=False))
-    runner.train()
+    runner = train_resumable(train_cfg, str(work_dir))
     last = latest_checkpoint(str(work_dir))
     if last is None:
         raise OarsError(f"distillation ended without a checkpoint in {work_dir}")
@@ -119,8 +118,11 @@ def run_distill(cfg: Config, checkpoint: str | None, work_dir: Path, options: di
         "teacher": {"config": str(opts["teacher_config"]), "checkpoint": str(opts["teacher_weights"])},
         "losses": {k.split("/", 1)[1]: float(v.current()) for k, v in scores.items()
                    if k.startswith("train/") and "loss" in k},
-        "metrics": {k.split("/", 1)[1]: float(v.current()) for k, v in scores.items() if k.startswith("val/")}}
-    if opts["export"]:
+        "metrics": validation_metrics(runner)}
+    reused = reused_export(str(work_dir / "export"), last) if opts["export"] else None
+    if reused is not None:
+        record.update(reused)
+    elif opts["export"]:
         from oars.export import export_model
 
         cfg_for_export = copy.deepcopy(cfg)

@@ -86,25 +86,85 @@ def short_schedule(cfg: Config, iters: int, val_interval: int) -> None:
     cfg.log_processor = {**(cfg.get("log_processor") or {}), "by_epoch": False}
 
 
+def train_resumable(train_cfg: Config, work_dir: str) -> Any:
+    """Train ``train_cfg`` in ``work_dir``, continuing the run already there (``tools/compress.py`` re-run after an
+    interruption or a failed export: the latest checkpoint is resumed, a finished run is not trained again).
+    QAT and distillation share it. Returns the runner (after ``train()``)."""
+    from oars.engine.runner import build_runner
+    from oars.engine.work_dir import latest_checkpoint, prepare_work_dir
+
+    resume = latest_checkpoint(work_dir) is not None
+    if resume:  # mmengine resumes from the work dir's last_checkpoint (load_from would name the start weights)
+        train_cfg.resume, train_cfg.load_from = True, None
+    runner = build_runner(train_cfg, before_writing=lambda c: prepare_work_dir(c.work_dir, resume=resume,
+                                                                            overwrite=False))
+    runner.train()
+    return runner
+
+
+def reused_export(export_dir: str, checkpoint: str) -> dict | None:
+    """The export a previous run of this variant wrote from ``checkpoint`` (its deploy.yaml newer than the
+    checkpoint), reused when ``tools/compress.py`` is run again; None when there is none, or an older one (then
+    exporting refuses the taken folder, as exports never replace exports).
+
+    Returns:
+        ``{export: deploy.yaml, onnx_fp32, [onnx_int8, agreement]}`` (the fields the variant table reads).
+    """
+    from oars_deploy.deploy_config import read_deploy_yaml
+
+    deploy = osp.join(export_dir, "deploy.yaml")
+    if not (osp.isfile(deploy) and osp.getmtime(deploy) >= osp.getmtime(checkpoint)):
+        return None
+    model = read_deploy_yaml(deploy)["model"]
+    out: dict[str, Any] = {"export": deploy, "onnx_fp32": osp.join(export_dir, model.get("onnx_fp32") or model["onnx"])}
+    if model.get("precision") == "int8":
+        out.update(onnx_int8=osp.join(export_dir, model["onnx"]), agreement=model.get("agreement_with_fp32"))
+    print(f"reusing the export in {export_dir} (written after {osp.basename(checkpoint)})")
+    return out
+
+
+def validation_metrics(runner: Any) -> dict[str, float]:
+    """The validation metrics of the run's end (``{'acc/top1': ...}``); measured now when the run was resumed
+    already finished (no validation happened in this process) and the config has a validation loop."""
+    scores = runner.message_hub.log_scalars
+    metrics = {k.split("/", 1)[1]: float(v.current()) for k, v in scores.items() if k.startswith("val/")}
+    if not metrics and runner.cfg.get("val_cfg") is not None and runner.cfg.get("val_dataloader") is not None:
+        metrics = {k: float(v) for k, v in (runner.val() or {}).items() if isinstance(v, (int, float))}
+    return metrics
+
+
+def capture_shape(cfg: Config) -> list[int]:
+    """The input shape QAT captures the model on: the export's (the task's ``export_options``: an image model's
+    ``export.input_shape``, a video model's clip shape from its test pipeline), with a batch of at least 2 (a
+    batch of 1 would capture batch-norm-free shapes). Raises :class:`OarsError` naming the config when the export
+    section cannot give one."""
+    from oars.tasks import get_task
+
+    task = get_task(cfg.get("default_scope"), cfg.filename)
+    try:
+        shape = [int(v) for v in task.export_options(cfg, dynamic=False, opset=17).input_shape]
+    except OarsError as err:
+        raise OarsError(f"{cfg.filename}: QAT captures the model on the export input shape, which the config does "
+                        f"not give: {err}") from None
+    return [max(2, shape[0]), *shape[1:]]
+
+
 def qat_config(cfg: Config, checkpoint: str | None, opts: dict) -> Config:
     """The training config of QAT: ``type: QATModel`` around the float model, ``opts['iters']`` iterations at a
     constant, reduced learning rate, one checkpoint at the end, no EMA (it would average the quantisers'
     ranges).
 
     Args:
-        cfg: the float model's loaded config (needs ``export.input_shape``: the capture input).
+        cfg: the float model's loaded config (its export input shape is the capture input, :func:`capture_shape`).
         checkpoint: the trained float weights (None when a QAT checkpoint is loaded afterwards).
         opts: :func:`qat_options`.
     """
     out = copy.deepcopy(cfg)
-    export = out.get("export") or {}
-    if not export.get("input_shape"):
-        raise OarsError(f"{cfg.filename}: QAT captures the model on export.input_shape; add "
-                        "`export: {input_shape: [1, 3, H, W]}`")
+    sample_shape = capture_shape(cfg)
     model = dict(out.model)
     if model.get("type") == "QATModel":
         raise OarsError(f"{cfg.filename}: model is already a QATModel; give the float model's config")
-    qat = {"model_type": model.pop("type"), "sample_shape": list(export["input_shape"]),
+    qat = {"model_type": model.pop("type"), "sample_shape": sample_shape,
            "quantizer": opts["quantizer"], "float_checkpoint": checkpoint, "modules": opts["modules"]}
     out.model = {"type": "QATModel", "qat": qat, **model}
     iters = int(opts["iters"])
@@ -140,8 +200,6 @@ def run_qat(cfg: Config, checkpoint: str, work_dir: Path, options: dict) -> dict
     from oars.engine.checkpoint import check_checkpoint_file
     from oars.engine.resolve import RunOptions
     from oars.engine.run_setup import validated_and_resolved
-    from oars.engine.runner import build_runner
-    from oars.engine.work_dir import prepare_work_dir
 
     opts = qat_options(cfg, options)
     if not isinstance(opts["iters"], int) or opts["iters"] < 1:
@@ -149,15 +207,12 @@ def run_qat(cfg: Config, checkpoint: str, work_dir: Path, options: dict) -> dict
     check_checkpoint_file(checkpoint)
     work_dir = Path(work_dir) / opts["variant"]
     train_cfg = validated_and_resolved(qat_config(cfg, checkpoint, opts), RunOptions(work_dir=str(work_dir)))
-    runner = build_runner(train_cfg, before_writing=lambda c: prepare_work_dir(c.work_dir, resume=False,
-                                                                            overwrite=False))
-    runner.train()
+    runner = train_resumable(train_cfg, str(work_dir))
     ckpt = osp.join(str(work_dir), f"iter_{opts['iters']}.pth")
     if not osp.isfile(ckpt):
         raise OarsError(f"QAT training ended without writing {ckpt}")
     config_path = osp.join(str(work_dir), "config.yaml")
-    scores = runner.message_hub.log_scalars
-    metrics = {k.split("/", 1)[1]: float(v.current()) for k, v in scores.items() if k.startswith("val/")}
+    metrics = validation_metrics(runner)
     record: dict[str, Any] = {"variant": "qat", "checkpoint": ckpt, "config": config_path, "export": None,
                               "captured": _captured(runner.model), "metrics": metrics,
                               "quantizer": opts["quantizer"], "iters": opts["iters"]}
@@ -167,7 +222,8 @@ def run_qat(cfg: Config, checkpoint: str, work_dir: Path, options: dict) -> dict
         float_cfg = copy.deepcopy(cfg)
         float_cfg.pop("compress", None)
         model = getattr(runner.model, "module", runner.model)  # the trained model: no second capture
-        record.update(export_qat(export_cfg, float_cfg, ckpt, str(work_dir / "export"), opts, model=model))
+        record.update(reused_export(str(work_dir / "export"), ckpt)
+                      or export_qat(export_cfg, float_cfg, ckpt, str(work_dir / "export"), opts, model=model))
     record["row"] = table_row(cfg, record, opts, params=sum(p.numel() for p in runner.model.parameters()))
     return record
 
@@ -197,4 +253,5 @@ def _captured(model: Any) -> list[str]:
     return [n.replace("__", ".") for n, _ in graphs.named_children()] if graphs is not None else []
 
 
-__all__ = ["merge_settings", "qat_config", "qat_options", "run_qat", "table_row"]
+__all__ = ["merge_settings", "qat_config", "qat_options", "reused_export", "run_qat", "table_row",
+           "train_resumable", "validation_metrics"]

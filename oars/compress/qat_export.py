@@ -72,11 +72,10 @@ def export_qat(cfg: Config, float_cfg: Config, checkpoint: str, out_dir: str, op
     if opts.get("calib_dir"):
         files = calibration_images(str(opts["calib_dir"]))[:int(opts.get("calib_num") or 8)]
         inputs = list(calibration_batches(files, deploy, options.input_shape[0]))
-    else:
-        from oars.export.check import sample_inputs
+    else:  # the float export's self-check inputs (a task's own, e.g. video clips, else synthetic images)
+        from oars.export.onnx_export import self_check_inputs
 
-        _, image, _ = sample_inputs(int8_cfg, model, deploy["preprocess"], options.input_shape[0],
-                                    tuple(options.input_shape[2:]))
+        _, image, _ = self_check_inputs(spec, int8_cfg, model, deploy["preprocess"], options, options.input_shape[0])
         inputs = [image]
     import torch
 

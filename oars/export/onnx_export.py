@@ -124,7 +124,7 @@ def export_model(config: str | Config, checkpoint: str, out_dir: str, *, fmt: st
                           f"{spec.graph_inputs}: export FP32")
     if spec.preprocess is not None:  # known only from the built model (a generator's image size)
         steps = list(spec.preprocess)
-    image, deploy_image, pre_diff = _sample_inputs(spec, cfg, model, steps, options, options.input_shape[0])
+    image, deploy_image, pre_diff = self_check_inputs(spec, cfg, model, steps, options, options.input_shape[0])
 
     os.makedirs(out_dir, exist_ok=True)
     clean_stale_temp_files(out_dir)  # what a killed export left
@@ -290,7 +290,7 @@ def dynamo_export(module: torch.nn.Module, args: tuple[torch.Tensor, ...], path:
                           f"stays at opset {written}); export with --opset {written}")
 
 
-def _sample_inputs(spec: ExportSpec, cfg: Config, model: torch.nn.Module, steps: list[dict],
+def self_check_inputs(spec: ExportSpec, cfg: Config, model: torch.nn.Module, steps: list[dict],
                    options: ExportOptions, batch: int, seed: int = 0) -> tuple[torch.Tensor, Any, float]:
     """The self-check's (torch input, deploy input, preprocessing max abs diff): the spec's own ``sample_inputs``
     when the task gives one, else synthetic images through the test pipeline and deploy.yaml's steps."""
@@ -311,7 +311,7 @@ def self_check(spec: ExportSpec, onnx_path: str, image: torch.Tensor, deploy_ima
 
     result = {"outputs": compare(image, deploy_image)}
     if options.dynamic:
-        image3, deploy3, _ = _sample_inputs(spec, cfg, model, steps, options, DYNAMIC_CHECK_BATCH, seed=100)
+        image3, deploy3, _ = self_check_inputs(spec, cfg, model, steps, options, DYNAMIC_CHECK_BATCH, seed=100)
         result["dynamic_batch"] = {"batch": DYNAMIC_CHECK_BATCH,
                                    "outputs": compare(image3, deploy3, what=f"dynamic batch {DYNAMIC_CHECK_BATCH}: ")}
     return result
