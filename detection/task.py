@@ -156,7 +156,8 @@ class DetectionTask(Task):
                              "--out ann.json \\\n    [--img-dir IMAGES] [--classes a b ...] [--overwrite]",
                        check_outputs=_check_cvat_output),
             Subcommand("optimize_anchors", "optimize_anchors",
-                       "fit YOLO anchors to a config's training boxes (k-means on 1 - IoU, then a genetic search)",
+                       "fit anchors to a config's training boxes: YOLO lists (k-means on 1 - IoU, then a genetic "
+                       "search), AnchorGenerator ratios and octave scales (RetinaNet, RPN), SSD aspect ratios",
                        _anchor_arguments, _run_optimize_anchors),
         ]
 
@@ -336,12 +337,13 @@ def _positive_int(text: str) -> int:
 
 def _anchor_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument('--num', type=_positive_int, default=None,
-                        help="number of anchors (default: as many as the config's model.bbox_head.anchors)")
+                        help="number of YOLO anchors (default: as many as the config's model.bbox_head.anchors); "
+                             "scales x ratios anchors keep the config's counts")
     parser.add_argument('--input-size', type=_positive_int, default=None,
                         help="training input size S: boxes are rescaled as a Resize to (S, S) with the config's "
                              "keep_ratio would (default: the train pipeline's Resize scale)")
     parser.add_argument('--iters', type=_positive_int, default=1000,
-                        help='generations of the genetic refinement after k-means (default 1000)')
+                        help='generations of the genetic refinement after k-means (default 1000; YOLO anchors only)')
     parser.add_argument('--seed', type=int, default=0, help='random seed (default 0; same seed, same anchors)')
 
 

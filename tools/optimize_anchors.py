@@ -1,7 +1,8 @@
-"""Fit YOLO anchors to a config's training boxes: tools/optimize_anchors.py -c CONFIG [-o key=value ...] [--num N]
-[--input-size S] [--iters I] [--seed S]. Boxes are rescaled as the train pipeline's Resize rescales the images;
-k-means on 1 - IoU, then a genetic refinement. Prints the mean best IoU and BPR of the config's anchors and of the
-fitted ones, and the -o line to paste."""
+"""Fit anchors to a config's training boxes: tools/optimize_anchors.py -c CONFIG [-o key=value ...] [--num N]
+[--input-size S] [--iters I] [--seed S]. Boxes are rescaled as training rescales the images. YOLO anchor lists:
+k-means on 1 - IoU, then a genetic refinement; scales x ratios anchors (RetinaNet, RPN, SSD): k-means on log(h / w)
+and on the position inside the octave. Prints the mean best IoU and BPR of the config's anchors and of the fitted
+ones, and the -o line to paste."""
 
 from __future__ import annotations
 

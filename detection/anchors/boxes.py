@@ -63,12 +63,32 @@ def _resize_step(pipelines: list[list]) -> dict | None:
     return found
 
 
+def _preprocessor_scaling(cfg: Config, where: str) -> Scaling | None:
+    """The resize a data preprocessor does inside the model when the pipeline has none (the torchvision presets):
+    ``fixed_size: [H, W]`` stretches to it (SSD); ``min_size`` / ``max_size`` fit the short side to ``min_size``
+    (the largest of a list: training draws one) with the long side at most ``max_size``, which is the
+    keep-ratio rule of ``Resize`` with scale ``(max_size, min_size)``. None: the preprocessor does not resize."""
+    pre = (cfg.get('model') or {}).get('data_preprocessor') or {}
+    try:
+        if pre.get('fixed_size') is not None:
+            h, w = to_pair(pre['fixed_size'], 'model.data_preprocessor.fixed_size', '(H, W)')
+            return Scaling((w, h), False, 'model.data_preprocessor fixed_size')
+        if pre.get('min_size') is not None and pre.get('max_size') is not None:
+            sizes = pre['min_size'] if isinstance(pre['min_size'], (list, tuple)) else [pre['min_size']]
+            return Scaling((int(pre['max_size']), int(max(sizes))), True,
+                           'model.data_preprocessor min_size / max_size')
+    except (DataError, TypeError, ValueError) as err:
+        raise ConfigError(f'{where}: model.data_preprocessor {dict(pre)!r}: {err}; or pass --input-size') from None
+    return None
+
+
 def training_scaling(cfg: Config, input_size: int | None = None) -> Scaling:
     """The :class:`Scaling` of ``cfg``'s training pipeline; ``input_size`` S replaces its scale by (S, S).
 
     The resize step is the last ``Resize`` / ``RandomResize`` of ``train_dataloader.dataset``'s pipelines
-    (``RandomResize`` with ``ratio_range``: its base ``scale``; with two scales: the larger). Without one, boxes
-    keep the images' pixels, or with ``input_size`` the long side becomes S (ultralytics' rule).
+    (``RandomResize`` with ``ratio_range``: its base ``scale``; with two scales: the larger). Without one, the data
+    preprocessor's resize (``fixed_size``, or ``min_size`` / ``max_size``: torchvision's presets resize inside the
+    model), else boxes keep the images' pixels; with ``input_size`` the long side becomes S (ultralytics' rule).
 
     Raises:
         ConfigError: a resize step whose scale cannot be read (naming the config and the step).
@@ -79,8 +99,12 @@ def training_scaling(cfg: Config, input_size: int | None = None) -> Scaling:
     step = _resize_step(pipelines)
     where = getattr(cfg, 'filename', None) or 'the config'
     if step is None:
+        pre = _preprocessor_scaling(cfg, where)
         if input_size is None:
-            return Scaling(None, True, 'no Resize in the train pipeline')
+            return pre or Scaling(None, True, 'no Resize in the train pipeline')
+        if pre is not None and not pre.keep_ratio:
+            return Scaling((input_size, input_size), False, f'--input-size {input_size}, stretched as the data '
+                           'preprocessor stretches')
         return Scaling((input_size, input_size), True, f'--input-size {input_size}, long side')
     keep_ratio = bool(step.get('keep_ratio', True))
     if input_size is not None:

@@ -146,6 +146,19 @@ def fit_config_anchors(config: str, overrides: Sequence[str] = (), num: int | No
 
 def optimize_config_anchors(config: str, overrides: Sequence[str] = (), num: int | None = None,
                             input_size: int | None = None, iters: int = 1000, seed: int = 0) -> str:
-    """:func:`fit_config_anchors`, then the printed report (:func:`format_report`)."""
+    """The printed report for ``config``: YOLO anchor lists (a ``model.bbox_head.anchors`` key, set or null) by
+    :func:`fit_config_anchors` and :func:`format_report`; any other head by ``grid_report`` (``scales x ratios``
+    anchors of RetinaNet / RPN / SSD, or a message naming the kinds that are fitted).
+
+    Raises:
+        ConfigError: see :func:`fit_config_anchors` and ``grid_report.optimize_grid_anchors``.
+    """
+    from oars.config import load_config
+
+    cfg = load_config(config, list(overrides))
+    if 'anchors' not in (cfg.get('model', {}).get('bbox_head') or {}):
+        from detection.anchors.grid_report import optimize_grid_anchors
+
+        return optimize_grid_anchors(cfg, config, num=num, input_size=input_size)
     found = fit_config_anchors(config, overrides, num=num, input_size=input_size, iters=iters, seed=seed)
     return format_report(found.boxes, found.current, found.fitted, found.head, iters, seed)
