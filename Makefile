@@ -21,6 +21,7 @@ VID_CFG := configs/video/tsm/tsm_r18_demo_videos.yaml
 VID_DIR := work_dirs/demo_video
 PIX_CFG := configs/gan/pix2pix/pix2pix_demo_shapes.yaml
 PIX_DIR := work_dirs/demo_pix2pix
+PIX_DATA := data/demo_pix2pix
 FCOS_CFG := configs/detection/fcos/fcos_r18_fpn_demo_shapes.yaml
 FCOS_DIR := work_dirs/demo_fcos
 CGAN_CFG := configs/gan/cgan/cgan_demo_digits.yaml
@@ -30,7 +31,8 @@ LOC_DIR := work_dirs/demo_localization
 LOC_DATA := data/demo_long_videos
 
 .PHONY: demo demo-lane-1 demo-lane-2 demo-seg demo-det demo-yolo demo-mask demo-int8 demo-onestage demo-video demo-video-data demo-localization \
-	demo-gan demo-pix2pix demo-cgan demo-gan-data demo-data test test-slow test-all bench cpp lint setup clean-demo
+	demo-gan demo-pix2pix demo-pix2pix-data demo-cgan demo-gan-data demo-data test test-slow test-all bench cpp lint setup \
+	clean-demo
 
 setup: $(STAMP)
 
@@ -142,14 +144,19 @@ demo-gan: demo-pix2pix demo-cgan
 demo-gan-data: $(STAMP)
 	$(PY) -m gan.demo_data --out data/demo_gan
 
-demo-pix2pix: demo-data
+# pix2pix learns label map -> photo on pairs rendered from the demo shapes' label maps by a fixed rule (class colour,
+# shading, outlines, shadows: python -m gan.demo_pairs); the shapes' own images have random colours, not learnable
+demo-pix2pix-data: demo-data
+	$(PY) -m gan.demo_pairs --shapes data/demo_shapes --out $(PIX_DATA)
+
+demo-pix2pix: demo-pix2pix-data
 	$(PY) tools/train.py -c $(PIX_CFG) --work-dir $(PIX_DIR) --overwrite
 	$(PY) tools/eval.py -c $(PIX_CFG) -w "$$(cat $(PIX_DIR)/last_checkpoint)" --work-dir $(PIX_DIR) \
 		--show-dir $(PIX_DIR)/pictures --report
 	$(PY) tools/infer.py -c $(PIX_CFG) -w "$$(cat $(PIX_DIR)/last_checkpoint)" \
-		-i data/demo_shapes/labels/val -o $(PIX_DIR)/infer
+		-i $(PIX_DATA)/labels/val -o $(PIX_DIR)/infer
 	$(PY) tools/export.py -c $(PIX_CFG) -w "$$(cat $(PIX_DIR)/last_checkpoint)" -o $(PIX_DIR)/export --dynamic --overwrite
-	$(PY) deploy/python/infer.py --model-dir $(PIX_DIR)/export -i data/demo_shapes/labels/val \
+	$(PY) deploy/python/infer.py --model-dir $(PIX_DIR)/export -i $(PIX_DATA)/labels/val \
 		-o $(PIX_DIR)/deploy_infer
 
 demo-cgan: demo-gan-data

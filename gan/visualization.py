@@ -17,6 +17,7 @@ import torch
 from oars_deploy.draw import make_grid, side_by_side
 
 MIN_PANEL_SIDE = 128  # small GAN images (28-64 px) are enlarged (nearest, whole factor) so captions stay readable
+MIN_CELL_SIDE = 64  # cells of generated grids (32-px CGAN digits): enlarged likewise, so the samples can be read
 
 
 def to_bgr(img: torch.Tensor | np.ndarray) -> np.ndarray:
@@ -48,9 +49,10 @@ def grid_columns(num: int, num_classes: int = 0) -> int:
 
 
 def generated_grid(images: Sequence[torch.Tensor] | torch.Tensor, ncols: int | None = None,
-                   pad: int = 2) -> np.ndarray:
-    """N images [C, H, W] (0..255) -> one BGR uint8 grid, ``ncols`` per row (near-square by default)."""
-    imgs = [to_bgr(im) for im in images]
+                   pad: int = 2, min_side: int = MIN_CELL_SIDE) -> np.ndarray:
+    """N images [C, H, W] (0..255) -> one BGR uint8 grid, ``ncols`` per row (near-square by default), each image
+    enlarged (nearest, whole factor) to a short side of at least ``min_side`` (0: as generated)."""
+    imgs = [enlarge(to_bgr(im), min_side) for im in images]
     if not imgs:
         raise ValueError('gan pictures: no images for a grid')
     return make_grid(imgs, ncols=ncols or grid_columns(len(imgs)), pad=pad)

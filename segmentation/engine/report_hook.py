@@ -18,6 +18,8 @@ from oars.evaluation.confusion import overall_accuracy, per_class_scores
 from oars.visualization import ReportSection, plot_per_class_bars, write_html_report
 from oars.visualization.html_report import confusion_section
 from oars_deploy.draw import draw_legend, get_palette, overlay_mask, side_by_side
+from oars_deploy.draw.layout import enlarge, enlarge_factor
+from oars_deploy.draw.segmentation import MIN_SIDE
 from segmentation.evaluation.agreement import batch_confusions, per_image_miou
 from segmentation.registry import HOOKS
 
@@ -47,6 +49,8 @@ def error_panel(img: np.ndarray, gt: np.ndarray, pred: np.ndarray, class_names: 
     present. ``gt`` / ``pred``: (H, W) class ids at the image's original size (uint8 or uint16); errors are GT
     pixels (not ``ignore_index``) predicted as another class, in red on a dimmed image."""
     img, gt, pred = _fit(img, gt, pred)
+    factor = enlarge_factor(img.shape[0], img.shape[1], MIN_SIDE)  # small images drawn large enough to read
+    img, gt, pred = enlarge(img, factor), enlarge(gt, factor), enlarge(pred, factor)
     wrong = (pred != gt) if ignore_index is None else (pred != gt) & (gt != ignore_index)
     errors = (img.astype(np.float32) * 0.4).astype(np.uint8)
     errors[wrong] = (0, 0, 255)

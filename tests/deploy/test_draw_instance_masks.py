@@ -75,16 +75,16 @@ def test_detection_picture_draws_masks_under_boxes():
     pred = {'bboxes': np.array([[5, 5, 30, 30]], np.float32), 'labels': np.array([1]), 'scores': np.array([0.8]),
             'masks': rect(40, 40, 8, 28, 8, 28)[None]}
     gt = {'bboxes': pred['bboxes'], 'labels': np.array([1]), 'masks': pred['masks']}
-    plain = draw_detection_sample(img, {k: v for k, v in pred.items() if k != 'masks'}, NAMES, PALETTE)
-    with_masks = draw_detection_sample(img, pred, NAMES, PALETTE)
+    plain = draw_detection_sample(img, {k: v for k, v in pred.items() if k != 'masks'}, NAMES, PALETTE, min_side=0)
+    with_masks = draw_detection_sample(img, pred, NAMES, PALETTE, min_side=0)
     assert plain.shape == with_masks.shape
     diff = np.flatnonzero((plain != with_masks).any(axis=(0, 2)))
     assert diff.size > 0  # the fill changed the picture
     row = with_masks.shape[0] - 40 + 20  # image row 20, below the caption bar
     assert with_masks[row, 20].tolist() == [30, 158, 30]  # inside the mask: green fill over the grey image
-    both = draw_detection_sample(img, pred, NAMES, PALETTE, gt=gt)
+    both = draw_detection_sample(img, pred, NAMES, PALETTE, gt=gt, min_side=0)
     assert both[row, 20].tolist() == [30, 158, 30]  # the gt panel fills its masks too
-    low = draw_detection_sample(img, dict(pred, scores=np.array([0.1])), NAMES, PALETTE)
+    low = draw_detection_sample(img, dict(pred, scores=np.array([0.1])), NAMES, PALETTE, min_side=0)
     assert low[row, 20].tolist() == [60, 60, 60]  # below score_thr: neither box nor mask
 
 

@@ -62,7 +62,8 @@ def test_image_model_predictor_matches_pytorch(tmp_path):
         want = np.clip(np.rint(expected[i]), 0, 255).astype(np.uint8).transpose(1, 2, 0)[..., ::-1]
         assert np.abs(picture.astype(int) - want.astype(int)).max() <= 1
         pair = cv2.imread(str(tmp_path / "pred" / f"im{i}_pair.png"))
-        assert pair.shape == (32, 68, 3) and np.array_equal(pair[:, :32], images[i])
+        # input | output, each 32-px image enlarged 4x (nearest) to the pictures' 128-px minimum
+        assert pair.shape == (128, 2 * 128 + 4, 3) and np.array_equal(pair[::4, :128:4], images[i])
     failures = Failures()
     written = run_inference(cfg, str(ckpt), str(folder), str(tmp_path / "infer"), failures=failures)
     assert len(written) == 6 and len(failures) == 1
@@ -105,6 +106,7 @@ def test_attrs_and_flags_errors():
         check_gan_args(ns(input="a.png"), noise_gan)
     with pytest.raises(DeployError, match="--label applies to class-conditional"):
         check_gan_args(ns(label=1), noise_gan)
-    grid = image_grid([np.full((2, 3, 3), v, np.uint8) for v in (10, 20, 30)], gap=1)
+    grid = image_grid([np.full((2, 3, 3), v, np.uint8) for v in (10, 20, 30)], gap=1, min_side=0)
     assert grid.shape == (5, 7, 3) and grid[0, 0, 0] == 10 and grid[0, 4, 0] == 20 and grid[3, 0, 0] == 30
     assert grid[3, 4, 0] == 255  # the empty cell stays white
+    assert image_grid([np.full((2, 3, 3), 10, np.uint8)] * 3, gap=1, min_side=4).shape == (9, 13, 3)  # 2x cells

@@ -13,10 +13,13 @@ from detection.evaluation import image_errors, image_record
 from detection.evaluation.gt_utils import sample_for_drawing
 from detection.structures import DetDataSample
 from oars_deploy.draw import get_palette
+from oars_deploy.draw.detection import MIN_SIDE
+from oars_deploy.draw.layout import enlarge_factor
 
 CLASSES = ['circle', 'square']
 PALETTE = get_palette(2, [[220, 20, 60], [0, 128, 0]])
 H, W = 40, 60
+F = enlarge_factor(H, W, MIN_SIDE)  # the pictures enlarge small images by this whole factor before drawing
 
 
 def _sample(flip: bool = True) -> DetDataSample:
@@ -40,8 +43,8 @@ def _sample(flip: bool = True) -> DetDataSample:
     return s
 
 
-def _fill(row: np.ndarray, x: int, y: int) -> list[int]:
-    return row[row.shape[0] - H + y, x].tolist()  # picture row y, below the caption bar
+def _fill(row: np.ndarray, x: int, y: int, x0: int = 0) -> list[int]:
+    return row[row.shape[0] - F * (H - y), x0 + F * x].tolist()  # picture pixel (x, y), below the caption bar
 
 
 def test_masks_come_back_to_original_pixels_for_drawing():
@@ -61,8 +64,8 @@ def test_show_dir_picture_fills_gt_and_predicted_masks():
     grey = [100, 100, 100]
     green, crimson = [50, 114, 50], [80, 60, 160]  # 50/50 with (0, 128, 0) and (60, 20, 220) in BGR
     assert _fill(row, 15, 26) == green and _fill(row, 45, 26) == grey  # gt: the square's mask only
-    pred_x = row.shape[1] - W  # the prediction panel is the last W columns
-    assert _fill(row, pred_x + 45, 26) == crimson and _fill(row, pred_x + 15, 26) == grey
+    pred_x0 = row.shape[1] - F * W  # the prediction panel is the last F * W columns
+    assert _fill(row, 45, 26, pred_x0) == crimson and _fill(row, 15, 26, pred_x0) == grey
 
 
 def test_report_keeps_rles_and_its_panel_draws_them():

@@ -84,7 +84,8 @@ def test_sample_grid_noise_model_fixed_class_sweep(tmp_path):
     assert torch.rand(1) == before  # the fixed noise is drawn from its own generators
     path = tmp_path / 'samples' / 'iter_000010.png'
     first = cv2.imread(str(path))
-    assert first.shape == (2 * 16 + 3 * 2, 3 * 16 + 4 * 2, 3) and model.training  # 3 columns (classes), 2 rows
+    # 3 columns (classes), 2 rows of 16-px samples enlarged 4x
+    assert first.shape == (2 * 64 + 3 * 2, 3 * 64 + 4 * 2, 3) and model.training
     hook.write(runner, 11)
     assert np.array_equal(cv2.imread(str(tmp_path / 'samples' / 'iter_000011.png')), first)
     with pytest.raises(ValueError, match='interval'):

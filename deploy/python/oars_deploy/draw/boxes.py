@@ -23,7 +23,8 @@ def draw_boxes(img: np.ndarray, bboxes: np.ndarray, labels: np.ndarray, scores: 
 
     ``palette`` holds one RGB row per class (``get_palette``'s default when None). Each box gets a
     caption ``"name 0.87"`` (just the name when ``scores`` is None) on a filled box of its colour,
-    above the box when there is room, else inside it. Line width and font grow with the image; the
+    above the box when there is room, else inside it, or below it where that would cover another box's
+    caption (the strongest boxes choose first). Line width and font grow with the image; the
     font never drops below a readable size on small images. Boxes with score < ``score_thr`` are
     skipped; the rest are drawn from the lowest score up, so the strongest stay on top.
     """
@@ -54,19 +55,40 @@ def draw_boxes(img: np.ndarray, bboxes: np.ndarray, labels: np.ndarray, scores: 
 
     h, w = out.shape[:2]
     thick = max(1, int(round(max(h, w) / 400)))
-    font, font_scale = cv2.FONT_HERSHEY_SIMPLEX, float(np.clip(max(h, w) / 1000, 0.35, 1.0))
+    font, font_scale = cv2.FONT_HERSHEY_SIMPLEX, float(np.clip(max(h, w) / 800, 0.35, 1.0))
     font_thick = max(1, int(round(font_scale * 1.5)))
     limit = 4 * max(h, w)  # keeps wild coordinates inside OpenCV's int range
-    for i in keep:
-        x1, y1, x2, y2 = (int(round(v)) for v in np.clip(np.nan_to_num(boxes[i]), -limit, limit))
-        colour = tuple(int(c) for c in bgr[labels[i]])
-        cv2.rectangle(out, (x1, y1), (x2, y2), colour, thick, cv2.LINE_8)
-        caption = names[labels[i]] if scores is None else f'{names[labels[i]]} {scores[i]:.2f}'
-        (tw, th), base = cv2.getTextSize(caption, font, font_scale, font_thick)
-        bh = th + base + 2
-        top = y1 - bh if y1 - bh >= 0 else max(y1, 0)  # above the box, else inside its top edge
-        left = min(max(x1, 0), max(w - tw - 2, 0))
-        cv2.rectangle(out, (left, top), (left + tw + 2, top + bh), colour, cv2.FILLED)
-        cv2.putText(out, caption, (left + 1, top + th + 1), font, font_scale, _text_colour(bgr[labels[i]]),
+    corners = {int(i): tuple(int(round(v)) for v in np.clip(np.nan_to_num(boxes[i]), -limit, limit)) for i in keep}
+    captions, placed = {}, []
+    for i in keep[::-1]:  # the strongest box chooses its caption's place first
+        text = names[labels[i]] if scores is None else f'{names[labels[i]]} {scores[i]:.2f}'
+        (tw, th), base = cv2.getTextSize(text, font, font_scale, font_thick)
+        rect = _caption_rect(corners[int(i)], tw + 2, th + base + 2, w, h, placed)
+        placed.append(rect)
+        captions[int(i)] = (text, rect, th)
+    for i in keep:  # every box first, then the captions over them, so no box line crosses a caption
+        cv2.rectangle(out, corners[int(i)][:2], corners[int(i)][2:], tuple(int(c) for c in bgr[labels[i]]), thick,
+                      cv2.LINE_8)
+    for i in keep:  # from the lowest score up: where captions must overlap, the strongest stays on top
+        text, (left, top, right, bottom), th = captions[int(i)]
+        cv2.rectangle(out, (left, top), (right, bottom), tuple(int(c) for c in bgr[labels[i]]), cv2.FILLED)
+        cv2.putText(out, text, (left + 1, top + th + 1), font, font_scale, _text_colour(bgr[labels[i]]),
                     font_thick, cv2.LINE_AA)
     return out
+
+
+def _caption_rect(box: tuple[int, int, int, int], width: int, height: int, img_w: int, img_h: int,
+                  placed: list[tuple[int, int, int, int]]) -> tuple[int, int, int, int]:
+    """Where a caption of ``width`` x ``height`` pixels goes for the xyxy ``box``: above it, inside its top edge,
+    below it or inside its bottom edge, the first of these that lies in the image and overlaps no caption in
+    ``placed`` (so neighbouring objects' labels stay readable); the first that lies in the image when all
+    overlap. Returns (left, top, right, bottom), inclusive."""
+    x1, y1, _, y2 = box
+    left = min(max(x1, 0), max(img_w - width, 0))
+    tops = [y1 - height, max(y1, 0), y2 + 1, y2 - height]
+    inside = [t for t in tops if 0 <= t and t + height <= img_h - 1] or [max(min(y1, img_h - 1 - height), 0)]
+    for top in inside:
+        rect = (left, top, left + width, top + height)
+        if not any(rect[0] <= p[2] and p[0] <= rect[2] and rect[1] <= p[3] and p[1] <= rect[3] for p in placed):
+            return rect
+    return (left, inside[0], left + width, inside[0] + height)

@@ -9,7 +9,9 @@ import numpy as np
 
 from oars_deploy.draw.boxes import draw_boxes
 from oars_deploy.draw.instance_masks import draw_instance_masks
-from oars_deploy.draw.layout import side_by_side
+from oars_deploy.draw.layout import enlarge, enlarge_factor, side_by_side
+
+MIN_SIDE = 320  # smaller images (the 128-px demo shapes: 3x) are enlarged to this before boxes and captions are drawn
 
 
 def _panel(img_bgr: np.ndarray, found: dict[str, np.ndarray], class_names: Sequence[str], palette: np.ndarray,
@@ -25,15 +27,21 @@ def _panel(img_bgr: np.ndarray, found: dict[str, np.ndarray], class_names: Seque
 def draw_detection_sample(img_bgr: np.ndarray, pred: dict[str, np.ndarray], class_names: Sequence[str],
                           palette: np.ndarray, score_thr: float = 0.3,
                           gt: dict[str, np.ndarray] | None = None,
-                          titles: Sequence[str] | None = None) -> np.ndarray:
+                          titles: Sequence[str] | None = None, min_side: int = MIN_SIDE) -> np.ndarray:
     """One row: ground truth (when known) | predictions with scores at or above ``score_thr``.
 
     ``pred``: ``bboxes`` [K, 4], ``labels`` [K], ``scores`` [K] and optionally ``masks`` (bool [K, h, w], instance
     segmentation); ``gt``: ``bboxes``, ``labels`` and optionally ``masks``. Boxes are in the pixels of
     ``img_bgr``; masks are in those pixels or in a size they are scaled from (original-image masks on a resized
     picture). Masks are filled translucently in the class colour under their boxes. ``titles`` replaces the
-    default panel titles.
+    default panel titles. An image whose shorter side is below ``min_side`` is enlarged by a whole factor (nearest
+    neighbour; boxes scaled with it) before drawing, so captions fit beside small objects; 0 keeps the size.
     """
+    factor = enlarge_factor(img_bgr.shape[0], img_bgr.shape[1], min_side)
+    if factor > 1:
+        img_bgr = enlarge(img_bgr, factor)
+        pred = dict(pred, bboxes=np.asarray(pred["bboxes"], dtype=np.float64) * factor)
+        gt = None if gt is None else dict(gt, bboxes=np.asarray(gt["bboxes"], dtype=np.float64) * factor)
     panels, titles_ = [], []
     if gt is not None:
         panels.append(_panel(img_bgr, gt, class_names, palette, None, 0.0))

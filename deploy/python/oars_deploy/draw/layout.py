@@ -1,4 +1,4 @@
-"""Arrange images for reports: captioned panels side by side, and grids."""
+"""Arrange images for reports: captioned panels side by side, grids, and whole-factor enlargement of small images."""
 
 from __future__ import annotations
 
@@ -17,6 +17,35 @@ def _to_bgr(img: np.ndarray, where: str) -> np.ndarray:
     if img.ndim == 3 and img.shape[2] == 3:
         return img
     raise ValueError(f'{where}: images must be (H, W) or (H, W, 3), got shape {tuple(img.shape)}')
+
+
+def enlarge_factor(height: int, width: int, min_side: int) -> int:
+    """The smallest whole factor that brings the shorter of ``height`` and ``width`` to at least ``min_side``.
+
+    Why whole factors: pictures of small images (the 128-px demo shapes, 64-px GAN outputs) are enlarged *before*
+    boxes, captions and legends are drawn on them, so text keeps a readable size; a whole factor with nearest
+    neighbour keeps every source pixel a crisp square and class masks exact.
+
+    Returns:
+        int >= 1 (1 when the image is already large enough or ``min_side <= 0``).
+    """
+    short = max(1, min(int(height), int(width)))
+    return max(1, -(-int(min_side) // short))
+
+
+def enlarge(img: np.ndarray, factor: int) -> np.ndarray:
+    """Repeat every pixel ``factor`` times along H and W (nearest neighbour, exact for class-id maps).
+
+    Args:
+        img: ``[H, W]`` or ``[H, W, C]`` array of any dtype (images, class-id maps).
+        factor: whole factor >= 1.
+
+    Returns:
+        ``[H * factor, W * factor(, C)]`` array of ``img``'s dtype (``img`` itself when ``factor`` is 1).
+    """
+    if factor <= 1:
+        return img
+    return np.asarray(img).repeat(factor, axis=0).repeat(factor, axis=1)
 
 
 def side_by_side(panels: Sequence[np.ndarray], titles: Sequence[str], gap: int = 4) -> np.ndarray:

@@ -4,14 +4,32 @@ from __future__ import annotations
 
 import numpy as np
 
-from oars_deploy.draw.layout import side_by_side
+from oars_deploy.draw.layout import enlarge, enlarge_factor, side_by_side
 from oars_deploy.draw.masks import colorize_mask, draw_legend, overlay_mask
+
+MIN_SIDE = 256  # panels of smaller images (the 128-px demo shapes) are enlarged to this, so shapes and captions read
 
 
 def draw_sample(img_bgr: np.ndarray, pred: np.ndarray, palette: np.ndarray, gt: np.ndarray | None = None,
-                class_names: list[str] | None = None) -> np.ndarray:
+                class_names: list[str] | None = None, min_side: int = MIN_SIDE) -> np.ndarray:
     """One row of panels: the image, its ground truth (when known) and the prediction as class
-    colours, with a legend of the classes present."""
+    colours, with a legend of the classes present.
+
+    Args:
+        img_bgr: uint8 [H, W, 3] BGR image.
+        pred: integer [H, W] class ids (255: ignore).
+        palette: [C, 3] RGB rows.
+        gt: integer [H, W] class ids or None.
+        class_names: C names for the legend (no legend when None).
+        min_side: an image whose shorter side is below this is enlarged by a whole factor (nearest neighbour)
+            before drawing, so small images are large enough to read; 0 keeps the size.
+
+    Returns:
+        uint8 [H', W', 3] BGR picture.
+    """
+    factor = enlarge_factor(img_bgr.shape[0], img_bgr.shape[1], min_side)
+    img_bgr, pred = enlarge(img_bgr, factor), enlarge(pred, factor)
+    gt = None if gt is None else enlarge(gt, factor)
     panels, titles = [img_bgr], ["image"]
     if gt is not None:
         panels.append(colorize_mask(gt, palette))

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from oars_deploy.draw.layout import enlarge, enlarge_factor
 from oars_deploy.errors import DeployError
 
 GAN_KEY = "gan"
@@ -134,8 +135,17 @@ def to_bgr_images(batch: Any) -> list[np.ndarray]:
     return [np.ascontiguousarray(x.transpose(1, 2, 0)[..., ::-1]) for x in arr]
 
 
-def side_by_side(left: np.ndarray, right: np.ndarray, gap: int = 4) -> np.ndarray:
-    """``left | right`` on one white-separated canvas (both HxWx3 uint8; the shorter one is padded at the bottom)."""
+PAIR_MIN_SIDE = 128  # pair pictures of small images (the 64-px pix2pix demo) are enlarged to this
+GRID_MIN_SIDE = 64  # grid cells of small samples (the 32-px CGAN digits) are enlarged to this
+
+
+def side_by_side(left: np.ndarray, right: np.ndarray, gap: int = 4, min_side: int = PAIR_MIN_SIDE) -> np.ndarray:
+    """``left | right`` on one white-separated canvas (both HxWx3 uint8; the shorter one is padded at the bottom).
+
+    Both are enlarged by the same whole factor (nearest neighbour) until the smaller one's short side reaches
+    ``min_side`` (0: as they are), so a 64-px translation is large enough to compare with its input."""
+    factor = enlarge_factor(min(left.shape[0], right.shape[0]), min(left.shape[1], right.shape[1]), min_side)
+    left, right = enlarge(left, factor), enlarge(right, factor)
     h = max(left.shape[0], right.shape[0])
     canvas = np.full((h, left.shape[1] + gap + right.shape[1], 3), 255, dtype=np.uint8)
     canvas[:left.shape[0], :left.shape[1]] = left
@@ -143,10 +153,14 @@ def side_by_side(left: np.ndarray, right: np.ndarray, gap: int = 4) -> np.ndarra
     return canvas
 
 
-def image_grid(images: Sequence[np.ndarray], ncol: int | None = None, gap: int = 2) -> np.ndarray:
-    """The images (same size HxWx3 uint8) in rows of ``ncol`` (default ceil(sqrt(N))), ``gap`` white pixels apart."""
+def image_grid(images: Sequence[np.ndarray], ncol: int | None = None, gap: int = 2,
+               min_side: int = GRID_MIN_SIDE) -> np.ndarray:
+    """The images (same size HxWx3 uint8) in rows of ``ncol`` (default ceil(sqrt(N))), ``gap`` white pixels apart;
+    each enlarged by a whole factor (nearest neighbour) to a short side of at least ``min_side`` (0: as they are)."""
     if not images:
         raise DeployError("no images to put in a grid")
+    factor = enlarge_factor(images[0].shape[0], images[0].shape[1], min_side)
+    images = [enlarge(img, factor) for img in images]
     n = len(images)
     ncol = ncol or int(np.ceil(np.sqrt(n)))
     nrow = int(np.ceil(n / ncol))
