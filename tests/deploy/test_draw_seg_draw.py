@@ -76,3 +76,23 @@ def test_draw_legend_appends_panel_with_present_classes_only():
     assert full.shape[0] > out.shape[0] - 1 and (full[:, 10:].reshape(-1, 3) == [0, 255, 0]).all(1).any()
     with pytest.raises(ValueError, match='2 class names but the palette has 3'):
         draw_legend(img, names[:2], PAL)
+
+
+def test_enlarged_drawing_equals_drawing_the_enlarged_inputs():
+    """Colours and overlay drawn at the image's size then enlarged are the pixels of drawing the enlarged image and
+    label map (the cheaper order draw_sample uses); ids_present is np.unique."""
+    from oars_deploy.draw import get_palette
+    from oars_deploy.draw.segmentation import draw_sample, ids_present
+
+    rng = np.random.default_rng(0)
+    img = rng.integers(0, 256, (60, 90, 3), dtype=np.uint8)
+    pred = rng.integers(0, 4, (60, 90))
+    gt = pred.copy()
+    gt[:5] = 255
+    pal = get_palette(4)
+    big = [np.repeat(np.repeat(a, 5, axis=0), 5, axis=1) for a in (img, pred, gt)]
+    fast = draw_sample(img, pred, pal, gt=gt, class_names=list("abcd"), min_side=256)
+    slow = draw_sample(*big[:2], pal, gt=big[2], class_names=list("abcd"), min_side=0)
+    np.testing.assert_array_equal(fast, slow)
+    for mask in (pred, gt, np.zeros((0, 3), np.int64), np.array([[-1, 2], [2, 7]])):
+        np.testing.assert_array_equal(ids_present(mask), np.unique(mask))

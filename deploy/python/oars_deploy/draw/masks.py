@@ -44,10 +44,12 @@ def colorize_mask(mask: np.ndarray, palette: Sequence[Sequence[int]] | np.ndarra
 
 
 def overlay_mask(img_bgr: np.ndarray, mask: np.ndarray, palette: Sequence[Sequence[int]] | np.ndarray,
-                 alpha: float = 0.5, ignore_index: int | None = 255) -> np.ndarray:
+                 alpha: float = 0.5, ignore_index: int | None = 255, colour: np.ndarray | None = None) -> np.ndarray:
     """Blend class colours over a BGR image: ``round((1 - alpha) * img + alpha * colour)``.
 
-    ``ignore_index`` pixels keep the image unchanged. Returns a new uint8 image.
+    ``ignore_index`` pixels keep the image unchanged. ``colour``: :func:`colorize_mask` of ``mask`` when the
+    caller has it already (a picture that shows the mask too: it is not computed twice). Returns a new uint8
+    image.
     """
     img = np.asarray(img_bgr)
     if img.dtype != np.uint8 or img.ndim != 3 or img.shape[2] != 3:
@@ -57,7 +59,7 @@ def overlay_mask(img_bgr: np.ndarray, mask: np.ndarray, palette: Sequence[Sequen
         raise ValueError(f'mask shape {tuple(np.shape(mask))} differs from image size {img.shape[:2]}')
     if not 0.0 <= float(alpha) <= 1.0:
         raise ValueError(f'alpha must be in [0, 1], got {alpha}')
-    colour = colorize_mask(mask, palette, ignore_index).astype(np.float32)
+    colour = (colorize_mask(mask, palette, ignore_index) if colour is None else colour).astype(np.float32)
     blended = np.rint((1.0 - alpha) * img.astype(np.float32) + alpha * colour)
     out = np.clip(blended, 0, 255).astype(np.uint8)
     if ignore_index is not None:
