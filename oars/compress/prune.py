@@ -4,7 +4,9 @@ The dependency graph of torch-pruning keeps the network valid: removing an outpu
 the matching input channel of every layer that reads it (through residual additions, concatenations and
 normalisations). Layers outside the pruning scope (by default everything but ``backbone`` and ``neck``: the heads,
 whose final class/box convolutions must keep their channels) are never pruned at their outputs; their inputs follow
-the scope's pruned widths.
+the scope's pruned widths. Scope layers whose outputs reach RoI pooling keep them too
+(:mod:`oars.compress.prune_kept`): an R-CNN's FPN is pruned inside (its lateral convs, coupled across levels by the
+top-down additions, and the output convs' inputs), while the maps the RPN and RoI heads read keep their width.
 
 A target (``target_flops=0.5``: the pruned model has at most 50% of the original FLOPs) is reached by bisection on
 the per-layer channel ratio, each trial pruning a copy; ``steps=N`` reaches it in N pruning steps with importance
@@ -15,7 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -82,8 +84,10 @@ def _in_scope(path: str, prefixes: list[str]) -> bool:
     return any(path == p or path.startswith(p + ".") for p in prefixes)
 
 
-def scope_layers(model: nn.Module, settings: PruneSettings) -> tuple[list[str], list[nn.Module]]:
-    """The scope prefixes that exist in ``model`` and the layers pruning must keep whole at their outputs.
+def scope_layers(model: nn.Module, settings: PruneSettings,
+                 kept: Sequence[str] = ()) -> tuple[list[str], list[nn.Module]]:
+    """The scope prefixes that exist in ``model`` and the layers pruning must keep whole at their outputs: those
+    outside the scope, those in ``settings.ignore`` and the module paths in ``kept`` (:func:`kept_layers`).
 
     Raises:
         OarsError: no scope prefix names a module of the model, or an ``ignore`` path is not a module (named).
@@ -101,7 +105,7 @@ def scope_layers(model: nn.Module, settings: PruneSettings) -> tuple[list[str], 
             raise OarsError(f"compress.ignore: {path!r} is not a module of {type(model).__name__}")
     roots = (tp.ops.TORCH_CONV, tp.ops.TORCH_LINEAR)
     ignored = [m for n, m in model.named_modules()
-               if isinstance(m, roots) and (not _in_scope(n, prefixes) or _in_scope(n, settings.ignore))]
+               if isinstance(m, roots) and (not _in_scope(n, prefixes) or _in_scope(n, settings.ignore) or n in kept)]
     return prefixes, ignored
 
 
@@ -113,11 +117,23 @@ def check_supported(model: nn.Module, prefixes: list[str]) -> None:
     """
     import torch_pruning as tp
 
+    from .prune_layers import custom_pruners
+
     graph = tp.DependencyGraph()
+    for layer_type, rule in custom_pruners().items():
+        graph.register_customized_layer(layer_type, rule)
     bad = []
     for path, module in model.named_modules():
+        if not _in_scope(path, prefixes):
+            continue
         own = list(module.parameters(recurse=False)) + [b for b in module.buffers(recurse=False) if b is not None]
-        if own and _in_scope(path, prefixes) and graph.get_pruner_of_module(module) is None:
+        rule = graph.get_pruner_of_module(module)
+        # a layer type torch-pruning does not know gets its generic element-wise rule, which slices parameters it
+        # finds unwrapped but never buffers: FrozenBatchNorm2d (weights held as buffers) would keep the old width
+        generic = rule is None or (type(module) not in graph.CUSTOMIZED_PRUNERS
+                                   and tp.ops.module2type(module) == tp.ops.OPTYPE.ELEMENTWISE)
+        buffers = [b for b in module.buffers(recurse=False) if b is not None and b.dim() > 0]
+        if (own and rule is None) or (generic and buffers):
             bad.append(f"{path} ({type(module).__name__})")
     if bad:
         raise OarsError("these layers inside the pruning scope cannot be pruned (torch-pruning has no rule for "
@@ -148,16 +164,36 @@ def trace_forwards(model: nn.Module) -> Iterator[None]:
             del module.forward
 
 
+def kept_layers(model: nn.Module, inputs: Any, forward_fn: ForwardFn, prefixes: list[str]) -> dict[str, str]:
+    """In-scope layers that keep their output width although the graph could prune them (their outputs reach RoI
+    pooling: :mod:`oars.compress.prune_kept`), each with the reason; traced once, on the unpruned model."""
+    import torch_pruning as tp
+
+    from .prune_kept import roi_pooled_layers
+    from .prune_layers import custom_pruners
+
+    try:
+        with trace_forwards(model):
+            graph = tp.DependencyGraph().build_dependency(model, example_inputs=inputs, forward_fn=forward_fn,
+                                                          customized_pruners=custom_pruners())
+    except Exception as err:  # noqa: BLE001 - tracing failures come from deep inside the model
+        raise OarsError(f"the dependency graph of {type(model).__name__} could not be traced for pruning: "
+                        f"{type(err).__name__}: {err}") from err
+    return roi_pooled_layers(model, graph, prefixes)
+
+
 def _build_pruner(model: nn.Module, inputs: Any, forward_fn: ForwardFn, settings: PruneSettings, ratio: float,
                   ignored: list[nn.Module]):
     import torch_pruning as tp
+
+    from .prune_layers import custom_pruners
 
     try:
         with trace_forwards(model):
             return tp.pruner.MetaPruner(
             model, inputs, importance=_importance(settings.criterion), pruning_ratio=ratio,
             max_pruning_ratio=settings.max_layer_ratio, ignored_layers=ignored, round_to=settings.round_to,
-            global_pruning=settings.global_pruning, forward_fn=forward_fn)
+            global_pruning=settings.global_pruning, forward_fn=forward_fn, customized_pruners=custom_pruners())
     except Exception as err:  # noqa: BLE001 - tracing failures come from deep inside the model
         raise OarsError(f"the dependency graph of {type(model).__name__} could not be traced for pruning: "
                         f"{type(err).__name__}: {err}") from err
@@ -181,10 +217,11 @@ def _taylor_grads(model: nn.Module, loss_fn: LossFn | None) -> None:
 
 
 def _prune_copy(model: nn.Module, inputs: Any, forward_fn: ForwardFn, settings: PruneSettings, ratio: float,
-                loss_fn: LossFn | None) -> tuple[nn.Module, Any]:
-    """A copy of ``model`` with every in-scope layer pruned by ``ratio`` (one torch-pruning step)."""
+                loss_fn: LossFn | None, kept: Sequence[str]) -> tuple[nn.Module, Any]:
+    """A copy of ``model`` with every in-scope layer pruned by ``ratio`` (one torch-pruning step), the layers in
+    ``kept`` whole at their outputs."""
     trial = copy.deepcopy(model)
-    _, ignored = scope_layers(trial, settings)
+    _, ignored = scope_layers(trial, settings, kept)
     if settings.criterion == "taylor":
         _taylor_grads(trial, loss_fn)
     pruner = _build_pruner(trial, inputs, forward_fn, settings, ratio, ignored)
@@ -198,15 +235,15 @@ def _measure(model: nn.Module, inputs: Any, forward_fn: ForwardFn, what: str) ->
 
     Raises:
         OarsError: the pruned network fails (a scope layer feeds an operation the dependency graph cannot follow,
-            such as RoI pooling that reads a neck's channels), with the model's own message.
+            or a layer that checks its input width against a constructor argument), with the model's own message.
     """
     try:
         flops = count_flops(model, inputs, forward_fn)
     except (RuntimeError, ValueError, IndexError) as err:
         raise OarsError(f"the pruned network no longer runs ({type(err).__name__}: {err}); a layer in compress.scope "
-                        "feeds an operation the dependency graph cannot follow (e.g. RoI pooling reading a neck's "
-                        "channels): narrow compress.scope (e.g. [backbone]) or add that layer to compress.ignore"
-                        ) from None
+                        "feeds an operation the dependency graph cannot follow, or a layer outside it that keeps its "
+                        "input width: add the layer that feeds it to compress.ignore (keeps its output channels) or "
+                        "narrow compress.scope (e.g. [backbone])") from None
     return flops if what == "flops" else float(count_params(model))
 
 
@@ -255,19 +292,21 @@ def prune_to_target(model: nn.Module, inputs: Any, settings: PruneSettings, forw
     model = copy.deepcopy(model).eval()
     prefixes, ignored = scope_layers(model, settings)
     check_supported(model, prefixes)
+    kept = kept_layers(model, inputs, forward_fn, prefixes)
     flops0, params0 = count_flops(model, inputs, forward_fn), count_params(model)
     before = flops0 if what == "flops" else float(params0)
     current, ratios, pruner = model, [], None
     for step in range(1, settings.steps + 1):
         goal = before * (1.0 - (1.0 - target) * step / settings.steps)
-        current, ratio, pruner = _bisect(current, inputs, forward_fn, settings, loss_fn, what, goal, before, target)
+        current, ratio, pruner = _bisect(current, inputs, forward_fn, settings, loss_fn, kept, what, goal,
+                                         before, target)
         ratios.append(ratio)
     after = _measure(current, inputs, forward_fn, what)
-    _, ignored_now = scope_layers(current, settings)
+    _, ignored_now = scope_layers(current, settings, list(kept))
     report = PruneReport(measure=what, target=target, before=before, after=after, flops_before=flops0,
                          flops_after=count_flops(current, inputs, forward_fn), params_before=params0,
                          params_after=count_params(current), step_ratios=ratios,
-                         unprunable=tied_layers(current, pruner, prefixes, ignored_now) if pruner else {})
+                         unprunable={**kept, **(tied_layers(current, pruner, prefixes, ignored_now) if pruner else {})})
     return current, report
 
 
@@ -288,11 +327,11 @@ def _target(settings: PruneSettings) -> tuple[str, float]:
     return what, float(value)
 
 
-def _bisect(model: nn.Module, inputs: Any, forward_fn: ForwardFn, settings: PruneSettings,
-            loss_fn: LossFn | None, what: str, goal: float, original: float, target: float):
+def _bisect(model: nn.Module, inputs: Any, forward_fn: ForwardFn, settings: PruneSettings, loss_fn: LossFn | None,
+            kept: dict[str, str], what: str, goal: float, original: float, target: float):
     """The smallest one-step channel ratio whose pruned copy of ``model`` measures <= ``goal``."""
     hi = settings.max_layer_ratio
-    best, pruner = _prune_copy(model, inputs, forward_fn, settings, hi, loss_fn)
+    best, pruner = _prune_copy(model, inputs, forward_fn, settings, hi, loss_fn, list(kept))
     value = _measure(best, inputs, forward_fn, what)
     if value > goal * (1 + 1e-9):
         raise OarsError(
@@ -303,7 +342,7 @@ def _bisect(model: nn.Module, inputs: Any, forward_fn: ForwardFn, settings: Prun
     lo, best_ratio = 0.0, hi
     for _ in range(_BISECT_ROUNDS):
         mid = (lo + hi) / 2
-        trial, trial_pruner = _prune_copy(model, inputs, forward_fn, settings, mid, loss_fn)
+        trial, trial_pruner = _prune_copy(model, inputs, forward_fn, settings, mid, loss_fn, list(kept))
         if _measure(trial, inputs, forward_fn, what) <= goal * (1 + 1e-9):
             hi, best, best_ratio, pruner = mid, trial, mid, trial_pruner
         else:

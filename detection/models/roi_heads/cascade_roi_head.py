@@ -156,10 +156,11 @@ class CascadeRoIHead(RoIHeadBase):
 
     def _refine_rois(self, stage: int, rois: Tensor, cls_score: Tensor, bbox_pred: Tensor) -> Tensor:
         """Tensor mode: every RoI ``[R, 5]`` moved by ``stage``'s regression of its best foreground class
-        (not clipped: no image size is known here)."""
+        (not clipped: no image size is known here). Detached, as between training stages (RoI pooling passes no
+        gradient to its boxes anyway): the pruner's graph tracer cannot size this concatenation of boxes."""
         labels = cls_score[:, :-1].argmax(dim=1)
         boxes = self.bbox_head[stage].regress_by_class(rois[:, 1:], labels, bbox_pred, None)
-        return torch.cat([rois[:, :1], boxes], dim=1)
+        return torch.cat([rois[:, :1], boxes], dim=1).detach()
 
     def _combine(self, stage_scores: list[Tensor]) -> Tensor:
         """The stages' classifier outputs combined by ``score_combination`` (logits, or probabilities)."""
