@@ -21,6 +21,8 @@ from typing import Any
 import numpy as np
 from mmengine.config import Config
 
+from oars.errors import OarsError
+
 QUANTIZED_KERNELS = ("QLinearConv", "QLinearMatMul", "ConvInteger", "MatMulInteger")
 
 
@@ -82,7 +84,14 @@ def export_qat(cfg: Config, float_cfg: Config, checkpoint: str, out_dir: str, op
     int8_path = osp.join(out_dir, "model_int8.onnx")
     tmp = temp_path(int8_path)
     try:
-        export_spec_to_onnx(spec, torch.from_numpy(inputs[0]), tmp, options)
+        try:
+            export_spec_to_onnx(spec, torch.from_numpy(inputs[0]), tmp, options)
+        except OarsError as err:
+            if options.input_shape[0] == 1 and "!= 1" in str(err):  # a shape guard of the batch-2 capture
+                raise OarsError(f"{err}\nThe QAT graph was captured with a batch of 2 and keeps batch 1 apart "
+                                "(e.g. TSM's shift reshapes N*T frames by the batch): export it with a batch of 2, "
+                                "-o export.batch=2 (video) or export.input_shape=[2, ...]") from None
+            raise
         ref, low = ort_session(result["onnx"]), ort_session(tmp)
         runs = [(ort_outputs(ref, spec.input_name, x), ort_outputs(low, spec.input_name, x)) for x in inputs]
         reference = {n: np.concatenate([r[n] for r, _ in runs]) for n in spec.output_names}
@@ -130,6 +139,7 @@ def float_checkpoint(float_cfg: Config, checkpoint: str, path: str) -> str:
     import torch
     from mmengine.registry import MODELS, DefaultScope
 
+    from oars.compress.qat import capture_shape
     from oars.compress.qat_model import unfold_state_dict
     from oars.engine.checkpoint import load_checkpoint_file, state_dict_from_checkpoint
     from oars.tasks import activate
@@ -140,7 +150,7 @@ def float_checkpoint(float_cfg: Config, checkpoint: str, path: str) -> str:
     with DefaultScope.overwrite_default_scope(scope):
         model = MODELS.build(copy.deepcopy(float_cfg.model))
     ckpt = load_checkpoint_file(checkpoint)
-    state = unfold_state_dict(model, state_dict_from_checkpoint(ckpt), float_cfg.export["input_shape"])
+    state = unfold_state_dict(model, state_dict_from_checkpoint(ckpt), capture_shape(float_cfg))
     model.load_state_dict(state, strict=True)  # the layout is the float model's, or this names the difference
     tmp = temp_path(path)
     try:
