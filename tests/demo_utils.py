@@ -89,3 +89,13 @@ def random_checkpoint(config: str, overrides: list[str], folder) -> str:
     path = os.path.join(str(folder), "model.pth")
     torch.save({"state_dict": model.state_dict(), "meta": {"dataset_meta": {"classes": classes}}}, path)
     return path
+
+
+def load_tool(name: str):
+    """tools/<name>.py imported as a module (its ``main``/``build_parser`` called in-process: no interpreter start)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(f"{name}_tool", os.path.join(ROOT, "tools", f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

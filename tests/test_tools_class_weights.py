@@ -3,7 +3,6 @@ explains, and one run as a user runs it (subprocess, relative paths)."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 import subprocess
@@ -12,6 +11,7 @@ import sys
 import numpy as np
 import pytest
 import yaml
+from demo_utils import load_tool
 from PIL import Image
 
 from oars.config import load_config
@@ -44,12 +44,6 @@ train_dataloader:
 """
 
 
-def load_tool():
-    spec = importlib.util.spec_from_file_location("class_weights_tool", TOOL)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
 
 def make_set(root) -> str:
     for sub in ("images", "labels"):
@@ -73,7 +67,7 @@ def printed_weights(stdout: str) -> list[float]:
 
 def test_median_frequency_weights_errors_and_reduce_zero_label(tmp_path, capsys):
     cfg = make_set(tmp_path)
-    tool = load_tool()
+    tool = load_tool('class_weights')
     tool.main(["-c", cfg, "-o", f"train_dataloader.dataset.data_root={tmp_path / 'data'}"])
     out, err = capsys.readouterr()
     assert "warning: class 'c' has no labelled pixel in the 3 label maps counted; its weight is 0" in err

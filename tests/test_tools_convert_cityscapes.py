@@ -4,7 +4,6 @@ every bad file names the json and the object; existing maps are kept unless --ov
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -12,7 +11,7 @@ import sys
 
 import numpy as np
 import pytest
-from demo_utils import ROOT
+from demo_utils import ROOT, load_tool
 from PIL import Image, ImageDraw
 
 from oars.errors import DataError, DataFileNotFoundError
@@ -59,12 +58,6 @@ def expected_map() -> np.ndarray:
     expected[2, 7] = 11
     return expected
 
-
-def load_tool():
-    spec = importlib.util.spec_from_file_location('convert_tool', os.path.join(ROOT, 'tools', 'convert.py'))
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
-    return tool
 
 
 @pytest.mark.slow  # a subprocess that imports the tasks (5-8 s of CPU)
@@ -156,7 +149,7 @@ def test_deleted_objects_are_not_checked_and_no_files_found(tmp_path):
 
 def test_existing_maps_are_kept_unless_overwrite_and_out_may_not_mix_layouts(tmp_path):
     """Through tools/convert.py's main (in-process)."""
-    tool = load_tool()
+    tool = load_tool('convert')
     gt = tmp_path / 'gtFine'
     write_polygons(gt / 'val' / 'lindau', STEM, OBJECTS)
     precious = gt / 'val' / 'lindau' / f'{STEM}_gtFine_labelTrainIds.png'

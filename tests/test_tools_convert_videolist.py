@@ -4,14 +4,13 @@ every error names the folder, or the split file and line."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import subprocess
 import sys
 import warnings
 
 import pytest
-from demo_utils import ROOT
+from demo_utils import ROOT, load_tool
 
 from oars.errors import DataError, DataFileNotFoundError
 from oars_deploy.output_paths import OutputPathError
@@ -35,12 +34,6 @@ def read(path) -> str:
     with open(path) as f:
         return f.read()
 
-
-def load_tool():
-    spec = importlib.util.spec_from_file_location('convert_tool', os.path.join(ROOT, 'tools', 'convert.py'))
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
-    return tool
 
 
 @pytest.mark.slow  # a subprocess that imports the tasks (5-8 s of CPU)
@@ -153,7 +146,7 @@ def test_folder_errors(tmp_path):
 
 def test_existing_lists_are_kept_unless_overwrite(tmp_path):
     """Through tools/convert.py's main (in-process), with the flags a user types."""
-    tool = load_tool()
+    tool = load_tool('convert')
     root = make_tree(tmp_path / 'videos', empty=())
     out = tmp_path / 'lists'
     out.mkdir()

@@ -21,14 +21,12 @@ from collections import Counter
 from collections.abc import Sequence
 
 import numpy as np
-from PIL import Image
 
 from detection.datasets.coco import load_coco, segmentation_mask
 from detection.datasets.converters import polygon_area
 from detection.datasets.cvat_xml import CvatShape, read_cvat_xml
+from detection.datasets.yolo_files import image_size as header_size
 from oars.errors import DataError, DataFileNotFoundError
-
-SWAPPED_ORIENTATIONS = (5, 6, 7, 8)  # EXIF orientations that turn the image by 90 degrees
 
 
 def _class_names(classes: Sequence[str] | None, labels: Sequence[str], source: str) -> list[str]:
@@ -227,15 +225,10 @@ def coco_json_to_coco(path: str, classes: Sequence[str] | None = None) -> tuple[
 
 
 def image_size(path: str) -> tuple[int, int] | None:
-    """``(width, height)`` of an image file as oars reads it (EXIF orientation applied), or None if PIL cannot
-    open it."""
-    try:
-        with Image.open(path) as im:
-            width, height = im.size
-            orientation = im.getexif().get(0x0112, 1)
-    except (OSError, ValueError, SyntaxError):
-        return None
-    return (height, width) if orientation in SWAPPED_ORIENTATIONS else (width, height)
+    """``(width, height)`` of an image file as oars reads it (EXIF orientation applied; CVAT's order), or None if
+    PIL cannot open it. The reading is :func:`detection.datasets.yolo_files.image_size`'s."""
+    size = header_size(path)
+    return None if size is None else (size[1], size[0])
 
 
 def check_images(coco: dict, img_dir: str, source: str, max_examples: int = 5) -> None:

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import argparse
 import ast
-import importlib.util
 import os
 import sys
 from importlib.metadata import entry_points
 
 import pytest
-from demo_utils import DEMO_CFG, ROOT
+from demo_utils import DEMO_CFG, ROOT, load_tool
 from mmengine.config import Config
 
 from oars.errors import OarsError
@@ -63,12 +62,6 @@ def toy():
     finally:
         TASKS.unregister(task.scope)
 
-
-def load_tool(name: str):
-    spec = importlib.util.spec_from_file_location(f"{name}_tool", os.path.join(ROOT, "tools", f"{name}.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 # ----------------------------------------------------------------------------------------------- the registry
