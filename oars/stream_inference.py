@@ -57,7 +57,7 @@ def stream_plugin(task: Task, cfg: Any) -> Any | None:
 
 def add_stream_arguments(parser: argparse.ArgumentParser) -> None:
     """The stream flags ``tools/infer.py`` shares with ``oars-infer`` (``--every``, ``--max-frames``,
-    ``--batch-size``, ``--track`` and its parameters)."""
+    ``--batch-size``, ``--track`` and its parameters, ``--window`` / ``--stride``)."""
     from oars_deploy.track.options import add_track_arguments
 
     group = parser.add_argument_group("streams (-i a video file, a URL or a camera index for an image model)")
@@ -66,6 +66,10 @@ def add_stream_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--batch-size", type=int, default=None,
                        help="frames per model call (default: 1 for a camera or URL, 8 for a file)")
     add_track_arguments(group)
+    group.add_argument("--window", type=int, default=None,
+                       help="clip classifiers: classify the last N frames of the stream, one record per window")
+    group.add_argument("--stride", type=int, default=None,
+                       help="--window: frames between the ends of two windows (default: the window, no overlap)")
 
 
 def infer_stream(task: Task, cfg: Any, weights: str, source: Any, output: str, args: argparse.Namespace,
@@ -90,13 +94,38 @@ def infer_stream(task: Task, cfg: Any, weights: str, source: Any, output: str, a
     from oars_deploy.streams.run import run_stream
 
     plugin = stream_plugin(task, cfg)
+    args = argparse.Namespace(**{"draw_threshold": None, "topk": 5, **vars(args), "output_dir": output})
     if plugin is None:
-        return None
-    args = argparse.Namespace(**{"draw_threshold": None, **vars(args), "output_dir": output})
+        return _clip_windows(task, cfg, weights, source, args, device)
     try:
         check_stream_flags(args, plugin)
         model = init_model(cfg, weights, device)
         return run_stream(plugin, TorchFramePredictor(model, cfg, task), args, source)
+    except DeployError as err:
+        raise OarsError(str(err)) from None
+
+
+def _clip_windows(task: Task, cfg: Any, weights: str, source: Any, args: argparse.Namespace,
+                  device: str) -> Any | None:
+    """``--window N``: the task's clip classifier (``Task.clip_stream_predictor``) window by window over the stream
+    (:func:`oars_deploy.streams.windows.run_windows`); None without ``--window`` (the stream is the task's own
+    input, e.g. a whole video for a recognizer)."""
+    from oars.inference import init_model
+    from oars_deploy.errors import DeployError
+    from oars_deploy.streams.windows import run_windows
+
+    if getattr(args, "window", None) is None:
+        if getattr(args, "stride", None) is not None:
+            raise OarsError("--stride applies to --window (sliding-window clip classification)")
+        return None
+    if getattr(args, "track", False):
+        raise OarsError("--track applies to detection models, not to clip classifiers")
+    model = init_model(cfg, weights, device)
+    predictor = task.clip_stream_predictor(model, cfg)
+    if predictor is None:
+        raise OarsError(f"--window applies to clip classifiers; {cfg.filename} is not one")
+    try:
+        return run_windows(args, source, predictor)
     except DeployError as err:
         raise OarsError(str(err)) from None
 
@@ -109,7 +138,9 @@ def refuse_stream_flags(args: argparse.Namespace, why: str) -> None:
     given = [flag for flag, value, default in (("--every", getattr(args, "every", 1), 1),
                                                ("--max-frames", getattr(args, "max_frames", None), None),
                                                ("--batch-size", getattr(args, "batch_size", None), None),
-                                               ("--track", getattr(args, "track", False), False))
+                                               ("--track", getattr(args, "track", False), False),
+                                               ("--window", getattr(args, "window", None), None),
+                                               ("--stride", getattr(args, "stride", None), None))
              if value != default]
     given += [flag for flag, key in TRACK_FLAGS.items() if getattr(args, key, None) is not None]
     if given:

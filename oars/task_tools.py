@@ -60,6 +60,13 @@ class TaskToolHooks:
         not predict single images, so ``-i`` is the task's own input (a video for a recognizer)."""
         return None
 
+    def clip_stream_predictor(self, model: torch.nn.Module, cfg: Config) -> Any | None:
+        """``tools/infer.py --window N`` on a stream: an object in the runtime ``VideoPredictor``'s role for
+        ``oars_deploy.streams.windows.run_windows`` (``sampling``, ``steps``, ``input_shape``, ``batch_size``,
+        ``labels``, ``model_dir``, ``infer(batch) -> scores [N, C]``, ``result``) running ``model``. None (the
+        default): the task's models do not classify clips of frames."""
+        return None
+
     def predict_inputs(self, model: torch.nn.Module, cfg: Config,
                        inputs: list[tuple[str, Any]]) -> tuple[str, list[dict]]:
         """``oars.Model.predict``: run ``model`` (built from ``cfg``, eval mode) on ``inputs``, ``(name, array)``

@@ -89,3 +89,32 @@ def test_segmenter_stream_and_refused_flags(infer_main, demo_data, video, tmp_pa
         infer_main(["-c", DEMO_CFG, "-w", ckpt, "-i", video, "-o", str(tmp_path / "b"), *opts,
                     "--track-buffer", "5"])
     assert not os.path.exists(tmp_path / "t") and not os.path.exists(tmp_path / "b")
+
+
+def test_recognizer_windows_over_a_stream(infer_main, tmp_path):
+    """--window N --stride S on a video recognizer: one record per window with its frames and times; a window over
+    the whole 16-frame video gives Model.predict's scores for that video (the test pipeline vs the export's
+    sampling and steps with the export's graph module, run eagerly)."""
+    from oars import Model
+    from video.demo_data import generate
+
+    generate(tmp_path / "data", num_train=1, num_val=1, size=64, num_frames=16)
+    video = str(tmp_path / "data" / "videos" / "val" / "00000.mp4")
+    cfg = os.path.join(ROOT, "configs/video/tsm/tsm_r18_demo_videos.yaml")
+    opts = ["model.backbone.base_channels=8"]
+    ckpt = random_checkpoint(cfg, opts, tmp_path)
+    out = tmp_path / "windows"
+    infer_main(["-c", cfg, "-w", ckpt, "-i", video, "-o", str(out), *opts, "--window", "8", "--stride", "4"])
+    records = read_records(out)
+    assert [(r["start_frame"], r["end_frame"]) for r in records] == [(0, 7), (4, 11), (8, 15)]
+    assert records[0]["predictor"] == "clip_classes" and os.path.isfile(out / "00000_vis.mp4")
+
+    whole = tmp_path / "whole"
+    infer_main(["-c", cfg, "-w", ckpt, "-i", video, "-o", str(whole), *opts, "--window", "16"])
+    (record,) = read_records(whole)
+    expected = Model(cfg, weights=ckpt, overrides=opts).predict(video)[0].to_json()["topk"]
+    assert [t["class"] for t in record["topk"]] == [t["class"] for t in expected]
+    np.testing.assert_allclose([t["score"] for t in record["topk"]], [t["score"] for t in expected], atol=1e-4)
+    with pytest.raises(OarsError, match="--track applies to detection models"):
+        infer_main(["-c", cfg, "-w", ckpt, "-i", video, "-o", str(tmp_path / "t"), *opts, "--window", "8",
+                    "--track"])

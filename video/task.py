@@ -94,6 +94,17 @@ class VideoTask(Task):
         refuse_localizer_flags(cfg, options)
         return build_export_spec(model, cfg, options)
 
+    def clip_stream_predictor(self, model: torch.nn.Module, cfg: Config) -> Any | None:
+        """Clip recognizers: :class:`video.stream_windows.TorchClipPredictor`; feature models and localisers
+        (no frames to classify): None."""
+        from video.export import is_feature_config
+
+        if is_feature_config(cfg) or not hasattr(model, "cls_head"):
+            return None
+        from video.stream_windows import TorchClipPredictor
+
+        return TorchClipPredictor(model, cfg)
+
     def infer(self, cfg: Config, weights: str, inputs: str | None, output: str, *, device: str,
               failures: Failures, args: argparse.Namespace) -> list[str]:
         """:func:`video.apis.run_inference` (top-5 per video)."""

@@ -19,7 +19,7 @@ import os.path as osp
 import time
 from collections import deque
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -97,13 +97,15 @@ def check_window_args(args: argparse.Namespace, sampling: dict) -> tuple[int, in
     return window, stride
 
 
-def run_windows(args: argparse.Namespace, source: StreamSource) -> PredictorRun:
+def run_windows(args: argparse.Namespace, source: StreamSource, predictor: Any | None = None) -> PredictorRun:
     """Classify the stream ``source`` window by window (see the module docstring).
 
     Args:
         args: ``oars-infer``'s arguments (``model_dir``, ``output_dir``, ``window``, ``stride``, ``topk``,
             ``batch_size``, ``max_frames``, ``device``, ``backend``).
         source: the stream.
+        predictor: what classifies the windows (the runtime ``VideoPredictor`` interface); None: the export of
+            ``args.model_dir`` (``tools/infer.py`` passes the PyTorch model's, ``video.stream_windows``).
 
     Returns:
         PredictorRun: one :class:`ClipWindowRecord` per window, in order; ``total`` the decoded frames. Writes
@@ -113,7 +115,8 @@ def run_windows(args: argparse.Namespace, source: StreamSource) -> PredictorRun:
     from oars_deploy.predictors.clip_classes.predictor import VideoPredictor
 
     check_classify_args(args, "clip")
-    predictor = VideoPredictor(args.model_dir, device=args.device, backend=args.backend)
+    if predictor is None:
+        predictor = VideoPredictor(args.model_dir, device=args.device, backend=args.backend)
     window, stride = check_window_args(args, predictor.sampling)
     batch_size = args.batch_size or (1 if source.kind != "file" else (predictor.batch_size or 4))
     os.makedirs(args.output_dir, exist_ok=True)
