@@ -68,9 +68,8 @@ class DetectionBoxes(ImagePlugin):
         threshold = DEFAULT_DRAW_THRESHOLD if args.draw_threshold is None else args.draw_threshold
         return draw_detection_sample(img, self._pred(result), predictor.labels, predictor.palette, threshold)
 
-    def record(self, out_dir: str, path: str, stem: str, img: np.ndarray, result: dict,
-               predictor: Any) -> ResultRecord:
-        """Every kept detection, whatever the draw threshold."""
+    def result_record(self, path: str, stem: str, img: np.ndarray, result: dict, predictor: Any) -> ResultRecord:
+        """Every kept detection, whatever the draw threshold (nothing to write: :meth:`record` is this)."""
         return detection_result(path, self._pred(result), predictor.labels, img.shape[:2])
 
     def finish(self, out_dir: str, records: list[ResultRecord], predictor: Any) -> None:

@@ -85,9 +85,15 @@ class ImagePlugin(PredictorPlugin):
 
     def record(self, out_dir: str, path: str, stem: str, img: np.ndarray, result: dict,
                predictor: Any) -> ResultRecord:
-        """One image's record (writing what it refers to into ``out_dir`` under ``stem``, e.g. a label PNG)."""
+        """One image's record, writing what it refers to into ``out_dir`` under ``stem`` (e.g. a label PNG). The
+        default writes nothing and returns :meth:`result_record`."""
+        return self.result_record(path, stem, img, result, predictor)
+
+    def result_record(self, path: str, stem: str, img: np.ndarray, result: dict, predictor: Any) -> ResultRecord:
+        """One image's record without writing anything (``oars-serve`` answers it; :meth:`record` writes the files
+        it names). The default raises: a plug-in written before this split records only through write()."""
         raise DeployError(f"predictor {self.name!r} records only through write(): it cannot record a stream's "
-                          "frames (implement draw() and record())")
+                          "frames or answer a server request (implement draw() and result_record())")
 
     def write(self, out_dir: str, path: str, img: np.ndarray, result: dict, predictor: Any,
               args: argparse.Namespace) -> tuple[str, ResultRecord]:

@@ -52,4 +52,8 @@ class SemanticLabels(ImagePlugin):
                predictor: Any) -> ResultRecord:
         """The label PNG ``<stem>.png`` (written here) and the record naming it."""
         save_label_png(result["label"], predictor.palette, osp.join(out_dir, f"{stem}.png"))
+        return self.result_record(path, stem, img, result, predictor)
+
+    def result_record(self, path: str, stem: str, img: np.ndarray, result: dict, predictor: Any) -> ResultRecord:
+        """The record naming the label PNG ``<stem>.png`` (class pixel counts), without writing it."""
         return semantic_labels_result(path, result["label"], predictor.labels, f"{stem}.png")

@@ -136,20 +136,13 @@ class ImageModel(ServedModel):
         return self.predictor.predict(list(inputs))
 
     def record(self, name: str, item: np.ndarray, result: dict) -> dict:
-        """The record the plug-in's ``write`` returns for a file called ``name`` (its pictures are not drawn: a
-        detection record from float64 boxes/scores and int64 labels, a label-map record naming ``<stem>.png``)."""
-        from oars_deploy.records import detection_result, semantic_labels_result
-
-        labels = self.predictor.labels
-        if "label" in result:
-            label = np.asarray(result["label"].get() if hasattr(result["label"], "get") else result["label"])
-            stem = osp.splitext(osp.basename(name))[0]
-            return semantic_labels_result(name, label, labels, f"{stem}.png").to_json()
-        pred = {"bboxes": result["bboxes"].astype(np.float64), "scores": result["scores"].astype(np.float64),
-                "labels": result["labels"].astype(np.int64)}
-        if "masks" in result:
-            pred["masks"] = result["masks"]
-        return detection_result(name, pred, labels, item.shape[:2]).to_json()
+        """The record ``oars-infer`` writes for a file called ``name``: the plug-in's own
+        :meth:`~oars_deploy.predictors.images.ImagePlugin.result_record` (nothing written: a label-map record names
+        ``<stem>.png`` as oars-infer's does)."""
+        if "label" in result and hasattr(result["label"], "get"):  # a CuPy label map (--array-module cupy)
+            result = {**result, "label": result["label"].get()}
+        stem = osp.splitext(osp.basename(name))[0]
+        return self.plugin.result_record(name, stem, item, result, self.predictor).to_json()
 
 
 class ScoreModel(ServedModel):
