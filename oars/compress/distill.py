@@ -39,11 +39,13 @@ def distill_options(cfg: Config, options: dict | None) -> dict:
 def distill_config(cfg: Config, checkpoint: str | None, opts: dict) -> Config:
     """The training config: ``type: DistillModel`` with the student's model section, the teacher and the
     losses; ``opts['iters']`` iterations when given, else the student's own schedule."""
-    from oars.compress.qat import short_schedule
+    from oars.compress.qat import capture_shape, short_schedule
 
     out = copy.deepcopy(cfg)
-    export = out.get("export") or {}
-    shape = list(export.get("input_shape") or [2, 3, 64, 64])
+    try:  # the dry run that sizes the adapters takes the export's input (a video model's clips too)
+        shape = capture_shape(cfg)
+    except OarsError:
+        shape = [2, 3, 64, 64]
     out.model = {"type": "DistillModel", "student": dict(out.model), "sample_shape": shape,
                  "teacher": {"config": str(opts["teacher_config"]), "checkpoint": str(opts["teacher_weights"]),
                              "overrides": list(opts.get("teacher_overrides") or [])},
