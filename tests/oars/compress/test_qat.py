@@ -11,7 +11,7 @@ import os.path as osp
 import onnx
 import pytest
 import torch
-from demo_utils import DEMO_CFG, demo_overrides
+from demo_utils import DEMO_CFG, ROOT, demo_overrides
 
 from oars.errors import OarsError
 
@@ -132,3 +132,15 @@ def test_batch_norm_fold_and_unfold_are_exact():
     fresh = Net().eval()
     fresh.load_state_dict(unfold_state_dict(fresh, folded.state_dict(), [2, 3, 8, 8]), strict=True)
     torch.testing.assert_close(fresh(x), expected, atol=1e-5, rtol=1e-5)
+
+
+def test_capture_shape_is_the_exports_with_a_batch_of_two():
+    """QAT and distillation capture on the export's input: a video model's clips from its test pipeline (no export
+    section needed), an image model's export.input_shape; the batch at least 2."""
+    from oars.compress.qat import capture_shape
+    from oars.config import load_config
+
+    assert capture_shape(load_config(os.path.join(ROOT, "configs/video/tsm/tsm_r18_demo_videos.yaml"))) == [
+        2, 8, 3, 64, 64]
+    assert capture_shape(load_config(os.path.join(ROOT, "configs/segmentation/unet/unet_demo_shapes.yaml"))) == [
+        2, 3, 64, 64]
