@@ -90,9 +90,12 @@ def infer_stream(task: Task, cfg: Any, weights: str, source: Any, output: str, a
     """
     from oars.inference import init_model
     from oars_deploy.errors import DeployError
+    from oars_deploy.output_paths import check_output_folder
     from oars_deploy.streams.options import check_stream_flags
     from oars_deploy.streams.run import run_stream
 
+    # outputs never replace inputs: the rule every tool that writes follows (a task's infer checks it itself)
+    check_output_folder(output, source.location if source.kind == "file" else None)
     plugin = stream_plugin(task, cfg)
     args = argparse.Namespace(**{"draw_threshold": None, "topk": 5, **vars(args), "output_dir": output})
     if plugin is None:

@@ -89,6 +89,11 @@ def test_segmenter_stream_and_refused_flags(infer_main, demo_data, video, tmp_pa
         infer_main(["-c", DEMO_CFG, "-w", ckpt, "-i", video, "-o", str(tmp_path / "b"), *opts,
                     "--track-buffer", "5"])
     assert not os.path.exists(tmp_path / "t") and not os.path.exists(tmp_path / "b")
+    from oars_deploy.output_paths import OutputPathError
+
+    with pytest.raises(OutputPathError, match="-i"):  # the folder holding the video may not take the outputs
+        infer_main(["-c", DEMO_CFG, "-w", ckpt, "-i", video, "-o", os.path.dirname(video), *opts])
+    assert sorted(os.listdir(os.path.dirname(video))) == ["clip.mp4"]
 
 
 def test_recognizer_windows_over_a_stream(infer_main, tmp_path):
