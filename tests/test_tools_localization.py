@@ -1,11 +1,15 @@
 """Temporal action localisation end to end through the command-line tools: tiny generated long videos ->
 tools/extract_features.py with a random-weight shrunk demo TSM -> tools/train.py BMN (shrunk, 2 iterations) ->
-tools/eval.py --show-dir --report (timelines with frames, the report with the random baseline, metrics.json)."""
+tools/eval.py --show-dir --report (timelines with frames, the report with the random baseline, metrics.json) ->
+tools/export.py (the BMN with its recognizer in one folder) -> oars-infer on a video file (segment records and the
+timeline picture)."""
 
 from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -17,6 +21,7 @@ TSM_CFG = os.path.join(ROOT, "configs/video/tsm/tsm_r18_demo_videos.yaml")
 BMN_CFG = os.path.join(ROOT, "configs/video/bmn/bmn_demo_long_videos.yaml")
 TSM_OPTS = ["model.backbone.base_channels=8"]  # 64-d pooled features
 TSCALE = 8
+INFER = os.path.join(ROOT, "deploy/python/infer.py")
 
 
 def _bmn_overrides(data_root: str) -> list[str]:
@@ -38,7 +43,11 @@ def trained(tmp_path_factory):
     data = tmp_path_factory.mktemp("demo_long_videos")
     res = generate(data, num_train=2, num_val=1, min_seconds=4, max_seconds=5)
     assert res["num_videos"] == {"train": 2, "val": 1} and res["num_actions"] >= 3
-    ckpt = random_checkpoint(TSM_CFG, TSM_OPTS, tmp_path_factory.mktemp("tsm"))
+    tsm = tmp_path_factory.mktemp("tsm")
+    ckpt = random_checkpoint(TSM_CFG, TSM_OPTS, tsm)
+    from oars.config import load_config
+
+    load_config(TSM_CFG, TSM_OPTS).dump(str(tsm / "tsm.yaml"))  # --recognizer-config: the shrunk TSM as a file
     run_tool("extract_features.py", "-c", TSM_CFG, "-w", ckpt, "-i", str(data / "videos"), "--workers", "0",
              "-o", str(data / "features"), *TSM_OPTS)
     feats = np.load(data / "features" / "val_00000.npy")
@@ -49,11 +58,11 @@ def trained(tmp_path_factory):
     out = run_tool("train.py", "-c", BMN_CFG, "--work-dir", str(work), "-o", *opts)
     log = out.stdout + out.stderr
     assert "loss_pem_reg" in log and "localization/AUC" in log
-    return data, work, (work / "last_checkpoint").read_text().strip(), opts
+    return data, work, (work / "last_checkpoint").read_text().strip(), opts, (str(tsm / "tsm.yaml"), ckpt)
 
 
 def test_eval_draws_timelines_and_reports_against_the_baseline(trained, tmp_path):
-    data, work, ckpt, opts = trained
+    data, work, ckpt, opts, _ = trained
     shows = tmp_path / "timelines"
     out = run_tool("eval.py", "-c", BMN_CFG, "-w", ckpt, "--work-dir", str(work), "--show-dir", str(shows),
                    "--report", "-o", *opts)
@@ -73,3 +82,26 @@ def test_eval_draws_timelines_and_reports_against_the_baseline(trained, tmp_path
         assert set(numbers[side]) == {"AR@1", "AR@5", "AR@10", "AR@100", "AUC", "mAP@0.5", "mAP"}
         assert all(0.0 <= v <= 100.0 for v in numbers[side].values())
     assert abs(numbers["model"]["AR@100"] - metrics["localization/AR@100"]) < 1e-6  # same computation
+
+
+def test_export_then_the_runtime_turns_a_video_file_into_segments(trained, tmp_path):
+    """The last two steps a user runs: one export folder (localiser + recognizer), then oars-infer on a video file."""
+    data, work, ckpt, opts, (rcfg, rweights) = trained
+    export = tmp_path / "export"
+    flags = ["-c", BMN_CFG, "-w", ckpt, "--recognizer-config", rcfg, "--recognizer-weights", rweights,
+             "-o", str(export), *opts]
+    run_tool("export.py", *flags)
+    assert {"model.onnx", "recognizer.onnx", "deploy.yaml"} <= {p.name for p in export.iterdir()}
+    again = run_tool("export.py", *flags, check=False)  # exports never replace exports
+    assert again.returncode != 0 and "--overwrite" in again.stdout + again.stderr
+    video = data / "videos" / "val_00000.mp4"
+    out = tmp_path / "deploy_infer"
+    proc = subprocess.run([sys.executable, INFER, "--model-dir", str(export), "-i", str(video), "-o", str(out)],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    duration = json.loads((data / "annotations.json").read_text())["database"]["val_00000"]["duration_second"]
+    assert len(records) == 1 and records[0]["segments"]
+    for seg in records[0]["segments"]:
+        assert 0.0 <= seg["start"] < seg["end"] <= duration + 1e-6 and 0.0 <= seg["score"] <= 1.0
+    assert (out / "val_00000_timeline.png").exists()
