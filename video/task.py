@@ -2,8 +2,8 @@
 ``video``: export of clip classifiers through :mod:`video.export`, of frame-feature classifiers through
 :mod:`video.export_features` (its functions choose by the config) and of temporal localisers with their
 recognizer through :mod:`video.export_localizer`, inference through :mod:`video.apis`, the
-``tools/convert.py videos2list`` and the ``tools/check_videos.py`` commands. Everything heavy is imported inside
-the methods.
+``tools/convert.py videos2list`` / ``thumos2activitynet`` and the ``tools/check_videos.py`` commands. Everything
+heavy is imported inside the methods.
 """
 
 from __future__ import annotations
@@ -144,7 +144,8 @@ class VideoTask(Task):
         return "clip_classes", results
 
     def subcommands(self) -> list[Subcommand]:
-        """``tools/convert.py videos2list`` (:mod:`video.datasets.build_file_list`); ``tools/check_videos.py``;
+        """``tools/convert.py videos2list`` (:mod:`video.datasets.build_file_list`) and ``thumos2activitynet``
+        (:mod:`video.converters_thumos`); ``tools/check_videos.py``;
         ``tools/extract_features.py`` (:mod:`video.features.extract`);
         ``tools/demo_data.py videos`` (the demo clips and features); ``tools/demo_data.py long-videos`` (long videos
         with timed actions, :mod:`video.demo_long_videos`)."""
@@ -156,6 +157,13 @@ class VideoTask(Task):
                                  "train=trainlist01.txt val=testlist01.txt] \\\n    [--classes classInd.txt] "
                                  "[--shuffle] [--seed 0] [--overwrite]",
                            check_outputs=_check_videos2list_output),
+                Subcommand("convert", "thumos2activitynet", "THUMOS14 temporal annotations (<Class>_val.txt / "
+                           "_test.txt) -> the ActivityNet v1.3 JSON of ActivityNetFeatureDataset",
+                           _thumos_arguments, _run_thumos,
+                           usage="python tools/convert.py thumos2activitynet --ann-dir DIR --out OUT.json "
+                                 "[--subset validation|test] \\\n    (--videos DIR | --features-index videos.json) "
+                                 "[--classes-out classes.txt] [--overwrite]",
+                           check_outputs=_check_thumos_outputs),
                 Subcommand("check_videos", "check_videos", "decode every video of an annotation list and list the "
                            "unreadable ones", _check_videos_arguments, _run_check_videos),
                 Subcommand("extract_features", "extract_features", "snippet features of long videos from a "
@@ -252,6 +260,24 @@ def _run_videos2list(args: argparse.Namespace) -> None:
                                    split_files=_split_files(args) or None, classes_file=args.classes,
                                    shuffle=args.shuffle, seed=args.seed, extensions=args.ext,
                                    overwrite=args.overwrite)))
+
+
+def _thumos_arguments(parser: argparse.ArgumentParser) -> None:
+    from video.converters_thumos import add_arguments
+
+    add_arguments(parser)
+
+
+def _check_thumos_outputs(args: argparse.Namespace) -> None:
+    from video.converters_thumos import check_outputs
+
+    check_outputs(args)
+
+
+def _run_thumos(args: argparse.Namespace) -> None:
+    from video.converters_thumos import run
+
+    run(args)
 
 
 def _demo_arguments(parser: argparse.ArgumentParser) -> None:

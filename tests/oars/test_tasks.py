@@ -133,7 +133,7 @@ def test_export_finds_the_task_through_the_registry(toy):
 def test_every_convert_command_follows_the_output_rule():
     commands = tool_commands("convert")
     assert list(commands) == ["voc2coco", "labelme2coco", "torchvision2oars", "yolo2coco", "coco2yolo", "cvat2coco",
-                              "labelme2seg", "cityscapes2seg", "videos2list"]
+                              "labelme2seg", "cityscapes2seg", "videos2list", "thumos2activitynet"]
     for name, command in commands.items():
         parser = argparse.ArgumentParser()
         command.add_arguments(parser)
