@@ -1,5 +1,6 @@
-"""Export of a temporal action localiser (BMN) together with the recognizer that extracts its features: one
-folder that the torch-free ``video_segments`` predictor runs from a video file to timed action segments.
+"""Export of a temporal action localiser (BMN; C-TCN through :mod:`video.export_ctcn`) together with the recognizer
+that extracts its features: one folder that the torch-free ``video_segments`` predictor runs from a video file to
+timed action segments.
 
 ``tools/export.py -c BMN_CFG -w BMN_CKPT -o OUT --recognizer-config RCFG --recognizer-weights RCKPT [--snippet N]
 [--stride S] [--top-k K]`` writes:
@@ -13,10 +14,11 @@ folder that the torch-free ``video_segments`` predictor runs from a video file t
   ``pred_score``), exported and checked against PyTorch here (its pre-processing too, through the clip
   predictor's own code);
 - ``deploy.yaml`` with ``predictor: video_segments``, the labels (the recognizer's classes) and the ``segments``
-  section: the recognizer's file, input, sampling and preprocess steps, the snippet length and stride, ``tscale``
-  and ``dscale``, the resize rule, the Soft-NMS parameters, ``max_proposals`` and ``top_k`` (classes per
-  proposal). ``--snippet`` / ``--stride`` must be those the localiser's features were extracted with (default:
-  ``tools/extract_features.py``'s defaults for that recognizer).
+  section: ``localizer: bmn`` (which post-processing the predictor runs), the recognizer's file, input, sampling
+  and preprocess steps, the snippet length and stride, ``tscale`` and ``dscale``, the resize rule, the Soft-NMS
+  parameters, ``max_proposals`` and ``top_k`` (classes per proposal). ``--snippet`` / ``--stride`` must be those
+  the localiser's features were extracted with (default: ``tools/extract_features.py``'s defaults for that
+  recognizer).
 """
 
 from __future__ import annotations
@@ -35,33 +37,55 @@ from oars.export.guards import DEFAULT_OPSET
 from oars.export.spec import ExportOptions, ExportSpec
 
 INPUT_NAME, LAYOUT = "features", "NCT"
-OUTPUT_NAMES = ("confidence", "start", "end")
 REC_FILE, REC_INPUT, REC_OUTPUTS = "recognizer.onnx", "clips", ("features", "scores")
 ACTIVITYNET_TOP_K = 2  # classes paired with each proposal when neither --top-k nor model.classify says (BSN/BMN)
 FLAGS = ("recognizer_config", "recognizer_weights", "snippet", "stride", "top_k")
 REC_TRACE_BATCH, REC_CHECK_BATCH = 2, 3  # the recognizer graph is traced at 2 snippets and checked at 3
 
 
-def is_localizer_config(cfg: Config) -> bool:
-    """Whether ``cfg``'s model is a temporal action localiser (a BMN, or a subclass)."""
-    from video.models.localizers import BMN
+def localizer_kind(cfg: Config) -> str | None:
+    """``'bmn'`` or ``'ctcn'`` when ``cfg``'s model is a temporal action localiser (a BMN or a CTCN, or a
+    subclass), else None."""
+    from video.models.localizers import BMN, CTCN
     from video.registry import MODELS
 
     model_cls = MODELS.get(str((cfg.get("model") or {}).get("type")))
-    return isinstance(model_cls, type) and issubclass(model_cls, BMN)
+    if isinstance(model_cls, type) and issubclass(model_cls, BMN):
+        return "bmn"
+    if isinstance(model_cls, type) and issubclass(model_cls, CTCN):
+        return "ctcn"
+    return None
+
+
+def is_localizer_config(cfg: Config) -> bool:
+    """Whether ``cfg``'s model is a temporal action localiser (BMN or C-TCN)."""
+    return localizer_kind(cfg) is not None
+
+
+def localizer_input_shape(cfg: Config) -> tuple[int, int]:
+    """(C, T) of the localiser's input from the config: BMN's ``feat_dim`` x ``tscale``, C-TCN's streams' widths
+    summed x ``temporal_dim`` (defaults: the model classes')."""
+    model = cfg.model
+    if localizer_kind(cfg) == "ctcn":
+        streams = model.get("streams") or {"rgb": 201, "flow": 201}
+        return sum(int(w) for w in dict(streams).values()), int(model.get("temporal_dim", 512))
+    return int(model.get("feat_dim", 400)), int(model.get("tscale", 100))
 
 
 def refuse_unexportable_localizer(cfg: Config) -> None:
-    """C-TCN has no export yet: its graph runs (``mode='tensor'``), but the runtime has no decoding of its temporal
-    anchors nor its per-class NMS, so an export folder would hold a model nothing can run (ExportError)."""
-    from video.models.localizers import CTCN
-    from video.registry import MODELS
-
-    model_cls = MODELS.get(str((cfg.get("model") or {}).get("type")))
-    if isinstance(model_cls, type) and issubclass(model_cls, CTCN):
-        raise ExportError(f"{cfg.filename}: {model_cls.__name__} (temporal action detection) cannot be exported yet: "
-                          "the runtime has no decoding of its temporal anchors nor its per-class NMS; evaluate it "
-                          "with tools/eval.py on feature files (BMN exports with its recognizer)")
+    """A C-TCN of several feature streams (RGB + flow, PaddleVideo's ActivityNet setting) cannot be exported: the
+    predictor makes one stream only, the recognizer's snippet features, since no optical-flow extractor is
+    available; the heads' (1, C) kernels span every stream's columns, so the RGB part alone is not that model
+    (ExportError pointing at the RGB-only setting)."""
+    if localizer_kind(cfg) != "ctcn":
+        return
+    streams = dict(cfg.model.get("streams") or {"rgb": 201, "flow": 201})
+    if len(streams) != 1:
+        raise ExportError(f"{cfg.filename}: model.streams={streams}: a C-TCN exports with one feature stream, the "
+                          "recognizer's snippet features (the predictor has no optical-flow extractor, and a model "
+                          "trained on several streams needs all of them); train and export an RGB-only C-TCN: "
+                          "model.streams: {rgb: W} and the same streams in every LoadLocalizationStreams (W = the "
+                          "recognizer's feature width), e.g. -o 'model.streams={_delete_: true, rgb: W}'")
 
 
 def check_localizer_export(cfg: Config, fmt: str, precision: str) -> None:
@@ -75,15 +99,14 @@ def check_localizer_export(cfg: Config, fmt: str, precision: str) -> None:
 
 
 def localizer_export_options(cfg: Config, dynamic: bool = False, opset: int = DEFAULT_OPSET) -> ExportOptions:
-    """``ExportOptions`` of the localiser: one video's features [1, feat_dim, tscale] (the predictor runs one video
-    at a time; ``--dynamic`` makes the batch axis dynamic)."""
-    model = cfg.model
-    shape = (1, int(model.get("feat_dim", 400)), int(model.get("tscale", 100)))
+    """``ExportOptions`` of the localiser: one video's features [1, C, T] (:func:`localizer_input_shape`; the
+    predictor runs one video at a time; ``--dynamic`` makes the batch axis dynamic)."""
+    shape = (1, *localizer_input_shape(cfg))
     export = dict(cfg.get("export") or {})
     given = export.get("input_shape")
     if given is not None and tuple(int(v) for v in given)[1:] != shape[1:]:
         raise ExportError(f"{cfg.filename}: export.input_shape={list(given)} but the localiser takes "
-                          f"{list(shape)} ([B, feat_dim, tscale]); leave export.input_shape out")
+                          f"{list(shape)} ([B, C, T]); leave export.input_shape out")
     extra = {k: v for k, v in export.items() if k not in ("input_shape", "batch")}
     return ExportOptions(input_shape=shape, dynamic=dynamic, opset=int(opset), extra=extra)
 
@@ -92,18 +115,19 @@ def refuse_localizer_flags(cfg: Config, options: ExportOptions) -> None:
     """A recognizer export given the localiser's flags is an error (they would be silently ignored)."""
     given = [f"--{k.replace('_', '-')}" for k in FLAGS if options.extra.get(k) is not None]
     if given:
-        raise ExportError(f"{cfg.filename}: {', '.join(given)} apply to temporal localisers (BMN) only; "
+        raise ExportError(f"{cfg.filename}: {', '.join(given)} apply to temporal localisers (BMN, C-TCN) only; "
                           f"{cfg.model.get('type')} exports alone")
 
 
 class LocalizerExport(nn.Module):
-    """The localiser graph: features [B, C, T] -> (confidence [B, 2, D, T], start [B, T], end [B, T])."""
+    """The localiser graph, the model's ``mode='tensor'``: features [B, C, T] -> BMN's (confidence [B, 2, D, T],
+    start [B, T], end [B, T]) or C-TCN's (offsets [B, A, 2], probs [B, A, K + 1])."""
 
     def __init__(self, localizer: nn.Module) -> None:
         super().__init__()
         self.localizer = localizer
 
-    def forward(self, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def forward(self, features: torch.Tensor) -> tuple[torch.Tensor, ...]:
         return self.localizer(features, None, mode="tensor")
 
 
@@ -190,9 +214,10 @@ def load_recognizer(cfg: Config, options: ExportOptions, device: torch.device) -
         fc = check_recognizer(recognizer, str(rcfg_path))
     except OarsError as err:
         raise ExportError(f"--recognizer-config {rcfg_path}: {err}") from None
-    feat_dim = int(cfg.model.get("feat_dim", 400))
+    feat_dim = localizer_input_shape(cfg)[0]
     if fc.in_features != feat_dim:
-        raise ExportError(f"{cfg.filename}: model.feat_dim={feat_dim} but the recognizer {rcfg_path} gives "
+        key = "model.streams" if localizer_kind(cfg) == "ctcn" else "model.feat_dim"
+        raise ExportError(f"{cfg.filename}: {key}={feat_dim} but the recognizer {rcfg_path} gives "
                           f"{fc.in_features}-channel features (cls_head.fc_cls.in_features); export the localiser "
                           "trained on that recognizer's features")
     return rcfg, recognizer.eval()
@@ -241,7 +266,7 @@ def sample_feature_inputs(cfg: Config, model: nn.Module, batch: int, seed: int) 
     from video.transforms import PackLocalizationInputs, ResizeTemporal
 
     rng = np.random.default_rng(seed)
-    c, t = int(model.feat_dim), int(model.tscale)
+    c, t = localizer_input_shape(cfg)
     align = _resize_align(cfg)
     items, deploy = [], []
     for i in range(batch):
@@ -270,9 +295,10 @@ def _resize_align(cfg: Config) -> bool:
     return bool(next((s.get("align_corners", False) for s in steps if s.get("type") == "ResizeTemporal"), False))
 
 
-def segments_section(cfg: Config, model: nn.Module, rcfg: Config, recognizer: nn.Module, desc: dict,
-                     options: ExportOptions) -> dict:
-    """deploy.yaml's ``segments`` section (see the module docstring and
+def recognizer_section(cfg: Config, rcfg: Config, recognizer: nn.Module, desc: dict, options: ExportOptions
+                       ) -> dict:
+    """The part of deploy.yaml's ``segments`` section every localiser has: the recognizer graph and its clips, the
+    snippets, the temporal scale ``tscale`` (the localiser's T) and the resize rule (see
     :mod:`oars_deploy.predictors.video_segments.config`)."""
     from video.export import input_shape, layout
     from video.features.snippets import SnippetPipeline
@@ -280,35 +306,74 @@ def segments_section(cfg: Config, model: nn.Module, rcfg: Config, recognizer: nn
     where = str(cfg.filename)
     snippet = _positive(_flag(options, "snippet"), "--snippet", where) or SnippetPipeline(rcfg).default_snippet
     stride = _positive(_flag(options, "stride"), "--stride", where) or snippet
-    top_k = _positive(_flag(options, "top_k"), "--top-k", where) or model.classify_top_k or ACTIVITYNET_TOP_K
     shape = list(input_shape(desc, 1))
+    c, t = localizer_input_shape(cfg)
     return {
         "recognizer": {"onnx": REC_FILE, "config": osp.basename(str(rcfg.filename or "")),
                        "input": {"name": REC_INPUT, "shape": [-1] + shape[1:], "layout": layout(desc),
                                  "dtype": "float32", "color": "BGR"},
                        "features": REC_OUTPUTS[0], "scores": REC_OUTPUTS[1],
-                       "feat_dim": int(model.feat_dim), "num_classes": int(recognizer.num_classes),
+                       "feat_dim": int(c), "num_classes": int(recognizer.num_classes),
                        "sampling": desc["sampling"], "preprocess": desc["steps"]},
-        "snippet": int(snippet), "stride": int(stride),
-        "tscale": int(model.tscale), "dscale": int(model.dscale), "align_corners": _resize_align(cfg),
-        "soft_nms": {k: (int(v) if k == "top_k" else float(v)) for k, v in model.soft_nms_cfg.items()},
-        "max_proposals": int(model.max_proposals), "top_k": int(top_k),
+        "snippet": int(snippet), "stride": int(stride), "tscale": int(t), "align_corners": _resize_align(cfg),
     }
 
 
-def build_localizer_export_spec(model: nn.Module, cfg: Config, options: ExportOptions) -> ExportSpec:
-    """The export spec of a BMN with its recognizer (see the module docstring)."""
-    from oars.export.labels import dataset_labels
+def export_with_recognizer(model: nn.Module, cfg: Config, options: ExportOptions) -> tuple[dict, bytes, Config,
+                                                                                          nn.Module]:
+    """The recognizer side of a localiser export: loaded, checked, exported and self-checked.
+
+    Returns:
+        (the ``segments`` section's common part with ``recognizer.check``, ``recognizer.onnx``'s bytes, the
+        recognizer's config, the recognizer).
+    """
     from video.export import describe_pipeline
 
     rcfg, recognizer = load_recognizer(cfg, options, next(model.parameters()).device)
     desc = describe_pipeline(rcfg)
-    section = segments_section(cfg, model, rcfg, recognizer, desc, options)
-    labels, _ = dataset_labels(rcfg, recognizer)
+    section = recognizer_section(cfg, rcfg, recognizer, desc, options)
     content, rec_check = export_recognizer(rcfg, recognizer, desc, options.opset)
     section["recognizer"]["check"] = rec_check
+    return section, content, rcfg, recognizer
+
+
+def localizer_spec(model: nn.Module, cfg: Config, options: ExportOptions, outputs: list[dict], postprocess: dict,
+                   section: dict, labels: list[str], extra_files: dict[str, bytes]) -> ExportSpec:
+    """The ``video_segments`` export spec of a localiser graph (``LocalizerExport``) whose outputs are
+    ``outputs`` (deploy.yaml entries, in the graph's order), fed the resized snippet features [B, C, T]."""
+    c, t = localizer_input_shape(cfg)
     batch = -1 if options.dynamic else 1
-    c, t, d = int(model.feat_dim), int(model.tscale), int(model.dscale)
+    deploy_input = {"name": INPUT_NAME, "shape": [batch, c, t], "dynamic_axes": {0: "batch"} if options.dynamic
+                    else {}, "dtype": "float32", "layout": LAYOUT, "color": None,
+                    "meaning": f"the recognizer's snippet features resized to {t} steps, channels first"}
+
+    def sample(num: int, seed: int = 0) -> tuple[torch.Tensor, np.ndarray, float]:
+        return sample_feature_inputs(cfg, model, num, seed)
+
+    return ExportSpec(module=LocalizerExport(model).eval(), input_name=INPUT_NAME,
+                      output_names=[o["name"] for o in outputs], outputs=outputs, postprocess=postprocess, atol=1e-4,
+                      sample_inputs=sample, deploy_input=deploy_input, deploy_sections={"segments": section},
+                      labels=labels, predictor="video_segments", extra_files=extra_files)
+
+
+def build_localizer_export_spec(model: nn.Module, cfg: Config, options: ExportOptions) -> ExportSpec:
+    """The export spec of a BMN (or, through :func:`video.export_ctcn.build_ctcn_export_spec`, a C-TCN) with its
+    recognizer (see the module docstring)."""
+    from oars.export.labels import dataset_labels
+
+    if localizer_kind(cfg) == "ctcn":
+        from video.export_ctcn import build_ctcn_export_spec
+
+        return build_ctcn_export_spec(model, cfg, options)
+    top_k = _positive(_flag(options, "top_k"), "--top-k", str(cfg.filename)) or model.classify_top_k \
+        or ACTIVITYNET_TOP_K
+    section, content, rcfg, recognizer = export_with_recognizer(model, cfg, options)
+    section.update({"localizer": "bmn", "dscale": int(model.dscale),
+                    "soft_nms": {k: (int(v) if k == "top_k" else float(v)) for k, v in model.soft_nms_cfg.items()},
+                    "max_proposals": int(model.max_proposals), "top_k": int(top_k)})
+    labels, _ = dataset_labels(rcfg, recognizer)
+    batch = -1 if options.dynamic else 1
+    t, d = int(model.tscale), int(model.dscale)
     outputs = [{"name": "confidence", "shape": [batch, 2, d, t], "dtype": "float32",
                 "meaning": "BM map: channel 0 regressed IoU, channel 1 classified IoU of the proposal from s to "
                            "s + d + 1 at cell [d, s]"},
@@ -316,14 +381,4 @@ def build_localizer_export_spec(model: nn.Module, cfg: Config, options: ExportOp
                {"name": "end", "shape": [batch, t], "dtype": "float32", "meaning": "end probability per step"}]
     postprocess = {"type": "bmn_segments", "num_classes": int(recognizer.num_classes),
                    "inside_graph": "none: proposals, Soft-NMS and the class pairing run in the predictor"}
-    deploy_input = {"name": INPUT_NAME, "shape": [batch, c, t], "dynamic_axes": {0: "batch"} if options.dynamic
-                    else {}, "dtype": "float32", "layout": LAYOUT, "color": None,
-                    "meaning": f"the recognizer's snippet features resized to tscale={t} steps, channels first"}
-
-    def sample(num: int, seed: int = 0) -> tuple[torch.Tensor, np.ndarray, float]:
-        return sample_feature_inputs(cfg, model, num, seed)
-
-    return ExportSpec(module=LocalizerExport(model).eval(), input_name=INPUT_NAME, output_names=list(OUTPUT_NAMES),
-                      outputs=outputs, postprocess=postprocess, atol=1e-4, sample_inputs=sample,
-                      deploy_input=deploy_input, deploy_sections={"segments": section}, labels=labels,
-                      predictor="video_segments", extra_files={REC_FILE: content})
+    return localizer_spec(model, cfg, options, outputs, postprocess, section, labels, {REC_FILE: content})

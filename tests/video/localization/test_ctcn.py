@@ -278,12 +278,12 @@ def test_stream_files_through_the_pipeline_and_model(tmp_path, streams):
         LoadLocalizationStreams({"audio": 3})(dict(results))
 
 
-def test_export_is_refused_with_the_reason():
+def test_rgb_flow_export_is_refused_with_the_reason():
     from oars.config import load_config
     from oars.export.errors import ExportError
     from oars.tasks import get_task
 
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     cfg = load_config(os.path.join(root, "configs/video/ctcn/ctcn_activitynet_feature.yaml"))
-    with pytest.raises(ExportError, match="CTCN .* cannot be exported yet: the runtime has no decoding"):
+    with pytest.raises(ExportError, match="a C-TCN exports with one feature stream.*no optical-flow extractor"):
         get_task("video").check_export(cfg, "onnx", "fp32")

@@ -10,7 +10,9 @@ probabilities, which makes the T x C feature sequence (what ``tools/extract_feat
 class scores (their mean); the sequence is resized to ``tscale`` (:mod:`oars_deploy.segments.temporal`), the
 localiser graph gives the boundary probabilities and the BM map, and :mod:`oars_deploy.segments` turns them into
 proposals, Soft-NMS and detections (proposals x the top-k classes) in seconds -- the NumPy code ``BMN.predict`` runs
-too.
+too. A C-TCN export (``segments.localizer: ctcn``) gives per-anchor offsets and class scores instead, decoded with
+the export's ``anchors.npy``, per-class NMS and Soft-NMS (:mod:`oars_deploy.segments.ctcn_decode`, the code
+``CTCN.predict`` runs): its segments carry C-TCN's own classes, so there are no video-level classes to pair.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from oars_deploy.clips.preprocess import preprocess_clip
 from oars_deploy.clips.sampling import check_frame_count, sampled_frame_indices
 from oars_deploy.deploy_config import DEPLOY_FILE, read_deploy_yaml
 from oars_deploy.errors import DeployError
-from oars_deploy.predictors.video_segments.config import SECTION
+from oars_deploy.predictors.video_segments.config import SECTION, localizer_of
 from oars_deploy.segments import (
     bmn_proposals,
     combine_classes,
@@ -36,6 +38,7 @@ from oars_deploy.segments import (
     soft_nms,
     top_classes,
 )
+from oars_deploy.segments.ctcn_decode import ctcn_segments
 
 DEFAULT_BATCH = 16  # snippets per recognizer run (and per decoded chunk of frames)
 STRIP_FRAMES = 10  # frames of the timeline picture's strip
@@ -68,6 +71,22 @@ class SegmentsPredictor:
         self.localizer = make_backend(backend, model_dir, self.deploy["model"], device)
         self.recognizer = make_backend(backend, model_dir, {"onnx": self.rec["onnx"]}, device)
         self.input_name = self.deploy["input"]["name"]
+        self.kind = localizer_of(seg)
+        self.anchors = self._anchors() if self.kind == "ctcn" else None
+
+    def _anchors(self) -> np.ndarray:
+        """C-TCN's anchors (float [A, 2] centre, width) from the file deploy.yaml names, checked against
+        ``num_anchors``."""
+        path = osp.join(self.model_dir, self.seg["anchors"])
+        try:
+            anchors = np.load(path, allow_pickle=False)
+        except (OSError, ValueError) as err:
+            raise DeployError(f"{path}: the C-TCN anchors ({SECTION}.anchors of {DEPLOY_FILE}) cannot be read: "
+                              f"{err}") from None
+        if anchors.shape != (int(self.seg["num_anchors"]), 2) or not np.issubdtype(anchors.dtype, np.floating):
+            raise DeployError(f"{path}: expected float anchors [{self.seg['num_anchors']}, 2] (centre, width), got "
+                              f"{anchors.dtype} {list(anchors.shape)}")
+        return anchors
 
     # ------------------------------------------------------------------------------------------ recognizer side
     def _clip(self, frames: list[np.ndarray]) -> np.ndarray:
@@ -122,16 +141,23 @@ class SegmentsPredictor:
     # ------------------------------------------------------------------------------------------- localiser side
     def localize(self, features: np.ndarray, class_scores: np.ndarray,
                  seconds: float) -> tuple[np.ndarray, np.ndarray]:
-        """A video's feature sequence -> (proposals float [P, 3] start_s, end_s, score; detections float
-        [P * k, 4] start_s, end_s, score, class id by decreasing score).
+        """A video's feature sequence -> (proposals float [P, 3] start_s, end_s, score; detections float [M, 4]
+        start_s, end_s, score, class id by decreasing score). BMN: proposals after Soft-NMS, detections = each
+        proposal x the top-k classes; C-TCN: its decoded detections, proposals their first ``max_proposals``
+        without the class (as ``CTCN.predict``).
 
         Args:
-            features: float [T, C] snippet features. class_scores: float [K] video-level probabilities.
+            features: float [T, C] snippet features. class_scores: float [K] video-level probabilities (BMN only).
             seconds: the span the features cover (``feature_second``).
         """
         seg = self.seg
         x = resize_temporal(features, int(seg["tscale"]), bool(seg.get("align_corners", False))).T[None]
         out = self.localizer({self.input_name: np.ascontiguousarray(x, dtype=np.float32)})
+        if self.kind == "ctcn":
+            dec = dict(seg["decode"])
+            detections = ctcn_segments(out["offsets"][0], out["probs"][0], self.anchors, seconds,
+                                       dec.pop("variances"), **dec)
+            return detections[: int(seg["max_proposals"]), :3].copy(), detections
         candidates = bmn_proposals(out["start"][0], out["end"][0], out["confidence"][0])
         nms = seg["soft_nms"]
         kept = soft_nms(candidates, float(nms["alpha"]), float(nms["low_threshold"]), float(nms["high_threshold"]),
@@ -140,10 +166,13 @@ class SegmentsPredictor:
         return proposals, combine_classes(proposals, class_scores, int(seg["top_k"]))
 
     def predict(self, path: str) -> dict:
-        """One video -> ``{'path', 'features' [T, C], 'class_scores' [K], 'classes' (top-k ids), 'proposals'
-        [P, 3], 'detections' [P * k, 4], and the meta of :meth:`snippet_outputs`}``."""
+        """One video -> ``{'path', 'features' [T, C], 'class_scores' [K], 'classes' (top-k ids; none for a C-TCN,
+        whose segments name their classes), 'proposals' [P, 3], 'detections' [M, 4], and the meta of
+        :meth:`snippet_outputs`}``."""
         features, probs, meta = self.snippet_outputs(path)
         class_scores = probs.mean(axis=0)
         proposals, detections = self.localize(features, class_scores, meta["feature_second"])
+        classes = np.zeros(0, dtype=np.int64) if self.kind == "ctcn" else top_classes(class_scores,
+                                                                                       int(self.seg["top_k"]))
         return {"path": path, "features": features, "class_scores": class_scores, "proposals": proposals,
-                "classes": top_classes(class_scores, int(self.seg["top_k"])), "detections": detections, **meta}
+                "classes": classes, "detections": detections, **meta}

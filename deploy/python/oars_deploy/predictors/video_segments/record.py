@@ -16,10 +16,11 @@ class VideoSegmentsRecord(ResultRecord):
 
     JSON: ``{"predictor", "input", "duration_second", "feature_second", "num_snippets", "classes": [{"label",
     "class", "score"}], "segments": [{"start", "end", "label", "class", "score"}], "timeline"}``: ``classes`` the
-    video-level top-k (the recognizer's class probabilities averaged over the snippets), ``segments`` every
-    detection by decreasing score (start / end in seconds from the video's start, rounded to 1e-3 s; score =
-    proposal score x class probability, rounded to 1e-6), ``timeline`` the picture's name relative to the
-    results folder (null when none was drawn).
+    video-level top-k (the recognizer's class probabilities averaged over the snippets; empty for a C-TCN, whose
+    segments carry its own classes), ``segments`` every detection by decreasing score (start / end in seconds from
+    the video's start, rounded to 1e-3 s; score = BMN's proposal score x class probability, or C-TCN's class score
+    after Soft-NMS, rounded to 1e-6), ``timeline`` the picture's name relative to the results folder (null when none
+    was drawn).
     """
 
     predictor: ClassVar[str] = "video_segments"
