@@ -1,7 +1,8 @@
 """The task contract's hooks for the data and result tools, which :class:`oars.tasks.Task` inherits: what
 ``tools/browse_dataset.py``, ``tools/eval.py --out``, ``tools/eval.py --model-dir`` and ``oars.Model.predict`` ask a
-task. Every default raises :class:`oars.errors.OarsError` naming the tool and the task, so a task that does not
-implement one is refused with one clear message. Kept apart from :mod:`oars.tasks` so each file has one purpose.
+task, and what ``tools/export.py --int8`` calibrates on. Every default that cannot do the job raises
+:class:`oars.errors.OarsError` naming the tool and the task, so a task that does not implement one is refused with
+one clear message. Kept apart from :mod:`oars.tasks` so each file has one purpose.
 """
 
 from __future__ import annotations
@@ -13,6 +14,9 @@ from oars.errors import OarsError
 if TYPE_CHECKING:
     import torch
     from mmengine.config import Config
+
+    from oars.export.precision import CalibrationReader
+    from oars.export.spec import ExportOptions
 
 
 class TaskToolHooks:
@@ -36,6 +40,62 @@ class TaskToolHooks:
         A task that supports it sets :attr:`evaluates_exports` and overrides this; the default raises.
         """
         raise OarsError(f"tools/eval.py --model-dir: task {self.scope!r} cannot evaluate exported models")
+
+    def export_predictor(self, model_dir: str, device: str, backend: str) -> Any:
+        """The runtime predictor ``tools/eval.py --model-dir`` runs the export folder ``model_dir`` with, built as
+        ``oars-infer`` builds it, so the measured accuracy is the deployed model's.
+
+        Args:
+            model_dir: the export folder (deploy.yaml + the ONNX file or TensorRT engine).
+            device: ``cpu`` or ``cuda``. backend: ``onnxruntime`` or ``tensorrt``.
+
+        Returns:
+            An object with ``predict(inputs) -> list[dict]`` (one result per input, in order, taking
+            :meth:`export_inputs`' list) and ``deploy`` (the deploy.yaml dict). Default:
+            ``oars_deploy.predictor.Predictor`` (image models).
+
+        Raises:
+            oars_deploy.errors.DeployError: the folder is not an export this predictor runs (naming it).
+        """
+        from oars_deploy.predictor import Predictor
+
+        return Predictor(model_dir, device=device, backend=backend)
+
+    def export_inputs(self, samples: list[Any]) -> list[Any]:
+        """The :meth:`export_predictor` inputs of a batch of test data samples, one per sample: what
+        ``oars-infer`` would be given for them. Default: each sample's ``img_path`` read as ``oars-infer`` reads
+        it (BGR uint8 [H, W, 3]).
+
+        Raises:
+            OarsError: a sample names no file, or the file cannot be read (naming it).
+        """
+        from oars_deploy.errors import DeployError
+        from oars_deploy.outputs import read_image
+
+        images = []
+        for sample in samples:
+            path = sample.metainfo.get("img_path")
+            if not path:
+                raise OarsError("--model-dir: a test sample has no img_path; the export is evaluated on the image "
+                                "files, so the test dataset must list them")
+            try:
+                images.append(read_image(path))
+            except DeployError as err:
+                raise OarsError(f"--model-dir: {err}") from None
+        return images
+
+    # --------------------------------------------------------------------------------- INT8 calibration data
+    def calibration_reader(self, cfg: Config, options: ExportOptions) -> CalibrationReader | None:
+        """``tools/export.py --int8 --calib-dir DIR``: how DIR's files become the graph's calibration inputs
+        (:class:`oars.export.precision.CalibrationReader`), given the config and its export options.
+
+        Returns:
+            The reader; the default is the image reader (images through deploy.yaml's ``preprocess``) for a graph
+            that takes [B, 3, H, W] images, else None: INT8 is refused for the export with one message.
+        """
+        from oars.export.precision import IMAGE_READER
+
+        return IMAGE_READER if len(options.input_shape) == 4 else None
 
     # ------------------------------------------------------------------- tools/browse_dataset.py, eval.py --out
     def draw_pipeline_sample(self, sample: dict, dataset_meta: dict) -> Any:

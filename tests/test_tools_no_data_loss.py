@@ -210,12 +210,13 @@ def test_opset_the_graph_cannot_be_converted_to_is_an_error_not_a_silent_18(tmp_
 
 
 # ----------------------------------------------------------------------------- INT8 of a video model
-def test_int8_export_of_a_video_model_is_refused_with_the_reason(tmp_path, images):
+def test_int8_export_of_a_video_model_calibrated_on_images_is_refused_with_the_reason(tmp_path, images):
+    """A clip classifier calibrates on videos: a folder of pictures is one message, before the model is built."""
     torch.save({"state_dict": {}}, tmp_path / "tsm.pth")
     proc = run_in(tmp_path, "tools/export.py", "-c", VIDEO_CFG, "-w", "tsm.pth", "-o", "out", "--int8",
                   "--calib-dir", "imgs")
-    assert_user_error(proc, "--int8 calibrates on the images of --calib-dir", "not [B, 3, H, W] images",
-                      "export FP32 or --half")
+    assert_user_error(proc, "--calib-dir: no videos", "in folder imgs: it holds 2 still images",
+                      "video models take video files")
 
 
 # ----------------------------------------------------------------------------- converters: one rule

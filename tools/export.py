@@ -34,9 +34,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--half", action="store_true", help="also an FP16 graph, model_fp16.onnx (and engine)")
     parser.add_argument("--int8", action="store_true", help="also an INT8 (Q/DQ) graph, model_int8.onnx (and engine), "
                         "calibrated on --calib-dir")
-    parser.add_argument("--calib-dir", default=None, help="folder of calibration images for --int8")
+    parser.add_argument("--calib-dir", default=None, help="folder of calibration data for --int8: images "
+                        "(videos for a clip classifier), like the deployment data")
     parser.add_argument("--calib-num", type=int, default=None,
-                        help="calibrate on the first N images of --calib-dir (default: all)")
+                        help="calibrate on the first N files of --calib-dir (default: all)")
     parser.add_argument("--calib-method", default="entropy", choices=["entropy", "minmax", "percentile"],
                         help="how --int8 sets activation ranges (default entropy)")
     parser.add_argument("--opset", type=int, default=DEFAULT_OPSET,

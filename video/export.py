@@ -297,3 +297,30 @@ def sample_clip_inputs(cfg: Config, model: nn.Module, desc: dict, batch: int, se
         raise ExportCheckError(f"{cfg.filename}: deploy.yaml's video preprocessing differs from the test pipeline + "
                                f"data preprocessor by {diff:.3g} (max abs), tolerance {tol:.3g}")
     return torch_input, deploy_input, diff
+
+
+# ----------------------------------------------------------------------------- tools/eval.py --model-dir
+def export_predictor(model_dir: str, device: str = "cpu", backend: str = "onnxruntime") -> Any:
+    """The runtime predictor ``oars-infer`` runs a video export with: ``VideoPredictor`` (``clip_classes``,
+    video files in) or ``FeaturePredictor`` (``feature_classes``, feature files in); both take a list of paths.
+
+    Raises:
+        oars_deploy.errors.DeployError: not an export folder (the runtime's message).
+        ExportError: an export of another kind (a temporal localiser's segments), naming it.
+    """
+    from oars_deploy.deploy_config import DEPLOY_FILE, read_deploy_yaml
+    from oars_deploy.plugins import predictor_for
+
+    path = osp.join(model_dir, DEPLOY_FILE)
+    plugin = predictor_for(read_deploy_yaml(path), path)
+    if plugin.name == "clip_classes":
+        from oars_deploy.predictors.clip_classes.predictor import VideoPredictor
+
+        return VideoPredictor(model_dir, device=device, backend=backend)
+    if plugin.name == "feature_classes":
+        from oars_deploy.predictors.feature_classes.predictor import FeaturePredictor
+
+        return FeaturePredictor(model_dir, device=device, backend=backend)
+    raise ExportError(f"--model-dir {model_dir}: a {plugin.name} export ({plugin.describes}); tools/eval.py "
+                      "--model-dir evaluates the video task's clip and feature classifiers (clip_classes, "
+                      "feature_classes)")

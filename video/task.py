@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     import torch
     from mmengine.config import Config
 
+    from oars.export.precision import CalibrationReader
     from oars.export.spec import ExportOptions, ExportSpec
     from oars_deploy.failures import Failures
 
@@ -93,6 +94,43 @@ class VideoTask(Task):
             return build_localizer_export_spec(model, cfg, options)
         refuse_localizer_flags(cfg, options)
         return build_export_spec(model, cfg, options)
+
+    def calibration_reader(self, cfg: Config, options: ExportOptions) -> CalibrationReader | None:
+        """``--int8 --calib-dir VIDEOS`` of a clip classifier: the videos decoded, sampled and pre-processed by the
+        runtime predictor's code, ``export.calib_clips`` clips each
+        (:class:`video.export_calibration.VideoCalibrationReader`); None (INT8 refused) for feature models."""
+        from video.export_calibration import calibration_reader
+
+        return calibration_reader(cfg, options)
+
+    # ------------------------------------------------------------------------------ tools/eval.py --model-dir
+    evaluates_exports = True
+
+    def export_predictor(self, model_dir: str, device: str, backend: str) -> Any:
+        """``oars-infer``'s predictor of the export: clip or feature classifiers
+        (:func:`video.export.export_predictor`; a localiser's export is refused, naming it)."""
+        from video.export import export_predictor
+
+        return export_predictor(model_dir, device, backend)
+
+    def export_inputs(self, samples: list[Any]) -> list[str]:
+        """Each test sample's file (``filename``: the video, or the feature file), as ``oars-infer`` is given it."""
+        from oars.errors import OarsError
+
+        paths = [sample.metainfo.get("filename") for sample in samples]
+        if not all(isinstance(p, str) and p for p in paths):
+            raise OarsError("--model-dir: a test sample has no filename; the export is evaluated on the video (or "
+                            "feature) files, so the test dataset must list them (VideoDataset, FeatureDataset)")
+        return paths
+
+    def prediction_from_export(self, result: dict, sample: Any) -> None:
+        """``pred_score`` (float32 [C]: the graph's class probabilities, views averaged as in PyTorch) and
+        ``pred_label`` (int64 [1], its argmax), the fields the accuracy metrics read."""
+        import torch
+
+        scores = torch.as_tensor(result["scores"], dtype=torch.float32).reshape(-1)
+        sample.pred_score = scores
+        sample.pred_label = scores.argmax(dim=0, keepdim=True)
 
     def clip_stream_predictor(self, model: torch.nn.Module, cfg: Config) -> Any | None:
         """Clip recognizers: :class:`video.stream_windows.TorchClipPredictor`; feature models and localisers

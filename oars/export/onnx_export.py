@@ -38,9 +38,10 @@ from oars.export.guards import DEFAULT_OPSET, check_export_target, exported_at
 from oars.export.labels import dataset_labels
 from oars.export.precision import (
     CALIB_METHODS,
+    CalibrationReader,
     agreement_threshold,
     calibration_batches,
-    calibration_images,
+    calibration_files,
     check_agreement,
     convert_fp16,
     precision_file,
@@ -54,7 +55,7 @@ from oars_deploy.plugins import PREDICTOR_KEY
 
 FORMATS = ("onnx", "tensorrt")
 DYNAMIC_CHECK_BATCH = 3
-PRECISION_CHECK_IMAGES = 8  # calibration images the INT8 model is compared with the FP32 one on
+PRECISION_CHECK_IMAGES = 8  # calibration files the INT8 model is compared with the FP32 one on
 
 
 def export_model(config: str | Config, checkpoint: str, out_dir: str, *, fmt: str = "onnx", dynamic: bool = False,
@@ -65,7 +66,8 @@ def export_model(config: str | Config, checkpoint: str, out_dir: str, *, fmt: st
     """Write ``out_dir/model.onnx`` + ``out_dir/deploy.yaml`` (+ ``model.engine`` for tensorrt).
 
     ``half``/``int8``: also ``model_fp16.onnx``/``model_int8.onnx`` (precision in the graph, see
-    oars.export.precision; INT8 calibrated on ``calib_dir``, its first ``calib_num`` images when given), checked
+    oars.export.precision; INT8 calibrated on ``calib_dir``, its first ``calib_num`` files when given, read by the
+    task's :meth:`~oars.tasks.Task.calibration_reader`: images, or a clip classifier's videos), checked
     against the FP32 graph, and deploy.yaml's ``model.onnx`` names it, so the predictors and TensorRT use it.
     An ``out_dir`` that already holds an export is refused unless ``overwrite`` (exports never replace exports
     unasked); ``opset`` outside the range the exporter writes is refused (oars.export.guards). ``task_options``:
@@ -82,9 +84,10 @@ def export_model(config: str | Config, checkpoint: str, out_dir: str, *, fmt: st
     if fmt not in FORMATS:
         raise ExportError(f"unsupported export format {fmt!r}; expected one of: {'|'.join(FORMATS)}")
     if calib_dir and not int8:
-        raise ExportError("--calib-dir is for --int8 (the calibration images of the INT8 model)")
+        raise ExportError("--calib-dir is for --int8 (the calibration data of the INT8 model)")
     if int8 and not calib_dir:
-        raise ExportError("--int8 needs --calib-dir DIR (a folder of calibration images, like the deployment data)")
+        raise ExportError("--int8 needs --calib-dir DIR (a folder of calibration data like the deployment data: "
+                          "images, or videos for a clip classifier)")
     precision = precision_of(half, int8)
     if calib_num is not None and int(calib_num) < 1:
         raise ExportError(f"--calib-num must be at least 1, got {calib_num}")
@@ -103,11 +106,12 @@ def export_model(config: str | Config, checkpoint: str, out_dir: str, *, fmt: st
     options.extra.update({k: v for k, v in (task_options or {}).items() if v is not None})
     if precision != "fp32":
         agreement_threshold(precision, options.extra.get("min_agreement"))  # a bad value fails before the export
-    if int8 and len(options.input_shape) != 4:  # calibration reads images; clips/features have no calibration set
-        raise ExportError(f"--int8 calibrates on the images of --calib-dir, but {cfg.filename} exports a graph whose "
-                          f"input is {list(options.input_shape)} (clips or features, not [B, 3, H, W] images): INT8 "
-                          "export is not supported for it; export FP32 or --half")
-    files = calibration_images(calib_dir)[:None if calib_num is None else int(calib_num)] if int8 else []
+    reader = task.calibration_reader(cfg, options) if int8 else None  # the task's files -> the graph's inputs
+    if int8 and reader is None:
+        raise ExportError(f"--int8: {cfg.filename} exports a graph whose input is {list(options.input_shape)}, and "
+                          f"its task ({cfg.get('default_scope')}) has no calibration data for it (not [B, 3, H, W] "
+                          "images): INT8 export is not supported for it; export FP32 or --half")
+    files = calibration_files(calib_dir, reader)[:None if calib_num is None else int(calib_num)] if int8 else []
     if str(device).startswith("cuda") and not _cuda_available():
         raise ExportError(f"--device {device}: CUDA is not available on this machine")
     # before the model: a pipeline that cannot be exported is a cheap, early error
@@ -139,9 +143,10 @@ def export_model(config: str | Config, checkpoint: str, out_dir: str, *, fmt: st
             result["check"]["preprocess_max_abs_diff"] = pre_diff
         deploy = deploy_dict(cfg, model, spec, options, steps, checkpoint, tmp_onnx)
         if low_path:
-            batches = calibration_batches(files, deploy, options.input_shape[0])
+            batches = calibration_batches(files, deploy, options.input_shape[0], reader)
             agreement = reduce_precision(spec, tmp_onnx, tmp_low, precision, batches, calib_method,
-                                         check_inputs=_precision_check_inputs(files, deploy, deploy_image, options),
+                                         check_inputs=_precision_check_inputs(files, deploy, deploy_image, options,
+                                                                              reader),
                                          min_agreement=options.extra.get("min_agreement"))
             deploy["model"].update(onnx=osp.basename(low_path), onnx_fp32="model.onnx", precision=precision,
                                    agreement_with_fp32=agreement["agreement"])
@@ -182,12 +187,13 @@ def reduce_precision(spec: ExportSpec, fp32_path: str, out_path: str, precision:
     return check_agreement(reference, candidate, precision, spec.agreement, min_agreement)
 
 
-def _precision_check_inputs(files: list[str], deploy: dict, deploy_image: Any, options: ExportOptions) -> list:
-    """INT8: the first calibration images (the data the user deploys on); FP16: the self-check's sample input."""
+def _precision_check_inputs(files: list[str], deploy: dict, deploy_image: Any, options: ExportOptions,
+                            reader: CalibrationReader | None = None) -> list:
+    """INT8: the first calibration files' inputs (the data the user deploys on); FP16: the self-check's sample."""
     if not files:
         return [deploy_image]
     take = files[:max(PRECISION_CHECK_IMAGES, options.input_shape[0])]
-    return list(calibration_batches(take, deploy, options.input_shape[0]))
+    return list(calibration_batches(take, deploy, options.input_shape[0], reader))
 
 
 # ----------------------------------------------------------------------------- steps

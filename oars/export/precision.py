@@ -10,10 +10,12 @@ the CPU, against the FP32 graph before anything is deployed.
   the ops whose results are indices or need the float32 range (NMS, TopK, Range, ...) keep float32.
 - INT8: ONNX Runtime's static quantizer in QDQ format, symmetric int8 activations and per-channel symmetric int8
   weights in [-127, 127], biases left in float (zero points 0: what TensorRT's explicit quantization takes), on
-  Conv/ConvTranspose/MatMul/Gemm, with ranges calibrated (entropy by default) on images run through deploy.yaml's
-  pre-processing. The layers that read the image itself stay in float: an image scaled to [0, 1] uses only half
-  of a symmetric int8 range, and on the `make demo` YOLOv3 that one layer cost a third of the detections
-  (score-weighted recall 0.67 with it quantized, 0.99 without).
+  Conv/ConvTranspose/MatMul/Gemm, with ranges calibrated (entropy by default) on what the deployed predictor feeds
+  the graph: images run through deploy.yaml's pre-processing, or the task's own files (:class:`CalibrationReader`:
+  a clip classifier's videos decoded, sampled and pre-processed by its runtime predictor's code). The layers that
+  read the image itself stay in float: an image scaled to [0, 1] uses only half of a symmetric int8 range, and on
+  the `make demo` YOLOv3 that one layer cost a third of the detections (score-weighted recall 0.67 with it
+  quantized, 0.99 without).
 """
 
 from __future__ import annotations
@@ -85,53 +87,102 @@ def convert_fp16(src: str, dst: str) -> str:
 
 
 # ----------------------------------------------------------------------------- INT8
-def calibration_images(calib_dir: str) -> list[str]:
-    """Sorted image files in ``calib_dir``; an error naming the folder when it is not one or holds none."""
-    from oars_deploy.errors import UserError
-    from oars_deploy.image_files import list_images
+class CalibrationReader:
+    """How a folder of calibration files becomes model inputs, with the runtime's own reading and pre-processing.
 
-    if not calib_dir or not osp.isdir(calib_dir):
-        raise ExportError(f"--calib-dir {calib_dir}: not a folder (INT8 needs a folder of calibration images)")
-    try:
-        return list_images(calib_dir)
-    except UserError as err:
-        raise ExportError(f"--calib-dir: {err}") from None
+    Why a class the task can replace: the calibration data must be what the deployed predictor feeds the graph
+    (image models: images through deploy.yaml's ``preprocess``; a clip classifier: videos decoded, sampled and
+    pre-processed as its predictor does), and only the task knows which. This default reads images; a task gives
+    its own through :meth:`oars.tasks.Task.calibration_reader`.
 
+    ``what`` names the files in messages (plural). ``list_files`` lists the folder, ``items`` turns files into
+    calibration units (default: one per file; a video may give several clips), ``load`` reads units into one batch.
+    """
 
-class CalibrationBatches(Sequence):
-    """float32 [batch, 3, H, W] inputs made from image files with deploy.yaml's pre-processing, read when indexed
-    (so calibration holds a few batches in memory, not the whole set); the last batch is filled up by repeating its
-    last image (a model exported with a static batch takes only full batches)."""
+    what = "images"
 
-    def __init__(self, files: Sequence[str], deploy_cfg: dict, batch: int) -> None:
-        self.files, self.steps, self.batch = list(files), deploy_cfg["preprocess"], int(batch)
+    def list_files(self, folder: str) -> list[str]:
+        """Sorted calibration files of ``folder``.
 
-    def __len__(self) -> int:
-        return -(-len(self.files) // self.batch)
+        Raises:
+            oars_deploy.errors.UserError: the folder holds none (the message says what it holds).
+        """
+        from oars_deploy.image_files import list_images
 
-    def __getitem__(self, index: int) -> np.ndarray:  # type: ignore[override]
+        return list_images(folder)
+
+    def items(self, files: Sequence[str]) -> list[Any]:
+        """The calibration units of ``files``, in order (here the files themselves)."""
+        return list(files)
+
+    def load(self, items: Sequence[Any], deploy_cfg: dict) -> np.ndarray:
+        """float32 [len(items), 3, H, W]: the images through deploy.yaml's ``preprocess``.
+
+        Raises:
+            ExportError: an image cannot be read (naming it).
+        """
         import cv2
 
         from oars_deploy.preprocess import preprocess
 
-        if not -len(self) <= index < len(self):
-            raise IndexError(index)
-        start = (index % len(self)) * self.batch
-        chunk = self.files[start:start + self.batch]
-        chunk += [chunk[-1]] * (self.batch - len(chunk))
         images = []
-        for f in chunk:
+        for f in items:
             img = cv2.imread(f, cv2.IMREAD_COLOR)
             if img is None:
                 raise ExportError(f"--calib-dir: cannot read image {f}")
             images.append(img)
-        x, _ = preprocess(images, self.steps, np, "float32")
-        return np.ascontiguousarray(x, dtype=np.float32)
+        x, _ = preprocess(images, deploy_cfg["preprocess"], np, "float32")
+        return x
 
 
-def calibration_batches(files: Sequence[str], deploy_cfg: dict, batch: int) -> CalibrationBatches:
+IMAGE_READER = CalibrationReader()
+
+
+def calibration_files(calib_dir: str, reader: CalibrationReader | None = None) -> list[str]:
+    """Sorted calibration files of ``calib_dir`` (``reader``'s kind: images by default); an :class:`ExportError`
+    naming the folder when it is not one or holds none (the message says what it holds instead)."""
+    from oars_deploy.errors import UserError
+
+    reader = reader or IMAGE_READER
+    if not calib_dir or not osp.isdir(calib_dir):
+        raise ExportError(f"--calib-dir {calib_dir}: not a folder (INT8 needs a folder of calibration {reader.what})")
+    try:
+        return reader.list_files(calib_dir)
+    except UserError as err:
+        raise ExportError(f"--calib-dir: {err}") from None
+
+
+def calibration_images(calib_dir: str) -> list[str]:
+    """Sorted image files in ``calib_dir`` (:func:`calibration_files` with the image reader)."""
+    return calibration_files(calib_dir, IMAGE_READER)
+
+
+class CalibrationBatches(Sequence):
+    """float32 [batch, ...] model inputs made from calibration files by a :class:`CalibrationReader`, read when
+    indexed (so calibration holds a few batches in memory, not the whole set); the last batch is filled up by
+    repeating its last unit (a model exported with a static batch takes only full batches)."""
+
+    def __init__(self, files: Sequence[str], deploy_cfg: dict, batch: int,
+                 reader: CalibrationReader | None = None) -> None:
+        self.reader = reader or IMAGE_READER
+        self.items, self.deploy, self.batch = self.reader.items(files), deploy_cfg, int(batch)
+
+    def __len__(self) -> int:
+        return -(-len(self.items) // self.batch)
+
+    def __getitem__(self, index: int) -> np.ndarray:  # type: ignore[override]
+        if not -len(self) <= index < len(self):
+            raise IndexError(index)
+        start = (index % len(self)) * self.batch
+        chunk = self.items[start:start + self.batch]
+        chunk += [chunk[-1]] * (self.batch - len(chunk))
+        return np.ascontiguousarray(self.reader.load(chunk, self.deploy), dtype=np.float32)
+
+
+def calibration_batches(files: Sequence[str], deploy_cfg: dict, batch: int,
+                        reader: CalibrationReader | None = None) -> CalibrationBatches:
     """The calibration inputs of ``files`` in batches of ``batch`` (see :class:`CalibrationBatches`)."""
-    return CalibrationBatches(files, deploy_cfg, batch)
+    return CalibrationBatches(files, deploy_cfg, batch, reader)
 
 
 def quantize_int8(src: str, dst: str, batches: Sequence[np.ndarray], input_name: str,
@@ -139,7 +190,7 @@ def quantize_int8(src: str, dst: str, batches: Sequence[np.ndarray], input_name:
     """Write a Q/DQ INT8 copy of ``src`` to ``dst``, its activation ranges calibrated on ``batches``.
 
     The calibrator sees the batches in groups of at most ``CALIB_GROUP`` (its histograms are merged group by group),
-    so memory does not grow with the number of calibration images.
+    so memory does not grow with the number of calibration inputs.
     """
     import onnxruntime.quantization as q
     from mmengine.utils import ProgressBar
@@ -149,7 +200,7 @@ def quantize_int8(src: str, dst: str, batches: Sequence[np.ndarray], input_name:
     calibrate = {"entropy": q.CalibrationMethod.Entropy, "minmax": q.CalibrationMethod.MinMax,
                  "percentile": q.CalibrationMethod.Percentile}[method]
     if not len(batches):
-        raise ExportError("INT8 calibration needs at least one batch of images")
+        raise ExportError("INT8 calibration needs at least one batch of calibration inputs")
     bar = ProgressBar(len(batches), file=sys.stderr)
     group = max(d for d in range(1, CALIB_GROUP + 1) if len(batches) % d == 0)  # ORT wants equal groups
 

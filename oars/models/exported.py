@@ -3,10 +3,12 @@
 Why: an export is what runs in production (FP32, FP16, INT8, pruned), and its accuracy is what matters there —
 ``mmdeploy``'s ``test.py`` and ``yolo val model=x.onnx`` measure it the same way. Running it inside the ordinary test
 loop means the same dataset, evaluator, metrics.json, ``--report`` and ``--show-dir`` as the PyTorch evaluation, with
-only the model swapped: each batch's original image files go through the torch-free runtime predictor
-(``oars_deploy.predictor.Predictor``: deploy.yaml's pre-processing, ONNX Runtime or TensorRT, the runtime's
-post-processing) exactly as ``oars-infer`` runs them, and the task turns each result into its data sample's
-prediction fields (:meth:`oars.tasks.Task.prediction_from_export`).
+only the model swapped: each batch's original files (images, videos...) go through the torch-free runtime predictor
+exactly as ``oars-infer`` runs them (deploy.yaml's pre-processing, ONNX Runtime or TensorRT, the runtime's
+post-processing), and the task turns each result into its data sample's prediction fields. The task says which
+predictor and which inputs (:meth:`oars.tasks.Task.export_predictor`, :meth:`~oars.tasks.Task.export_inputs`;
+images through ``oars_deploy.predictor.Predictor`` by default) and fills the fields
+(:meth:`oars.tasks.Task.prediction_from_export`), so this core file names no task.
 """
 
 from __future__ import annotations
@@ -31,15 +33,14 @@ class ExportedModel(BaseModel):
         backend: ``onnxruntime`` or ``tensorrt``.
 
     Raises:
-        OarsError: the task cannot evaluate exports, or the export is not an image model the predictor runs
-            (the runtime's message, naming the folder).
+        OarsError: the task cannot evaluate exports, the export is not a model the task's predictor runs (the
+            runtime's message, naming the folder), or it was exported from another task.
     """
 
     def __init__(self, model_dir: str, scope: str, device: str = "cpu", backend: str = "onnxruntime") -> None:
         super().__init__()
         from oars.tasks import get_task
         from oars_deploy.errors import DeployError
-        from oars_deploy.predictor import Predictor
 
         self.model_dir = model_dir
         self.task = get_task(scope)
@@ -47,37 +48,33 @@ class ExportedModel(BaseModel):
             raise OarsError(f"tools/eval.py --model-dir: task {scope!r} cannot evaluate exported models yet; "
                             "evaluate its checkpoint with -w instead")
         try:
-            self.predictor = Predictor(model_dir, device=device, backend=backend)
+            self.predictor = self.task.export_predictor(model_dir, device, backend)
         except DeployError as err:
             raise OarsError(f"--model-dir {model_dir}: {err}") from None
+        exported_task = ((getattr(self.predictor, "deploy", None) or {}).get("model") or {}).get("task")
+        if exported_task and exported_task != scope:
+            raise OarsError(f"--model-dir {model_dir}: its deploy.yaml is a {exported_task!r} model, but the config "
+                            f"is a {scope!r} one (default_scope); evaluate it with the config it was exported from")
         # an empty parameter list would leave the runner without a device to move batches to
         self.register_buffer("_device_anchor", torch.zeros(()), persistent=False)
 
-    def _images(self, data_samples: list[Any]) -> list:
-        from oars_deploy.errors import DeployError
-        from oars_deploy.outputs import read_image
-
-        images = []
-        for sample in data_samples:
-            path = sample.metainfo.get("img_path")
-            if not path:
-                raise OarsError("--model-dir: a test sample has no img_path; the export is evaluated on the image "
-                                "files, so the test dataset must list them")
-            try:
-                images.append(read_image(path))
-            except DeployError as err:
-                raise OarsError(f"--model-dir: {err}") from None
-        return images
-
     def test_step(self, data: dict | tuple | list) -> list:
-        """Predict a test batch's original images with the export; returns its data samples with predictions.
+        """Predict a test batch's original files with the export; returns its data samples with predictions.
 
         Args:
-            data: the test dataloader's batch (``inputs`` are ignored: the runtime pre-processes the image files
-                itself, as it does in deployment; ``data_samples`` give the files and receive the predictions).
+            data: the test dataloader's batch (``inputs`` are ignored: the runtime reads and pre-processes the files
+                itself, as it does in deployment; ``data_samples`` name the files and receive the predictions).
+
+        Raises:
+            OarsError: a file the runtime cannot read or predict (its message, naming the file).
         """
+        from oars_deploy.errors import DeployError
+
         samples = list(data["data_samples"] if isinstance(data, dict) else data[1])
-        results = self.predictor.predict(self._images(samples))
+        try:
+            results = self.predictor.predict(self.task.export_inputs(samples))
+        except DeployError as err:
+            raise OarsError(f"--model-dir {self.model_dir}: {err}") from None
         for result, sample in zip(results, samples):
             self.task.prediction_from_export(result, sample)
         return samples

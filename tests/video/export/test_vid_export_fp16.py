@@ -1,5 +1,5 @@
 """--half for the non-image graphs: a clip classifier (TSM) and a frame-feature classifier (Attention-LSTM) export an
-FP16 graph that agrees with the FP32 one (the INT8 path is refused for them: its calibration reads images)."""
+FP16 graph that agrees with the FP32 one (INT8 of a clip classifier: test_vid_export_eval_int8.py)."""
 
 from __future__ import annotations
 
