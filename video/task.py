@@ -64,15 +64,15 @@ class VideoTask(Task):
 
     def export_arguments(self, parser: ArgumentContainer) -> None:
         """A temporal localiser's recognizer and snippets (:mod:`video.export_localizer`)."""
-        parser.add_argument("--recognizer-config", default=None, help="localisers (BMN): the config of the recognizer "
-                            "that extracted the features (tools/extract_features.py -c)")
+        parser.add_argument("--recognizer-config", default=None, help="localisers (BMN, C-TCN): the config of the "
+                            "recognizer that extracted the features (tools/extract_features.py -c)")
         parser.add_argument("--recognizer-weights", default=None, help="localisers: its checkpoint")
         parser.add_argument("--snippet", type=int, default=None, help="localisers: frames per snippet, as "
                             "tools/extract_features.py --snippet (default: its default for the recognizer)")
         parser.add_argument("--stride", type=int, default=None, help="localisers: frames between snippets, as "
                             "tools/extract_features.py --stride (default: the snippet)")
-        parser.add_argument("--top-k", type=int, default=None, help="localisers: video-level classes paired with "
-                            "each proposal (default: model.classify.top_k, else 2 as ActivityNet)")
+        parser.add_argument("--top-k", type=int, default=None, help="BMN: video-level classes paired with each "
+                            "proposal (default: model.classify.top_k, else 2 as ActivityNet; not C-TCN: own classes)")
 
     def check_export(self, cfg: Config, fmt: str, precision: str) -> None:
         """Temporal localisers export two FP32 ONNX graphs only
