@@ -47,3 +47,25 @@ def test_rerun_continues_instead_of_pruning_again(compressed):
     log = out.stdout + out.stderr
     assert "not pruning again" in log and "pruned: flops" not in log and "not measuring again" in log
     assert (work / "compression.json").read_text() == before
+
+
+def test_ptq_adds_its_int8_row_measured_on_the_export(compressed, demo_data):
+    """--method ptq in the same work dir: the INT8 export (tools/export.py --int8), its metric from that export
+    through the runtime predictor, its row beside the original's (measured once); no calibration folder is one
+    message."""
+    work, ckpt, opts, _ = compressed
+    calib = f"{demo_data}/images/train"
+    out = run_tool("compress.py", "-c", DEMO_CFG, "-w", ckpt, "--method", "ptq", "--calib-dir", calib,
+                   "--work-dir", str(work), "-o", *opts, "compress.ptq.calib_num=4", "compress.ptq.min_agreement=0")
+    rows = {r["variant"]: r for r in json.loads((work / "compression.json").read_text())["rows"]}
+    ptq, original = rows["ptq"], rows["original"]
+    assert (work / "ptq" / "export" / "model_int8.onnx").is_file()
+    assert (work / "ptq" / "eval" / "metrics.json").is_file()
+    assert ptq["method"] == "ptq" and ptq["metric_of"] == "int8 export" and ptq["metric"] == "mIoU", out.stdout[-2000:]
+    assert 0 <= ptq["metric_value"] <= 100 and ptq["latency_int8_ms"] > 0 and ptq["latency_fp32_ms"] > 0
+    assert ptq["params"] == original["params"] and ptq["size_mb"] < original["size_mb"]  # int8 weights on disk
+    assert list(rows)[0] == "original" and "| mIoU (int8 export) |" in (work / "compression.md").read_text()
+    bad = run_tool("compress.py", "-c", DEMO_CFG, "-w", ckpt, "--method", "ptq", "--work-dir", str(work), "-o",
+                   *opts, check=False)
+    assert bad.returncode != 0 and "--method ptq calibrates the INT8 graph" in bad.stderr + bad.stdout
+    assert "Traceback" not in bad.stderr

@@ -1,6 +1,6 @@
-"""Compress a trained model: tools/compress.py -c CONFIG -w CKPT --method prune|qat|distill --work-dir DIR
-[--target-flops F | --target-params P] [--criterion l1|l2|taylor] [--steps N] [--epochs N] [--variant NAME]
-[-o key=value ...].
+"""Compress a trained model: tools/compress.py -c CONFIG -w CKPT --method prune|ptq|qat|distill --work-dir DIR
+[--target-flops F | --target-params P] [--criterion l1|l2|taylor] [--steps N] [--epochs N] [--calib-dir DIR]
+[--variant NAME] [-o key=value ...].
 
 prune: structured channel pruning of the backbone and neck (torch-pruning's dependency graph; the heads keep their
 output channels) until the model has at most F of the original FLOPs (--target-flops 0.5: half) or P of its
@@ -8,6 +8,8 @@ parameters, in N steps (importance estimated again before each), then fine-tunin
 --epochs (the config's schedule when not given; 0: none). The result is an ordinary config and checkpoint:
 DIR/<variant>/pruned_config.yaml and the fine-tuning's checkpoints, which tools/eval.py, infer.py and export.py
 take as they are. Re-running continues (the pruned model is not recomputed; fine-tuning resumes).
+ptq: the INT8 export of tools/export.py --int8 (calibrated on --calib-dir), its metric from that export as deployed
+(oars.compress.ptq): the row QAT is compared with.
 qat / distill: quantisation-aware training and distillation (oars.compress.qat / oars.compress.distill).
 
 Every run adds a row (and the original one) to DIR/compression.md and DIR/compression.json: parameters, FLOPs,
@@ -24,13 +26,14 @@ import importlib
 
 from oars.cli import base_parser, run_cli
 
-_METHOD_MODULES = {"qat": ("oars.compress.qat", "run_qat"), "distill": ("oars.compress.distill", "run_distill")}
+_METHOD_MODULES = {"ptq": ("oars.compress.ptq", "run_ptq"), "qat": ("oars.compress.qat", "run_qat"),
+                   "distill": ("oars.compress.distill", "run_distill")}
 
 
 def main() -> None:
     parser = base_parser(__doc__)
     parser.add_argument("-w", "--weights", required=True, help="the trained checkpoint to compress")
-    parser.add_argument("--method", choices=["prune", "qat", "distill"], default=None,
+    parser.add_argument("--method", choices=["prune", "ptq", "qat", "distill"], default=None,
                         help="compression method (or compress.method in the config)")
     parser.add_argument("--target-flops", type=float, default=None,
                         help="prune: keep at most this fraction of the original FLOPs (0.5 = -50%%)")
@@ -41,6 +44,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=None, help="prune: reach the target in N pruning steps")
     parser.add_argument("--epochs", type=int, default=None,
                         help="fine-tuning length (train_cfg.max_epochs, or max_iters for an iteration loop); 0: none")
+    parser.add_argument("--calib-dir", default=None,
+                        help="ptq: calibration images (qat: the images its INT8 graph is checked on)")
     parser.add_argument("--variant", default=None, help="the variant's name in the table (default: from options)")
     parser.add_argument("--teacher-config", default=None, help="distill: the teacher's config (-c/-w are the student)")
     parser.add_argument("--teacher-weights", default=None, help="distill: the teacher's trained checkpoint")
@@ -55,7 +60,8 @@ def main() -> None:
     cfg = load(args.config, args.overrides)
     cli = {"method": args.method, "target_flops": args.target_flops, "target_params": args.target_params,
            "criterion": args.criterion, "steps": args.steps, "epochs": args.epochs, "variant": args.variant,
-           "teacher_config": args.teacher_config, "teacher_weights": args.teacher_weights}
+           "teacher_config": args.teacher_config, "teacher_weights": args.teacher_weights,
+           "calib_dir": args.calib_dir}
     options = merged_options(cfg, cli)
     method = options["method"]
     if method == "prune":
@@ -70,13 +76,15 @@ def main() -> None:
         if err.name != module_name:
             raise
         raise OarsError(f"--method {method}: {module_name} is not installed in this checkout") from None
-    result = getattr(module, fn_name)(cfg, args.weights, args.work_dir, options)
+    extra = {"overrides": args.overrides} if method == "ptq" else {}
+    result = getattr(module, fn_name)(cfg, args.weights, args.work_dir, options, **extra)
     _record(args.work_dir, result, cfg.filename, args.weights, args.overrides, options)
 
 
 def _record(work_dir: str, result: object, config: str, weights: str, overrides: list, options: dict) -> None:
-    """A method's returned row goes into the table unless the method recorded it itself (``result['row']``), and
-    the original model's row is measured once for every method (the row each variant is compared with)."""
+    """A method's returned row (``result['row']``) goes into the table, replacing the row of an earlier run of the
+    same variant, and the original model's row is measured once for every method (the row each variant is
+    compared with)."""
     import os.path as osp
 
     from oars.compress.table import add_row, format_rows, has_row, read_rows
@@ -87,7 +95,7 @@ def _record(work_dir: str, result: object, config: str, weights: str, overrides:
                                           overrides, options))
 
     row = result.get("row") if isinstance(result, dict) else None
-    if isinstance(row, dict) and row.get("variant") and not has_row(work_dir, row["variant"]):
+    if isinstance(row, dict) and row.get("variant"):  # a re-run replaces its row (measured again, e.g. resumed)
         add_row(work_dir, row)
     rows = read_rows(work_dir)
     if rows:

@@ -15,12 +15,12 @@ from oars.errors import OarsError
 
 from .prune import CRITERIA, PruneSettings
 
-METHODS = ("prune", "qat", "distill")
+METHODS = ("prune", "ptq", "qat", "distill")
 # Keys the pruning method and the tool itself read (the other methods read their own sections).
 PRUNE_KEYS = ("target_flops", "target_params", "criterion", "steps", "scope", "ignore", "max_layer_ratio",
               "round_to", "global_pruning")
 TOOL_KEYS = ("method", "epochs", "variant", "export", "latency")
-OTHER_METHOD_SECTIONS = ("qat", "distill")  # compress.qat / compress.distill: those methods' own settings
+OTHER_METHOD_SECTIONS = ("ptq", "qat", "distill")  # compress.ptq / .qat / .distill: those methods' own settings
 
 
 def merged_options(cfg: Config, cli: dict[str, Any]) -> dict[str, Any]:

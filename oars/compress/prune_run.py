@@ -205,7 +205,8 @@ def finetune(config_path: str, init_path: str, folder: str, options: dict[str, A
              overrides: Sequence[str]) -> str:
     """Fine-tune the pruned model through the normal runner (resuming when ``folder`` has checkpoints); returns the
     last checkpoint. ``options['epochs']``: the length of the fine-tuning (``train_cfg.max_epochs``, or
-    ``max_iters`` for an iteration-based loop); 0 skips it (the pruned weights are the result)."""
+    ``max_iters`` for an iteration-based loop; the learning-rate schedule is fitted to it, :func:`rescaled_schedule`);
+    0 skips it (the pruned weights are the result)."""
     from oars.config import load_config
     from oars.engine.entry import train
     from oars.engine.work_dir import latest_checkpoint
@@ -215,11 +216,57 @@ def finetune(config_path: str, init_path: str, folder: str, options: dict[str, A
         return init_path
     extra = [f"load_from={init_path}"]
     if epochs is not None:
-        loop = load_config(config_path, _variant_overrides(overrides)).get("train_cfg") or {}
+        cfg = load_config(config_path, _variant_overrides(overrides))
+        loop = cfg.get("train_cfg") or {}
         key = "max_iters" if "max_iters" in loop else "max_epochs"
         extra += [f"train_cfg.{key}={int(epochs)}", f"train_cfg.val_interval={int(epochs)}"]
+        extra += rescaled_schedule(cfg.get("param_scheduler"), loop.get(key), int(epochs), key == "max_epochs")
     train(config_path, [*_variant_overrides(overrides), *extra], work_dir=folder, resume=True)
     last = latest_checkpoint(folder)
     if last is None:
         raise OarsError(f"fine-tuning in {folder} wrote no checkpoint (is default_hooks.checkpoint set?)")
     return last
+
+
+_SCHEDULE_KEYS = ("begin", "end", "T_max", "milestones")
+
+
+def rescaled_schedule(schedulers: Any, old_len: Any, new_len: int, by_epoch: bool) -> list[str]:
+    """``-o`` overrides that fit the config's learning-rate schedule to a fine-tuning of ``new_len`` epochs (or
+    iterations) instead of the training's ``old_len``.
+
+    Why: ``--epochs E`` only shortening the loop would cut a cosine schedule (``T_max`` = the training's length)
+    in the middle: the fine-tuning would stop at a high learning rate without the low-rate end that recovers the
+    accuracy. Schedulers counted in the loop's unit (``by_epoch`` as the loop) have ``begin``, ``end``, ``T_max``
+    and ``milestones`` scaled by ``new_len / old_len`` (rounded, at least 1); the others (an iteration warm-up in an
+    epoch loop) keep theirs.
+
+    Args:
+        schedulers: ``cfg.param_scheduler`` (a mapping, a list of them, or None).
+        old_len: the training loop's ``max_epochs`` / ``max_iters``.
+        new_len: the fine-tuning's.
+        by_epoch: whether the loop counts epochs.
+
+    Returns:
+        ``['param_scheduler.1.T_max=16', ...]`` (empty when nothing is to change).
+    """
+    if not schedulers or not isinstance(old_len, int) or old_len <= 0 or new_len == old_len:
+        return []
+    items = [("param_scheduler", schedulers)] if isinstance(schedulers, dict) else \
+        [(f"param_scheduler.{i}", s) for i, s in enumerate(schedulers) if isinstance(s, dict)]
+    scale = new_len / old_len
+
+    def fit(value: float) -> int:
+        return max(1, round(value * scale)) if value > 0 else 0
+
+    out = []
+    for where, sched in items:
+        if bool(sched.get("by_epoch", True)) != by_epoch:
+            continue
+        for key in _SCHEDULE_KEYS:
+            value = sched.get(key)
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and value < 1e8:
+                out.append(f"{where}.{key}={fit(value)}")
+            elif isinstance(value, (list, tuple)) and all(isinstance(v, (int, float)) for v in value):
+                out.append(f"{where}.{key}=[{', '.join(str(fit(v)) for v in value)}]")
+    return out

@@ -47,7 +47,7 @@ def export_qat(cfg: Config, float_cfg: Config, checkpoint: str, out_dir: str, op
     from oars.export.check import ort_outputs, ort_session
     from oars.export.guards import DEFAULT_OPSET
     from oars.export.onnx_export import export_spec_to_onnx
-    from oars.export.precision import calibration_batches, calibration_images, check_agreement
+    from oars.export.precision import calibration_batches, calibration_files, check_agreement
     from oars.inference import init_model
     from oars.tasks import find_task
     from oars_deploy.atomic import temp_path
@@ -71,9 +71,14 @@ def export_qat(cfg: Config, float_cfg: Config, checkpoint: str, out_dir: str, op
         model = model.cpu().eval()
     spec = task.build_export_spec(model, int8_cfg, options)
     spec.module.eval()
-    if opts.get("calib_dir"):
-        files = calibration_images(str(opts["calib_dir"]))[:int(opts.get("calib_num") or 8)]
-        inputs = list(calibration_batches(files, deploy, options.input_shape[0]))
+    reader = task.calibration_reader(int8_cfg, options) if opts.get("calib_dir") else None
+    if opts.get("calib_dir") and reader is None:
+        raise OarsError(f"compress.qat.calib_dir {opts['calib_dir']}: {cfg.filename}'s graph input is "
+                        f"{list(options.input_shape)}, which its task has no calibration files for; leave calib_dir "
+                        "unset (the INT8 graph is then compared with the FP32 one on the export's sample input)")
+    if reader is not None:  # the task's calibration files (images, a clip classifier's videos) as deployed
+        files = calibration_files(str(opts["calib_dir"]), reader)[:int(opts.get("calib_num") or 8)]
+        inputs = list(calibration_batches(files, deploy, options.input_shape[0], reader))
     else:  # the float export's self-check inputs (a task's own, e.g. video clips, else synthetic images)
         from oars.export.onnx_export import self_check_inputs
 

@@ -93,8 +93,14 @@ def _cell(key: str, value: Any) -> str:
 
 
 def table_cells(rows: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
-    """Header and formatted cells of the table (shared by the Markdown, terminal and HTML forms)."""
-    return [title for _, title in COLUMNS], [[_cell(k, r.get(k)) for k, _ in COLUMNS] for r in rows]
+    """Header and formatted cells of the table (shared by the Markdown, terminal and HTML forms). A row whose
+    metric was measured on something other than the PyTorch checkpoint (``metric_of``: PTQ's, on its INT8 export)
+    says so in the metric cell."""
+    def cell(row: dict[str, Any], key: str) -> str:
+        text = _cell(key, row.get(key))
+        return f"{text} ({row['metric_of']})" if key == "metric" and row.get("metric_of") else text
+
+    return [title for _, title in COLUMNS], [[cell(r, k) for k, _ in COLUMNS] for r in rows]
 
 
 def markdown_table(rows: list[dict[str, Any]]) -> str:

@@ -149,3 +149,22 @@ def test_prune_needs_exactly_one_target():
     with pytest.raises(OarsError, match="got both"):
         prune_settings({"method": "prune", "target_flops": 0.5, "target_params": 0.5}, "cfg.yaml")
     assert prune_settings({"method": "prune", "target_params": "0.5"}).target_params == 0.5
+
+
+def test_finetune_epochs_rescale_the_epoch_schedule_not_the_iteration_warmup():
+    """--epochs 16 on the demo U-Net (cosine T_max 32 over 32 epochs, a 30-iteration warm-up): the cosine ends with
+    the fine-tuning, the warm-up stays, a single mapping and milestones scale too, an unchanged length changes
+    nothing."""
+    from oars.compress.prune_run import rescaled_schedule
+
+    cfg = load_config(DEMO_CFG)
+    extra = rescaled_schedule(cfg.param_scheduler, cfg.train_cfg.max_epochs, 16, by_epoch=True)
+    assert extra == ["param_scheduler.1.begin=0", "param_scheduler.1.T_max=16"]
+    tuned = load_config(DEMO_CFG, extra)
+    assert tuned.param_scheduler[1]["T_max"] == 16 and tuned.param_scheduler[0]["end"] == 30
+    step = {"type": "MultiStepLR", "milestones": [8, 11], "end": 12}
+    assert rescaled_schedule(step, 12, 6, by_epoch=True) == ["param_scheduler.end=6",
+                                                              "param_scheduler.milestones=[4, 6]"]
+    assert rescaled_schedule(cfg.param_scheduler, 32, 32, by_epoch=True) == []
+    assert rescaled_schedule([{"type": "LinearLR", "by_epoch": False, "end": 100}], 1000, 10, by_epoch=False) \
+        == ["param_scheduler.0.end=1"]

@@ -36,7 +36,7 @@ def qat_run(demo_data, tmp_path_factory):
     torch.save({"state_dict": model.state_dict(), "meta": {}}, float_ckpt)
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
-        record = run_qat(cfg, float_ckpt, tmp / "qat", {"iters": 2, "val": False})
+        record = run_qat(cfg, float_ckpt, tmp / "qat", {"iters": 2, "val": True})
     record["printed"] = printed.getvalue()
     return cfg, float_ckpt, record
 
@@ -47,6 +47,9 @@ def test_qat_export_runs_int8_in_onnx_runtime(qat_run):
     assert record["variant"] == "qat" and osp.isfile(record["checkpoint"]) and osp.isfile(record["config"])
     row = record["row"]
     assert row["variant"] == "qat" and row["method"] == "qat" and row["latency_int8_ms"] > 0 and row["size_mb"] > 0
+    # the metric is the INT8 export's, run by the runtime predictor (the fake-quantised model's kept beside it)
+    assert row["metric"] == "mIoU" and row["metric_of"] == "int8 export" and record["metrics_fake_quant"]["mIoU"] >= 0
+    assert osp.isfile(osp.join(osp.dirname(record["checkpoint"]), "export_eval", "metrics.json"))
     assert record["captured"], "no sub-module was captured"
     nodes = [n.op_type for n in onnx.load(record["onnx_int8"]).graph.node]
     assert nodes.count("QuantizeLinear") >= 3 and nodes.count("DequantizeLinear") >= 3
@@ -144,3 +147,21 @@ def test_capture_shape_is_the_exports_with_a_batch_of_two():
         2, 8, 3, 64, 64]
     assert capture_shape(load_config(os.path.join(ROOT, "configs/segmentation/unet/unet_demo_shapes.yaml"))) == [
         2, 3, 64, 64]
+
+
+def test_qat_export_compares_on_calibration_files_read_as_deployed(qat_run, demo_data, tmp_path):
+    """``compress.qat.calib_dir``: the INT8 graph is compared with the FP32 one on the task's calibration files, read
+    by the task's reader (images here; a clip classifier's videos), as ``tools/export.py --int8`` reads them."""
+    from oars.compress.qat_export import export_qat
+    from oars.config import load_config
+
+    float_cfg, _, record = qat_run
+    images = osp.join(str(demo_data), "images", "val")
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        out = export_qat(load_config(record["config"]), float_cfg, record["checkpoint"], str(tmp_path / "export"),
+                         {"calib_dir": images, "calib_num": 2})
+    assert osp.isfile(out["onnx_int8"]) and "agreement" in printed.getvalue()
+    with pytest.raises(OarsError, match="calib"):  # a folder without images: one message naming it
+        export_qat(load_config(record["config"]), float_cfg, record["checkpoint"], str(tmp_path / "export2"),
+                   {"calib_dir": str(tmp_path / "export"), "calib_num": 2})
