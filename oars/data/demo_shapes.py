@@ -66,10 +66,11 @@ def _background(rng: np.random.Generator, size: int) -> np.ndarray:
     return img
 
 
-def _shape_mask(rng: np.random.Generator, cls: int, size: int) -> np.ndarray:
-    """Filled uint8 mask (0/1) of one shape; points use 4 fractional bits for sub-pixel placement."""
+def _shape_mask(rng: np.random.Generator, cls: int, size: int, object_scale: float = 1.0) -> np.ndarray:
+    """Filled uint8 mask (0/1) of one shape, its circumradius ``object_scale`` x 9-22 % of ``size``; points use 4
+    fractional bits for sub-pixel placement."""
     mask = np.zeros((size, size), dtype=np.uint8)
-    radius = rng.uniform(0.09, 0.22) * size  # circumradius
+    radius = rng.uniform(0.09, 0.22) * object_scale * size  # circumradius
     centre = rng.uniform(0.1 * size, 0.9 * size, 2)
     shift, scale = 4, 16.0
     if cls == 1:  # circle, radius a bit below the circumradius so areas of the classes are alike
@@ -95,15 +96,17 @@ def _pick_colour(rng: np.random.Generator, bg_mean: np.ndarray) -> np.ndarray:
     return candidates[good[0] if good.size else int(np.argmax(dist))]
 
 
-def render_sample(rng: np.random.Generator, size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Draw one sample; returns (BGR uint8 image, instance map uint8 [0=none, k=k-th shape], classes [K])."""
+def render_sample(rng: np.random.Generator, size: int, object_scale: float = 1.0,
+                  max_objects: int = 4) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Draw one sample of 1 to ``max_objects`` shapes (``object_scale``: see :func:`_shape_mask`); returns (BGR
+    uint8 image, instance map uint8 [0=none, k=k-th shape], classes [K])."""
     img = _background(rng, size)
-    num_shapes = int(rng.integers(1, 5))
+    num_shapes = int(rng.integers(1, max_objects + 1))
     classes = rng.integers(1, len(CLASSES), num_shapes)
     inst = np.zeros((size, size), dtype=np.uint8)
     shade = (np.arange(size, dtype=np.float32) / size - 0.5)[None, :] * np.ones((size, 1), np.float32)
     for k, cls in enumerate(classes, start=1):
-        mask = _shape_mask(rng, int(cls), size).astype(bool)
+        mask = _shape_mask(rng, int(cls), size, object_scale).astype(bool)
         if not mask.any():
             continue
         colour = _pick_colour(rng, img[mask].mean(axis=0))
@@ -147,7 +150,8 @@ def _instance_annotation(visible: np.ndarray) -> dict | None:
     }
 
 
-def _write_split(root: Path, split: str, num: int, size: int, seed: int) -> int:
+def _write_split(root: Path, split: str, num: int, size: int, seed: int, object_scale: float = 1.0,
+                 max_objects: int = 4) -> int:
     """Write images, labels and the COCO file of one split; returns the number of annotations."""
     img_dir, lbl_dir = root / 'images' / split, root / 'labels' / split
     img_dir.mkdir(parents=True, exist_ok=True)
@@ -156,7 +160,7 @@ def _write_split(root: Path, split: str, num: int, size: int, seed: int) -> int:
     images, annotations = [], []
     for idx in range(num):
         rng = np.random.default_rng([seed, SPLITS.index(split), idx])
-        img, inst, classes = render_sample(rng, size)
+        img, inst, classes = render_sample(rng, size, object_scale, max_objects)
         name = f'{idx:0{digits}d}.png'
         if not cv2.imwrite(str(img_dir / name), img):
             raise OSError(f'cv2.imwrite failed for {img_dir / name}')
@@ -221,8 +225,14 @@ def generate(
     size: int = 128,
     seed: int = 0,
     overwrite: bool = False,
+    object_scale: float = 1.0,
+    max_objects: int = 4,
 ) -> dict:
     """Write the demo set under ``out_dir`` unless a complete set with the same parameters is there.
+
+    ``object_scale`` (> 0) multiplies the shapes' sizes and ``max_objects`` caps their number per image: the demo
+    uses 1 and 4; ``benchmarks/large_objects.py`` draws few large shapes, as photos show their objects. Left at
+    those defaults, neither enters meta.json, so a set written before they existed is reused as it is.
 
     Returns a dict with ``out_dir``, ``skipped`` (True when the existing set was reused), ``classes``,
     ``num_images`` and ``num_annotations`` per split, and the ``images``/``labels``/``annotations`` paths
@@ -236,15 +246,21 @@ def generate(
     if num_train + num_val == 0:
         raise ValueError(f'{owner}: num_train and num_val are both 0; nothing to generate')
     check_int_arg(owner, 'seed', seed, 0)
+    check_int_arg(owner, 'max_objects', max_objects, 1)
+    if isinstance(object_scale, bool) or not isinstance(object_scale, int | float) or not 0 < object_scale <= 4:
+        raise ValueError(f'{owner}: object_scale must be a number in (0, 4], got {object_scale!r}')
     root = Path(out_dir)
     params = {'num_train': int(num_train), 'num_val': int(num_val), 'size': int(size), 'seed': int(seed)}
+    params.update({k: v for k, v, default in (('object_scale', float(object_scale), 1.0),
+                                              ('max_objects', int(max_objects), 4)) if v != default})
     gset = GeneratedSet(root, _GENERATOR_NAME, FORMAT_VERSION, params, _owned_paths(root),
                         'images/, labels/, annotations/instances_*.json and meta.json')
     meta = gset.reusable_meta()
     if not overwrite and meta is not None and _is_complete(root, params):
         return _result(root, params, meta.get('num_annotations', {}), skipped=True)
     gset.begin(overwrite, classes=list(CLASSES), palette=[list(c) for c in PALETTE])
-    counts = {split: _write_split(root, split, params[f'num_{split}'], size, seed) for split in SPLITS}
+    counts = {split: _write_split(root, split, params[f'num_{split}'], size, seed, float(object_scale),
+                                  int(max_objects)) for split in SPLITS}
     gset.finish(num_annotations=counts)
     return _result(root, params, counts, skipped=False)
 
@@ -256,6 +272,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument('--num-val', type=int, default=60)
     parser.add_argument('--size', type=int, default=128, help='image side in pixels')
     parser.add_argument('--seed', type=int, default=0)
+    parser.add_argument('--object-scale', type=float, default=1.0,
+                        help='multiply the shapes\' sizes (default 1: 9-22 %% of the side as circumradius)')
+    parser.add_argument('--max-objects', type=int, default=4, help='at most this many shapes per image (default 4)')
     parser.add_argument('--overwrite', action='store_true', help='regenerate even if an identical set exists')
 
 
@@ -266,7 +285,7 @@ def run(args: argparse.Namespace) -> int:
         OarsError: bad sizes or counts, or ``--out`` holding other files (naming the folder).
     """
     res = run_generator('demo_shapes', generate, args.out, args.num_train, args.num_val, args.size, args.seed,
-                        args.overwrite)
+                        args.overwrite, args.object_scale, args.max_objects)
     for split in SPLITS:
         print(f'  {split}: {res["num_images"][split]} images -> {res["images"][split]}, '
               f'labels -> {res["labels"][split]}, {res["num_annotations"].get(split, "?")} instances -> '

@@ -13,6 +13,7 @@ import glob
 import os
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
@@ -36,6 +37,9 @@ CHEAPEST = {
                       ["| U-Net | on | 1 |", "| U-Net | off | 1 |"]),
     "stream_fps.py": (["--models", "unet", "--frames", "4", "--size", "64x48", "--repeats", "1", "--warmup", "0"],
                       ["stream vs predictor alone: 4 frames of 64x48", "| U-Net | "]),
+    "large_objects.py": (["--epochs", "1", "--num-train", "8", "--num-val", "4", "--anchors", "fitted9",
+                          "--work-dir", os.path.join(tempfile.mkdtemp(prefix="oars_large_objects_"), "w")],
+                         ["large shapes in ", "anchors fitted9 : COCO mAP "]),
 }
 # data_pipeline.py runs once per task, on a small generated set (tests below)
 DATA_PIPELINE = ["--batches", "1", "--batch-size", "1", "--workers", "0"]
@@ -87,7 +91,8 @@ def test_every_benchmark_script_has_a_smoke_run():
 # contention.py's cheapest form is still two fresh training processes with their DataLoader workers (~25 s)
 # serve_load.py: a demo export and a local Ray (~60 s); compile_step.py: a torch.compile of a tiny U-Net (~15 s CPU);
 # stream_fps.py: the U-Net demo export (~15 s CPU; its stream path runs on a tiny export in test_stream_fps.py)
-SLOW_SCRIPTS = {"contention.py", "serve_load.py", "compile_step.py", "stream_fps.py"}
+# large_objects.py: one epoch of the YOLOv3 demo on 8 images through train.py, eval.py and optimize_anchors.py (~40 s)
+SLOW_SCRIPTS = {"contention.py", "serve_load.py", "compile_step.py", "stream_fps.py", "large_objects.py"}
 
 
 @pytest.mark.parametrize("script", [pytest.param(s, marks=pytest.mark.slow) if s in SLOW_SCRIPTS else s

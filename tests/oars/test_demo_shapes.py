@@ -157,11 +157,28 @@ def test_foreign_directory_is_refused_unless_overwrite(tmp_path):
 
 @pytest.mark.parametrize('kwargs, word', [
     (dict(num_train=-1), 'num_train'), (dict(num_val=1.5), 'num_val'), (dict(size=16), 'size'),
-    (dict(seed=-3), 'seed'), (dict(num_train=0, num_val=0), 'nothing'),
+    (dict(seed=-3), 'seed'), (dict(num_train=0, num_val=0), 'nothing'), (dict(object_scale=0), 'object_scale'),
+    (dict(object_scale=True), 'object_scale'), (dict(max_objects=0), 'max_objects'),
 ])
 def test_bad_arguments(tmp_path, kwargs, word):
     with pytest.raises(ValueError, match=word):
         generate(tmp_path / 'ds', **kwargs)
+
+
+def test_object_scale_and_max_objects(tmp_path):
+    """Larger, fewer shapes (benchmarks/large_objects.py's photo-like set): the boxes grow with the scale, the count
+    per image is capped, and only non-default values enter meta.json (older sets stay reusable)."""
+    def boxes(root):
+        coco = json.loads((root / 'annotations' / 'instances_train.json').read_text())
+        per_image = np.bincount([a['image_id'] for a in coco['annotations']])
+        return np.array([max(a['bbox'][2:]) for a in coco['annotations']]), per_image.max()
+
+    small, _ = boxes(Path(generate(tmp_path / 'small', num_train=20, num_val=0, size=64)['out_dir']))
+    res = generate(tmp_path / 'large', num_train=20, num_val=0, size=64, object_scale=2.0, max_objects=2)
+    large, most = boxes(Path(res['out_dir']))
+    assert np.median(large) > 1.6 * np.median(small) and most <= 2
+    assert json.loads((tmp_path / 'large' / 'meta.json').read_text())['params']['max_objects'] == 2
+    assert 'object_scale' not in json.loads((tmp_path / 'small' / 'meta.json').read_text())['params']
 
 
 def test_cli_main_and_module(tmp_path, capsys):
