@@ -26,7 +26,9 @@ CFG = osp.join(ROOT, "configs/video/tsm/tsm_r18_demo_videos.yaml")
 
 
 def _overrides(data_root: str) -> list[str]:
+    # every split at the generated set: building a runner checks each split's classes against the model
     opts = {"model.backbone.base_channels": 4, "test_dataloader.dataset.data_root": data_root,
+            "train_dataloader.dataset.data_root": data_root, "val_dataloader.dataset.data_root": data_root,
             "test_dataloader.num_workers": 0, "test_dataloader.persistent_workers": False,
             "test_dataloader.batch_size": 4, "test_dataloader.dataset.pipeline.3.scale": "[-1,32]",
             "test_dataloader.dataset.pipeline.4.crop_size": 32}
@@ -106,7 +108,9 @@ def test_feature_classifier_export_evaluates_as_the_checkpoint(case):
     """A frame-feature export (Attention Cluster on the set's per-clip features) goes through the runtime's
     FeaturePredictor: the checkpoint's metrics and labels."""
     config = osp.join(ROOT, "configs/video/attention_cluster/attention_cluster_demo_features.yaml")
-    opts = [f"test_dataloader.dataset.data_root={case['data']}", "test_dataloader.batch_size=4"]
+    opts = [f"{split}.dataset.data_root={case['data']}" for split in ("train_dataloader", "val_dataloader",
+                                                                      "test_dataloader")]
+    opts.append("test_dataloader.batch_size=4")
     ckpt = _random_checkpoint(opts, case["classes"], str(case["work"] / "feat.pth"), config)
     export_model(config, ckpt, str(case["work"] / "feat_export"), overrides=opts)
     torch_metrics, torch_records = _evaluate(case, "feat_torch", config, opts, checkpoint=ckpt)
