@@ -114,7 +114,8 @@ def evaluate(config: str, checkpoint: str | None, overrides: Sequence[str] = (),
         _use_export(cfg, model_dir, device, backend)
     else:
         check_checkpoint_file(checkpoint)  # before the data is touched: a wrong -w is the likelier mistake
-    cfg = validated_and_resolved(cfg, RunOptions(work_dir=work_dir, load_from=checkpoint))
+    # only the test split is checked: evaluating needs neither the training nor the validation data on the machine
+    cfg = validated_and_resolved(cfg, RunOptions(work_dir=work_dir, load_from=checkpoint), ("test_dataloader",))
     if show_dir:  # pictures never go into the data they are drawn from
         data_root = ((cfg.get("test_dataloader") or {}).get("dataset") or {}).get("data_root")
         check_output_folder(show_dir, data_root, flag="--show-dir", input_flag="test_dataloader.dataset.data_root")

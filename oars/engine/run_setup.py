@@ -14,7 +14,7 @@ from mmengine.config import Config
 
 from .resolve import RunOptions, resolve_engine
 from .runner import config_file_text
-from .validate import validate_config
+from .validate import ALL_SPLITS, validate_config
 
 
 def load(config: str, overrides: Sequence[str] = ()) -> Config:
@@ -24,9 +24,10 @@ def load(config: str, overrides: Sequence[str] = ()) -> Config:
     return load_config(config, list(overrides))
 
 
-def validated_and_resolved(cfg: Config, options: RunOptions) -> Config:
-    """Validate a loaded config once, then resolve the engine's defaults on a copy (see ``resolve_engine``)."""
-    validate_config(cfg)
+def validated_and_resolved(cfg: Config, options: RunOptions, splits: Sequence[str] = ALL_SPLITS) -> Config:
+    """Validate a loaded config once (its datasets of ``splits``: those the run uses), then resolve the engine's
+    defaults on a copy (see ``resolve_engine``)."""
+    validate_config(cfg, splits)
     return resolve_engine(cfg, options)
 
 

@@ -9,6 +9,7 @@ went through :func:`validate_config` (``prepare_config`` + ``build_runner`` in t
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 
 from mmengine.config import Config
 from mmengine.registry import DefaultScope
@@ -18,12 +19,18 @@ from oars.errors import OarsError
 _VALIDATED_ATTR = "_oars_validated"  # in Config.__dict__ (kept by deepcopy), outside the config data
 
 
-def validate_config(cfg: Config) -> None:
-    """Check ``cfg`` (raises ``ConfigError``/``OarsError`` with the file and key) and mark it as checked."""
+ALL_SPLITS = ("train_dataloader", "val_dataloader", "test_dataloader")
+
+
+def validate_config(cfg: Config, splits: Sequence[str] = ALL_SPLITS) -> None:
+    """Check ``cfg`` (raises ``ConfigError``/``OarsError`` with the file and key) and mark it as checked.
+
+    ``splits``: the dataloaders the run uses, whose datasets are checked against the model (an evaluation uses
+    only the test split: its machine need not hold the training data)."""
     from oars.config import check
 
     check.check_config(cfg)
-    check_dataset_agreement(cfg)
+    check_dataset_agreement(cfg, splits)
     object.__setattr__(cfg, _VALIDATED_ATTR, True)
 
 
@@ -32,7 +39,7 @@ def is_validated(cfg: Config) -> bool:
     return bool(vars(cfg).get(_VALIDATED_ATTR))
 
 
-def check_dataset_agreement(cfg: Config) -> None:
+def check_dataset_agreement(cfg: Config, splits: Sequence[str] = ALL_SPLITS) -> None:
     """Fail at build time when a dataset disagrees with the model: class count versus
     ``model.num_classes``, then what the config's task checks (``Task.check_dataset``; segmentation: the
     dataset's ``ignore_index`` versus the heads', the label padding value and the evaluators')."""
@@ -45,7 +52,7 @@ def check_dataset_agreement(cfg: Config) -> None:
 
     task = find_task(cfg.get("default_scope"))  # a scope without a registered task has no checks of its own
 
-    for split in ("train_dataloader", "val_dataloader", "test_dataloader"):
+    for split in splits:
         loader = cfg.get(split)
         if not loader or not isinstance(loader.get("dataset"), dict):
             continue

@@ -85,6 +85,17 @@ def _evaluate(case, name: str, config: str = CFG, opts: list[str] | None = None,
     return result["metrics"], _records(out)
 
 
+def test_evaluation_needs_only_the_test_data(case, tmp_path):
+    """A machine that evaluates need not hold the training data: only the test split is checked and read (the
+    training and validation splits point at a folder that does not exist, classes file included)."""
+    missing = str(tmp_path / "not_here")
+    opts = [o for o in case["opts"] if not o.startswith(("train_dataloader.dataset.data_root",
+                                                         "val_dataloader.dataset.data_root"))]
+    opts += [f"train_dataloader.dataset.data_root={missing}", f"val_dataloader.dataset.data_root={missing}"]
+    metrics, records = _evaluate(case, "test_split_only", opts=opts, checkpoint=case["ckpt"])
+    assert set(metrics) == {"acc/top1", "acc/top5", "acc/mean_class_accuracy"} and len(records) == 6
+
+
 def test_fp32_export_evaluates_as_the_checkpoint(case):
     """Same clips, same evaluator: the runtime predictor's scores are the checkpoint's (to ONNX Runtime's float
     error), so top-1 / top-5 / mean class accuracy are equal; metrics.json names the export."""
