@@ -45,7 +45,8 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=None,
                         help="fine-tuning length (train_cfg.max_epochs, or max_iters for an iteration loop); 0: none")
     parser.add_argument("--calib-dir", default=None,
-                        help="ptq: calibration images (qat: the images its INT8 graph is checked on)")
+                        help="ptq: calibration files like the deployment data: images, or videos for a clip "
+                        "classifier (qat: the files its INT8 graph is checked on)")
     parser.add_argument("--variant", default=None, help="the variant's name in the table (default: from options)")
     parser.add_argument("--teacher-config", default=None, help="distill: the teacher's config (-c/-w are the student)")
     parser.add_argument("--teacher-weights", default=None, help="distill: the teacher's trained checkpoint")

@@ -1,10 +1,11 @@
 """Post-training quantisation as a variant of the compression table (``tools/compress.py --method ptq``).
 
-The INT8 export of ``tools/export.py --int8`` (ONNX Runtime static quantisation calibrated on images, checked
-against the FP32 graph), evaluated as deployed: its validation metric comes from the export run by the runtime
-predictor (``tools/eval.py --model-dir``), since the INT8 graph exists only there. Why a method of its own: the
-issue's table compares the original, PTQ, QAT, pruned and distilled variants, and "QAT no worse than PTQ" needs
-PTQ's metric and latency measured the same way, in the same work dir.
+The INT8 export of ``tools/export.py --int8`` (ONNX Runtime static quantisation calibrated on the task's calibration
+files: images, or a clip classifier's videos; checked against the FP32 graph), evaluated as deployed: its
+validation metric comes from the export run by the runtime predictor (``tools/eval.py --model-dir``), since the
+INT8 graph exists only there. Why a method of its own: the issue's table compares the original, PTQ, QAT, pruned
+and distilled variants, and "QAT no worse than PTQ" needs PTQ's metric and latency measured the same way, in the
+same work dir.
 """
 
 from __future__ import annotations
@@ -33,10 +34,12 @@ def ptq_options(cfg: Config, options: dict | None) -> dict:
 
     opts = merge_settings(cfg, options, DEFAULTS_FILE, "ptq", "PTQ")
     if not opts["calib_dir"]:
-        raise OarsError(f"{cfg.filename}: --method ptq calibrates the INT8 graph on images like the deployment "
-                        "data: give --calib-dir DIR (or compress.ptq.calib_dir)")
+        raise OarsError(f"{cfg.filename}: --method ptq calibrates the INT8 graph on files like the deployment "
+                        "data (images; videos for a clip classifier): give --calib-dir DIR (or "
+                        "compress.ptq.calib_dir)")
     if not osp.isdir(str(opts["calib_dir"])):
-        raise OarsError(f"--calib-dir {opts['calib_dir']}: not a folder (expected calibration images)")
+        raise OarsError(f"--calib-dir {opts['calib_dir']}: not a folder (expected a folder of calibration files: "
+                        "images, or videos for a clip classifier)")
     if opts["calib_method"] not in CALIB_METHODS:
         raise OarsError(f"{cfg.filename}: compress.ptq.calib_method must be one of {list(CALIB_METHODS)}, "
                         f"got {opts['calib_method']!r}")
