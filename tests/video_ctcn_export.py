@@ -14,8 +14,8 @@ import copy
 import os
 from pathlib import Path
 
-from demo_utils import ROOT, random_checkpoint
-from video_segments_export import FEAT_DIM, SNIPPET, STRIDE, tiny_recognizer_config
+from demo_utils import ROOT
+from video_segments_export import FEAT_DIM, SNIPPET, STRIDE, shared_localizer_export
 
 CTCN_CFG = os.path.join(ROOT, "configs/video/ctcn/ctcn_activitynet_feature.yaml")
 TEMPORAL_DIM, NUM_ANCHORS = 32, 45
@@ -50,23 +50,7 @@ def ctcn_checkpoint(folder: Path, overrides: list[str] = CTCN_SHRINK) -> str:
 
 
 def ctcn_export(tmp_path_factory) -> dict:
-    """``{'dir', 'result' (export_model's, None when reused), 'recognizer_config', 'recognizer_weights',
-    'ctcn_weights'}`` of the shared export (built on first use in this session). Call it inside the video scope."""
-    from oars.config import load_config
-    from oars.export import export_model
-
-    base = tmp_path_factory.getbasetemp() / "video_ctcn_export"
-    out = base / "export"
-    base.mkdir(exist_ok=True)
-    rcfg = tiny_recognizer_config(base)
-    info = {"dir": out, "result": None, "recognizer_config": rcfg,
-            "recognizer_weights": str(base / "model.pth"), "ctcn_weights": str(base / "ctcn.pth")}
-    if (out / "deploy.yaml").exists():
-        return info
-    random_checkpoint(rcfg, [], base)
-    ctcn_checkpoint(base)
-    info["result"] = export_model(load_config(CTCN_CFG, CTCN_SHRINK), info["ctcn_weights"], str(out),
-                                  task_options={"recognizer_config": rcfg,
-                                                "recognizer_weights": info["recognizer_weights"],
-                                                "snippet": SNIPPET, "stride": STRIDE})
-    return info
+    """The shared shrunk C-TCN export (``video_segments_export.shared_localizer_export``; its weights:
+    ``ctcn_weights``, ctcn.pth). Call it inside the video scope."""
+    return shared_localizer_export(tmp_path_factory, "video_ctcn_export", CTCN_CFG, CTCN_SHRINK, "ctcn_weights",
+                                   ctcn_checkpoint, {"snippet": SNIPPET, "stride": STRIDE})

@@ -50,24 +50,33 @@ def bmn_checkpoint(folder: Path, overrides: list[str] = SHRINK) -> str:
     return path
 
 
-def segments_export(tmp_path_factory) -> dict:
-    """``{'dir', 'result' (export_model's, None when reused), 'recognizer_config', 'recognizer_weights',
-    'bmn_weights'}`` of the shared export (built on first use in this session). Call it inside the video scope."""
+def shared_localizer_export(tmp_path_factory, name: str, config: str, overrides: list[str], weights_key: str,
+                            write_weights, task_options: dict) -> dict:
+    """A localiser exported with the tiny recognizer once per session (per pytest-xdist worker) under
+    ``<basetemp>/<name>``: ``{'dir', 'result' (export_model's, None when reused), 'recognizer_config',
+    'recognizer_weights', weights_key: the localiser's checkpoint}``. ``write_weights(folder)`` writes the
+    localiser's random checkpoint into ``folder`` and returns its path (its file name must not change)."""
     from oars.config import load_config
     from oars.export import export_model
 
-    base = tmp_path_factory.getbasetemp() / "video_segments_export"
+    base = tmp_path_factory.getbasetemp() / name
     out = base / "export"
     base.mkdir(exist_ok=True)
     rcfg = tiny_recognizer_config(base)
-    info = {"dir": out, "result": None, "recognizer_config": rcfg,
-            "recognizer_weights": str(base / "model.pth"), "bmn_weights": str(base / "bmn.pth")}
+    info = {"dir": out, "result": None, "recognizer_config": rcfg, "recognizer_weights": str(base / "model.pth")}
     if (out / "deploy.yaml").exists():
+        info[weights_key] = str(base / f"{weights_key.split('_')[0]}.pth")
         return info
     random_checkpoint(rcfg, [], base)
-    bmn_checkpoint(base)
-    info["result"] = export_model(load_config(BMN_CFG, SHRINK), info["bmn_weights"], str(out),
+    info[weights_key] = write_weights(base)
+    info["result"] = export_model(load_config(config, overrides), info[weights_key], str(out),
                                   task_options={"recognizer_config": rcfg,
-                                                "recognizer_weights": info["recognizer_weights"],
-                                                "snippet": SNIPPET, "stride": STRIDE, "top_k": TOP_K})
+                                                "recognizer_weights": info["recognizer_weights"], **task_options})
     return info
+
+
+def segments_export(tmp_path_factory) -> dict:
+    """The shared shrunk BMN export (see :func:`shared_localizer_export`; its weights: ``bmn_weights``, bmn.pth).
+    Call it inside the video scope."""
+    return shared_localizer_export(tmp_path_factory, "video_segments_export", BMN_CFG, SHRINK, "bmn_weights",
+                                   bmn_checkpoint, {"snippet": SNIPPET, "stride": STRIDE, "top_k": TOP_K})
