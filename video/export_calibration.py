@@ -78,22 +78,15 @@ class VideoCalibrationReader(CalibrationReader):
 
 
 def shifted_clip_starts(total: int, sampling: dict, fraction: float) -> np.ndarray:
-    """The test sampling's clip starts with each start at ``fraction`` of its segment instead of the centre:
+    """The test sampling's clip starts with each start at ``fraction`` of its segment instead of the centre
+    (:func:`oars_deploy.clips.sampling.centred_clip_starts` at ``position=fraction``, deploy.yaml's ``sampling``):
     np.int64 [num_clips] ([2 * num_clips] with ``twice_sample``, whose extra starts stay at the segments'
-    beginnings). ``fraction`` 0.5 gives :func:`oars_deploy.clips.sampling.centred_clip_starts` exactly."""
-    clip_len, interval = int(sampling["clip_len"]), int(sampling.get("frame_interval", 1))
-    num_clips = int(sampling.get("num_clips", 1))
-    free = total - clip_len * interval + 1
-    if free <= 0:
-        offsets = np.zeros(num_clips, dtype=np.int64)
-        base = offsets
-    else:
-        seg = free / num_clips
-        base = np.arange(num_clips) * seg
-        offsets = (base + seg * fraction).astype(np.int64)
-    if sampling.get("twice_sample", False):
-        offsets = np.concatenate([offsets, np.asarray(base).astype(np.int64)])
-    return offsets
+    beginnings)."""
+    from oars_deploy.clips.sampling import centred_clip_starts
+
+    return centred_clip_starts(total, int(sampling["clip_len"]), int(sampling.get("frame_interval", 1)),
+                               int(sampling.get("num_clips", 1)), bool(sampling.get("twice_sample", False)),
+                               position=fraction)
 
 
 def calibration_clip(path: str, sampling: dict, steps: list[dict], fraction: float = 0.5) -> np.ndarray:

@@ -27,16 +27,18 @@ MIN_VIDEO_FRAMES = 2  # SampleFrames' default min_frames: a one-frame file is a 
 
 
 def centred_clip_starts(total: int, clip_len: int, frame_interval: int, num_clips: int,
-                     twice_sample: bool = False) -> np.ndarray:
+                        twice_sample: bool = False, position: float = 0.5) -> np.ndarray:
     """Centred clip starts, deterministic.
 
     Args:
         total: frames in the video (>= 1).
         clip_len, frame_interval, num_clips: SampleFrames' parameters (positive ints).
         twice_sample: also start a clip at each segment's beginning (TSM's test views).
+        position: where in its segment each clip starts, as a fraction (0.5: the centre, the test sampling;
+            INT8 calibration also draws clips at other positions of the same segments).
 
     Returns:
-        np.int64 [num_clips] (or [2 * num_clips] with ``twice_sample``: the centred starts first).
+        np.int64 [num_clips] (or [2 * num_clips] with ``twice_sample``: the positioned starts first).
     """
     starts = total - clip_len * frame_interval + 1
     if starts <= 0:
@@ -44,7 +46,7 @@ def centred_clip_starts(total: int, clip_len: int, frame_interval: int, num_clip
         return np.concatenate([offsets, offsets]) if twice_sample else offsets
     seg = starts / num_clips
     base = np.arange(num_clips) * seg
-    offsets = (base + seg / 2.0).astype(np.int64)
+    offsets = (base + seg * position).astype(np.int64)
     if twice_sample:
         offsets = np.concatenate([offsets, base.astype(np.int64)])
     return offsets
