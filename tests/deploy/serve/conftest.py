@@ -20,6 +20,30 @@ def tiny_export(tmp_path_factory) -> str:
     return write_tiny_segmentor(str(tmp_path_factory.mktemp("serve_export") / "tiny"))
 
 
+def launch(tiny_export: str, root, token_file) -> tuple[Server | None, str]:
+    """Start ``oars-serve`` on a free port and wait until ready: (server, "") or (None, the log's tail) when it
+    exited because the port was taken meanwhile (a race with other programs no free-port pick can exclude)."""
+    port = free_port()
+    log = str(root / f"server-{port}.log")
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "RAY_DEDUP_LOGS": "0"}
+    cmd = [sys.executable, "-m", "oars_deploy.serve.cli", "--model-dir", tiny_export, "--port", str(port),
+           "--token-file", str(token_file), *SERVER_FLAGS]
+    with open(log, "w") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline:
+        text = open(log).read()
+        if proc.poll() is not None:
+            if "cannot listen on" in text:
+                return None, text[-3000:]
+            pytest.fail(f"oars-serve exited with {proc.returncode}:\n{text[-3000:]}")
+        if "ready on" in text:
+            return Server(f"http://127.0.0.1:{port}", proc, tiny_export, str(token_file), log), ""
+        time.sleep(0.25)
+    os.killpg(proc.pid, signal.SIGKILL)
+    pytest.fail(f"oars-serve did not become ready:\n{open(log).read()[-3000:]}")
+
+
 @pytest.fixture(scope="session")
 def server(tmp_path_factory, tiny_export) -> Server:
     """ONE ``oars-serve`` for the session (the only Ray instance), on a free loopback port, with a token."""
@@ -27,25 +51,14 @@ def server(tmp_path_factory, tiny_export) -> Server:
     root = tmp_path_factory.mktemp("serve_server")
     token_file = root / "token"
     token_file.write_text(TOKEN + "\n")
-    port = free_port()
-    log = str(root / "server.log")
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "RAY_DEDUP_LOGS": "0"}
-    cmd = [sys.executable, "-m", "oars_deploy.serve.cli", "--model-dir", tiny_export, "--port", str(port),
-           "--token-file", str(token_file), *SERVER_FLAGS]
     t0 = time.perf_counter()
-    with open(log, "w") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-    srv = Server(f"http://127.0.0.1:{port}", proc, tiny_export, str(token_file), log)
-    deadline = time.monotonic() + 240
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            pytest.fail(f"oars-serve exited with {proc.returncode}:\n{open(log).read()[-3000:]}")
-        if "ready on" in open(log).read():
+    for _ in range(3):
+        srv, failure = launch(tiny_export, root, token_file)
+        if srv is not None:
             break
-        time.sleep(0.25)
     else:
-        proc.kill()
-        pytest.fail(f"oars-serve did not become ready:\n{open(log).read()[-3000:]}")
+        pytest.fail(f"oars-serve found its port taken three times:\n{failure}")
+    proc = srv.proc
     print(f"\noars-serve startup (Ray + Serve + model): {time.perf_counter() - t0:.1f} s")
     yield srv
     os.killpg(proc.pid, signal.SIGINT)  # its own session: the server and the Ray processes it started

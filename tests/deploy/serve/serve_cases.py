@@ -62,11 +62,18 @@ def write_images(folder: str, sizes: list[tuple[int, int]], seed: int = 0) -> li
     return paths
 
 
+RAY_DEFAULT_PORTS = {6379, 8000, 8265, 10001, 52365}  # GCS, Serve, dashboard, client, dashboard agent (fixed)
+
+
 def free_port() -> int:
-    """A TCP port free on 127.0.0.1 now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A TCP port free on 127.0.0.1 now and none of Ray's default ports (a Ray instance started later binds those
+    itself: the kernel once handed out 52365, the dashboard agent's, and the server lost the race to Ray)."""
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in RAY_DEFAULT_PORTS:
+            return port
 
 
 class Server:

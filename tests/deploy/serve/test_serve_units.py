@@ -162,3 +162,25 @@ def test_clip_records_equal_oars_infer(tmp_path):
     with pytest.raises(RequestError) as info:  # a picture posted to a video model: 400, no server path named
         service.decode(cv2.imencode(".png", np.zeros((8, 8, 3), np.uint8))[1].tobytes(), "video/mp4", "a.mp4")
     assert info.value.status == 400 and "oars-serve-" not in info.value.message
+
+
+def test_port_that_cannot_be_listened_on_is_refused_before_ray_starts(tiny_export, capsys):
+    """A held port, Ray's own fixed port and a number outside 1..65535: one message each, exit 2, no Ray."""
+    import socket
+
+    from oars_deploy.serve.cli import main as serve_cli
+
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        held = holder.getsockname()[1]
+        cases = {held: f"cannot listen on 127.0.0.1:{held}", 52365: "Ray's dashboard agent", 70000: "1..65535"}
+        for port, expected in cases.items():
+            with pytest.raises(SystemExit) as exit_info:
+                serve_cli(["--model-dir", tiny_export, "--port", str(port)])
+            assert exit_info.value.code == 2
+            err = capsys.readouterr().err
+            assert expected in err and "Traceback" not in err, err
+    import sys
+
+    assert "ray" not in sys.modules or not __import__("ray").is_initialized()

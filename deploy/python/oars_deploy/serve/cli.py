@@ -18,6 +18,7 @@ import json
 import os
 import os.path as osp
 import signal
+import socket
 import sys
 import threading
 import time
@@ -29,6 +30,9 @@ from oars_deploy.serve.options import ServeOptions
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 START_TIMEOUT_S = 300.0
+# Ports the local Ray instance binds itself whatever we ask (its dashboard agent's HTTP port is fixed): an HTTP
+# server asked to listen there would lose the race to Ray's own process.
+RAY_FIXED_PORTS = {52365: "Ray's dashboard agent"}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -103,6 +107,23 @@ def wait_healthy(url: str, timeout_s: float) -> dict:
     raise DeployError(f"{url} did not answer 200 within {timeout_s:.0f} s (last: {last})")
 
 
+def check_port(host: str, port: int) -> None:
+    """Refuse an HTTP port the server could not listen on, before Ray starts (seconds, not a Ray traceback):
+    outside 1..65535, one the local Ray instance takes for itself, or one another program holds now."""
+    if not 0 < port < 65536:
+        raise DeployError(f"--port {port}: expected a TCP port in 1..65535")
+    if port in RAY_FIXED_PORTS:
+        raise DeployError(f"--port {port} is the port {RAY_FIXED_PORTS[port]} listens on in the local Ray instance "
+                          "oars-serve starts: choose another --port")
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        try:
+            probe.bind((host, port))
+        except OSError as err:
+            raise DeployError(f"cannot listen on {host}:{port} ({err.strerror or err}): another program holds the "
+                              "port or the address is not this machine's; choose another --port or --host") from None
+
+
 def start(options: ServeOptions, host: str, port: int, num_cpus: int | None) -> float:
     """Start the local Ray instance (loopback only) and the application; returns the seconds until healthy."""
     t0 = time.perf_counter()
@@ -116,7 +137,14 @@ def start(options: ServeOptions, host: str, port: int, num_cpus: int | None) -> 
     cpus = num_cpus or max(1, int(round(options.replicas * options.replica_cpus + 0.49)))
     ray.init(address="local", include_dashboard=False, num_cpus=cpus, _node_ip_address="127.0.0.1",
              log_to_driver=False, configure_logging=False)
-    serve.start(http_options={"host": host, "port": port}, proxy_location="HeadOnly")
+    try:
+        serve.start(http_options={"host": host, "port": port}, proxy_location="HeadOnly")
+    except Exception as err:  # Ray wraps the proxy's bind failure in a RayTaskError of the ProxyActor
+        if "Failed to bind" not in str(err):
+            raise
+        ray.shutdown()
+        raise DeployError(f"cannot listen on {host}:{port}: the port was taken while Ray started (another program "
+                          "or one of Ray's own processes); choose another --port") from None
     serve.run(build_app(options.to_dict()), name=options.app_name, route_prefix="/", blocking=False)
     url_host = f"[{host}]" if ":" in host else ("127.0.0.1" if host in ("0.0.0.0", "::") else host)
     wait_healthy(f"http://{url_host}:{port}/health", START_TIMEOUT_S)
@@ -145,6 +173,7 @@ def run(argv: list[str] | None = None) -> None:
         print(f"wrote {path}: start it with `serve run {path}` (a local Ray) or `serve deploy {path}` (a running "
               "cluster)")
         return
+    check_port(args.host, args.port)
     if args.host not in LOOPBACK:
         print(f"oars-serve: listening on {args.host}, reachable from other machines"
               + ("" if options.token_file else " WITHOUT a token (--token-file)"), file=sys.stderr)
