@@ -9,7 +9,6 @@ comparison is always against the Python predictor on the graph as exported.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -17,6 +16,7 @@ import sys
 import cv2
 import numpy as np
 import pytest
+from cpp_cases import match_detections, run_oars_infer
 from demo_utils import ROOT
 from export_cases import shrunk_export_case
 
@@ -29,7 +29,6 @@ DEEPLAB_CFG = os.path.join(ROOT, "configs/segmentation/deeplabv3plus/deeplabv3pl
 DET_CFG = os.path.join(ROOT, "configs/detection/yolov3/yolov3_darknet53_demo_shapes.yaml")
 SIZE = 64
 MIN_PIXEL_AGREEMENT = 0.995
-BOX_ATOL, SCORE_ATOL = 1e-2, 1e-3
 
 sys.path.insert(0, CPP_DIR)
 from opencv_compat import convert_model_dir  # noqa: E402
@@ -70,13 +69,6 @@ def _export(config: str, folder: str, overrides: list[str] = (), dynamic: bool =
     return out
 
 
-def _run(binary: str, model_dir: str, image: str, out: str, backend: str = "opencv") -> list[dict]:
-    proc = subprocess.run([binary, "--model-dir", model_dir, "--image", image, "--out", out, "--backend", backend],
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, f"oars_infer failed ({proc.returncode}):\n{proc.stderr[-3000:]}"
-    return [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
-
-
 def _opencv_model_dir(model_dir: str, folder: str) -> str:
     """The exported graph, rewritten into ops OpenCV DNN 4.6 imports (a copy; the original stays the reference)."""
     out = os.path.join(folder, "opencv")
@@ -110,7 +102,8 @@ def unet_dir(tmp_path_factory) -> str:
 
 def test_cpp_unet_matches_python_predictor(oars_infer, unet_dir, images, tmp_path):
     model_dir = unet_dir
-    results = _run(oars_infer, model_dir, images, str(tmp_path / "out"))  # UNet runs in OpenCV 4.6 as exported
+    # UNet runs in OpenCV 4.6 as exported
+    results = run_oars_infer(oars_infer, model_dir, images, str(tmp_path / "out"))
     _check_segmentation(results, _python_predictor(model_dir), images)
     classes = {c for r in results for c, n in enumerate(r["counts"]) if n}
     assert len(classes) >= 2, "degenerate test model: a single class everywhere"
@@ -123,35 +116,24 @@ def test_cpp_opencv_runs_the_fp32_graph_of_an_fp16_export(oars_infer, unet_dir, 
     # agreement is not what this test is about (test_export_precision covers it), the graph OpenCV picks is.
     model_dir = _export(SEG_CFG, str(tmp_path / "unet_fp16"), overrides=["export.min_agreement=0.95"], half=True)
     assert read_deploy_yaml(os.path.join(model_dir, "deploy.yaml"))["model"]["onnx"] == "model_fp16.onnx"
-    results = _run(oars_infer, model_dir, images, str(tmp_path / "out"))
+    results = run_oars_infer(oars_infer, model_dir, images, str(tmp_path / "out"))
     _check_segmentation(results, _python_predictor(unet_dir), images)
     converted = _opencv_model_dir(model_dir, str(tmp_path))  # the compat rewrite takes the FP32 graph too
     assert read_deploy_yaml(os.path.join(converted, "deploy.yaml"))["model"]["onnx"] == "model.onnx"
-    _check_segmentation(_run(oars_infer, converted, images, str(tmp_path / "out2")), _python_predictor(unet_dir),
-                        images)
+    _check_segmentation(run_oars_infer(oars_infer, converted, images, str(tmp_path / "out2")),
+                        _python_predictor(unet_dir), images)
 
 
 @pytest.mark.slow
 def test_cpp_deeplabv3plus_matches_python_predictor(oars_infer, images, tmp_path):
     model_dir = _export(DEEPLAB_CFG, str(tmp_path / "deeplab"))
-    results = _run(oars_infer, _opencv_model_dir(model_dir, str(tmp_path)), images, str(tmp_path / "out"))
+    results = run_oars_infer(oars_infer, _opencv_model_dir(model_dir, str(tmp_path)), images, str(tmp_path / "out"))
     _check_segmentation(results, _python_predictor(model_dir), images)
-
-
-def _match_detections(got: list[dict], ref: dict, image: str) -> None:
-    assert len(got) == len(ref["scores"]), f"{image}: C++ {len(got)} detections, Python {len(ref['scores'])}"
-    unused = list(range(len(got)))
-    for box, score, label in zip(ref["bboxes"], ref["scores"], ref["labels"]):
-        match = next((k for k in unused if got[k]["label"] == int(label)
-                      and np.abs(np.asarray(got[k]["bbox"]) - box).max() <= BOX_ATOL
-                      and abs(got[k]["score"] - float(score)) <= SCORE_ATOL), None)
-        assert match is not None, f"{image}: Python detection {box.tolist()} {score:.5f} {label} has no C++ partner"
-        unused.remove(match)
 
 
 def test_cpp_yolov3_raw_matches_python_predictor(oars_infer, images, tmp_path):
     model_dir = _export(DET_CFG, str(tmp_path / "yolo"), ["export.postprocess=false"])
-    results = _run(oars_infer, _opencv_model_dir(model_dir, str(tmp_path)), images, str(tmp_path / "out"))
+    results = run_oars_infer(oars_infer, _opencv_model_dir(model_dir, str(tmp_path)), images, str(tmp_path / "out"))
     predictor = _python_predictor(model_dir)
     per_image: dict[str, list[dict]] = {}
     for r in results:
@@ -161,7 +143,7 @@ def test_cpp_yolov3_raw_matches_python_predictor(oars_infer, images, tmp_path):
     assert len(per_image) == len(os.listdir(images))
     total = 0
     for image, dets in per_image.items():
-        _match_detections(dets, predictor.predict([cv2.imread(image)])[0], image)
+        match_detections(dets, predictor.predict([cv2.imread(image)])[0], image)
         total += len(dets)
     assert total > 0, "degenerate test model: no detections at all"
 
@@ -194,7 +176,7 @@ def test_cpp_chooses_by_the_predictor_key(oars_infer, unet_dir, images, tmp_path
     deploy = yaml.safe_load((old / "deploy.yaml").read_text())
     assert deploy.pop("predictor") == "semantic_labels"
     (old / "deploy.yaml").write_text(yaml.safe_dump(deploy, sort_keys=False))
-    results = _run(oars_infer, str(old), images, str(tmp_path / "out"))
+    results = run_oars_infer(oars_infer, str(old), images, str(tmp_path / "out"))
     _check_segmentation(results, _python_predictor(unet_dir), images)
     for name in ("gan_images", "feature_classes", "oddtask_classes"):
         (old / "deploy.yaml").write_text(yaml.safe_dump({**deploy, "predictor": name}, sort_keys=False))

@@ -10,37 +10,19 @@ Without it (or without deploy/cpp's apt packages) the test is skipped. The binar
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
 import sys
 
 import cv2
 import numpy as np
 import pytest
+from cpp_cases import run_oars_infer
 from demo_utils import ROOT
 
 sys.path.insert(0, os.path.join(ROOT, "tests", "detection", "export"))
 from two_stage_cases import SIZE, build_case, save_checkpoint  # noqa: E402
 
-CPP_DIR = os.path.join(ROOT, "deploy", "cpp")
-BUILD_DIR = os.path.join(CPP_DIR, "build-ort")
 BOX_ATOL, SCORE_ATOL, MIN_MASK_IOU, MAX_DIFFER = 1e-2, 1e-3, 0.98, 0.002
-
-
-@pytest.fixture(scope="module")
-def oars_infer_ort() -> str:
-    sdk = os.environ.get("OARS_ONNXRUNTIME_ROOT")
-    if not sdk:
-        pytest.skip("set OARS_ONNXRUNTIME_ROOT to an ONNX Runtime C/C++ SDK (include/, lib/) to build deploy/cpp "
-                    "with its ONNX Runtime backend (two-stage graphs need it: OpenCV DNN has no NonMaxSuppression)")
-    env = dict(os.environ, OARS_CPP_BUILD_DIR=BUILD_DIR)
-    proc = subprocess.run(["bash", os.path.join(CPP_DIR, "build.sh"), f"-DONNXRUNTIME_ROOT={sdk}"], env=env,
-                          capture_output=True, text=True, timeout=900)
-    if proc.returncode == 2 and ("missing packages" in proc.stderr or "could not install" in proc.stderr):
-        pytest.skip(f"deploy/cpp needs apt packages that cannot be installed here: {proc.stderr.strip()[-300:]}")
-    assert proc.returncode == 0, f"deploy/cpp/build.sh failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-    return os.path.join(BUILD_DIR, "oars_infer")
 
 
 def _rle_to_mask(rle: dict) -> np.ndarray:
@@ -80,10 +62,7 @@ def _compare(binary: str, out: str, images, results) -> int:
     """oars_infer's detections and masks on every image = the Python predictor's; returns their number."""
     from oars_deploy.predictor import Predictor
 
-    proc = subprocess.run([binary, "--model-dir", out, "--image", str(images), "--out", str(results),
-                           "--backend", "onnxruntime"], capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    lines = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
+    lines = run_oars_infer(binary, out, str(images), str(results), backend="onnxruntime")
     predictor = Predictor(out)
     total = 0
     for name in sorted(os.listdir(images)):

@@ -15,29 +15,11 @@ import subprocess
 
 import numpy as np
 import pytest
-from demo_utils import ROOT
 from vid_export_cases import CLASSES, checkpoint, video_config
 
-CPP_DIR = os.path.join(ROOT, "deploy", "cpp")
-BUILD_DIR = os.path.join(CPP_DIR, "build-ort")
 VIDEOS = [(17, 48, 64), (9, 64, 40), (3, 40, 40)]  # frames, H, W; 3 frames < 4 segments (indices loop)
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module")
-def oars_infer_ort() -> str:
-    sdk = os.environ.get("OARS_ONNXRUNTIME_ROOT")
-    if not sdk:
-        pytest.skip("set OARS_ONNXRUNTIME_ROOT to an ONNX Runtime C/C++ SDK (include/, lib/) to build deploy/cpp "
-                    "with its ONNX Runtime backend")
-    env = dict(os.environ, OARS_CPP_BUILD_DIR=BUILD_DIR)
-    proc = subprocess.run(["bash", os.path.join(CPP_DIR, "build.sh"), f"-DONNXRUNTIME_ROOT={sdk}"], env=env,
-                          capture_output=True, text=True, timeout=900)
-    if proc.returncode == 2 and ("missing packages" in proc.stderr or "could not install" in proc.stderr):
-        pytest.skip(f"deploy/cpp needs apt packages that cannot be installed here: {proc.stderr.strip()[-300:]}")
-    assert proc.returncode == 0, f"deploy/cpp/build.sh failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-    return os.path.join(BUILD_DIR, "oars_infer")
 
 
 @pytest.fixture(scope="module")

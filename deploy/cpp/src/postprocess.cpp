@@ -86,7 +86,9 @@ std::vector<Detection> multiclass_nms(const float* boxes, const float* scores, c
     std::stable_sort(cands.begin(), cands.end(), [](const Candidate& a, const Candidate& b) { return a.score > b.score; });
     cands.resize(spec.nms_pre);
   }
-  // Per-class NMS (the same result as torchvision's batched_nms, without its coordinate-offset trick).
+  // Per-class NMS (the same result as torchvision's batched_nms, without its coordinate-offset trick). Boxes
+  // without area bypass OpenCV: torchvision's IoU with them is 0 (NaN for two), so they neither suppress nor are
+  // suppressed, while cv::dnn::NMSBoxes calls two empty boxes anywhere identical.
   std::vector<Detection> kept;
   for (int c = 0; c < num_classes; ++c) {
     std::vector<cv::Rect2d> rects;
@@ -97,6 +99,10 @@ std::vector<Detection> multiclass_nms(const float* boxes, const float* scores, c
       const float* b = boxes + static_cast<size_t>(cand.box) * 4;
       const float x1 = std::clamp(b[0], 0.f, clip_w), y1 = std::clamp(b[1], 0.f, clip_h);
       const float x2 = std::clamp(b[2], 0.f, clip_w), y2 = std::clamp(b[3], 0.f, clip_h);
+      if (!(x2 > x1) || !(y2 > y1)) {
+        kept.push_back({x1, y1, x2, y2, cand.score, c, -1, cv::Mat()});
+        continue;
+      }
       rects.emplace_back(x1, y1, x2 - x1, y2 - y1);
       class_scores.push_back(cand.score);
       xyxy.emplace_back(x1, y1, x2, y2);

@@ -4,6 +4,10 @@ Why not torchvision: the raw-head export leaves thresholds and NMS to the predic
 torch. Steps as ``multiclass_nms``: keep (box, class) pairs with score > ``score_thr``, the ``nms_pre`` best of
 them, then greedy NMS per class with OpenCV's ``cv2.dnn.NMSBoxesBatched`` (IoU > ``iou_threshold`` suppresses,
 as torchvision's ``batched_nms``), results sorted by decreasing score, the first ``max_per_img`` kept.
+
+Boxes without area (width or height <= 0, e.g. a box clipped away at the image's edge or its letterbox padding)
+bypass OpenCV: torchvision's IoU with them is 0 (or NaN for two of them), so they never suppress and are never
+suppressed, while OpenCV calls two empty boxes anywhere identical and keeps one of them.
 """
 
 from __future__ import annotations
@@ -30,9 +34,12 @@ def multiclass_nms(boxes: np.ndarray, scores: np.ndarray, score_thr: float, iou_
     if len(cand_boxes) == 0:
         return np.zeros((0, 4), np.float32), np.zeros((0,), np.float32), np.zeros((0,), np.int64)
     xywh = np.concatenate([cand_boxes[:, :2], cand_boxes[:, 2:] - cand_boxes[:, :2]], axis=1)
-    keep = np.asarray(cv2.dnn.NMSBoxesBatched(xywh.tolist(), cand_scores.tolist(), labels.tolist(),
-                                              -1.0,  # candidates are already above score_thr
-                                              float(iou_threshold)), dtype=np.int64).reshape(-1)
+    empty = (xywh[:, 2:] <= 0).any(axis=1)
+    solid = np.flatnonzero(~empty)
+    kept = cv2.dnn.NMSBoxesBatched(xywh[solid].tolist(), cand_scores[solid].tolist(), labels[solid].tolist(),
+                                   -1.0,  # candidates are already above score_thr
+                                   float(iou_threshold)) if len(solid) else []
+    keep = np.concatenate([solid[np.asarray(kept, dtype=np.int64).reshape(-1)], np.flatnonzero(empty)])
     keep = keep[np.argsort(-cand_scores[keep], kind="stable")]
     if max_per_img is not None and max_per_img > 0:
         keep = keep[:max_per_img]
