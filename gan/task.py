@@ -39,6 +39,40 @@ class GANTask(Task):
         return draw_pipeline_sample(sample, dataset_meta)
 
 
+    # ------------------------------------------------------------------ tools/eval.py --model-dir on a generator
+    evaluates_exports = True
+
+    def export_predictor(self, model_dir: str, device: str, backend: str, model_cfg: dict | None = None) -> Any:
+        """:class:`gan.export_eval.ExportedGenerator`: the config's model predicting with the export's graph in
+        place of its generator (noise, source halves and target attributes chosen as in a PyTorch evaluation)."""
+        from gan.export_eval import ExportedGenerator
+        from oars.errors import OarsError
+
+        if not model_cfg:
+            raise OarsError("tools/eval.py --model-dir: a GAN export is evaluated inside its config's model "
+                            "section (noise, targets and real copies come from it); the config has none")
+        return ExportedGenerator(model_dir, model_cfg, device=device, backend=backend)
+
+    def export_inputs(self, samples: list[Any], inputs: Any = None) -> list[dict]:
+        """Per sample ``{'inputs': {key: value}, 'sample': sample}``: the batch's packed inputs (images uint8
+        [C, H, W], labels, attributes), split per sample for :meth:`ExportedGenerator.predict`."""
+        from oars.errors import OarsError
+
+        if not isinstance(inputs, dict):
+            raise OarsError(f"tools/eval.py --model-dir: a GAN test batch must pack its inputs as a dict (GAN "
+                            f"pipelines end in PackGANInputs), got {type(inputs).__name__}")
+        return [{"inputs": {k: v[i] for k, v in inputs.items()}, "sample": s} for i, s in enumerate(samples)]
+
+    def prediction_from_export(self, result: Any, sample: Any) -> None:
+        """The predicted sample's fields (``fake_img`` float32 [3, H, W] 0..255 and the real copies, target
+        attributes...) copied into the test sample, when they are two objects."""
+        if result is sample:
+            return
+        for key in result.keys():
+            sample.set_field(result.get(key), key)
+        for key in result.metainfo_keys():
+            sample.set_metainfo({key: result.metainfo[key]})
+
     def export_options(self, cfg: Config, dynamic: bool, opset: int) -> ExportOptions:
         """:func:`gan.export.export_options` (the generator's batch and image size)."""
         from gan.export import export_options

@@ -41,13 +41,15 @@ class TaskToolHooks:
         """
         raise OarsError(f"tools/eval.py --model-dir: task {self.scope!r} cannot evaluate exported models")
 
-    def export_predictor(self, model_dir: str, device: str, backend: str) -> Any:
+    def export_predictor(self, model_dir: str, device: str, backend: str, model_cfg: dict | None = None) -> Any:
         """The runtime predictor ``tools/eval.py --model-dir`` runs the export folder ``model_dir`` with, built as
         ``oars-infer`` builds it, so the measured accuracy is the deployed model's.
 
         Args:
             model_dir: the export folder (deploy.yaml + the ONNX file or TensorRT engine).
             device: ``cpu`` or ``cuda``. backend: ``onnxruntime`` or ``tensorrt``.
+            model_cfg: the config's ``model`` section the export replaces (a task whose test batches need the
+                model's own logic around the graph, e.g. a GAN's seeded noise, builds it; others ignore it).
 
         Returns:
             An object with ``predict(inputs) -> list[dict]`` (one result per input, in order, taking
@@ -61,10 +63,11 @@ class TaskToolHooks:
 
         return Predictor(model_dir, device=device, backend=backend)
 
-    def export_inputs(self, samples: list[Any]) -> list[Any]:
+    def export_inputs(self, samples: list[Any], inputs: Any = None) -> list[Any]:
         """The :meth:`export_predictor` inputs of a batch of test data samples, one per sample: what
         ``oars-infer`` would be given for them. Default: each sample's ``img_path`` read as ``oars-infer`` reads
-        it (BGR uint8 [H, W, 3]).
+        it (BGR uint8 [H, W, 3]). ``inputs``: the test batch's packed inputs, before the data preprocessor (the
+        default ignores them: the runtime reads and pre-processes the files itself).
 
         Raises:
             OarsError: a sample names no file, or the file cannot be read (naming it).

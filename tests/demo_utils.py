@@ -61,10 +61,11 @@ def det_demo_overrides(data_root: str, epochs: int = 1, fit_train: bool = False,
     return [f"{k}={v}" for k, v in opts.items()]
 
 
-def run_tool(name: str, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    """Run tools/<name> in a subprocess from the repository root; assert success unless ``check`` is False."""
+def run_tool(name: str, *args: str, check: bool = True, cwd: str = ROOT) -> subprocess.CompletedProcess:
+    """Run tools/<name> in a subprocess from ``cwd`` (the repository root unless told: another folder tests
+    relative paths as a user types them); assert success unless ``check`` is False."""
     threads = os.environ.get("OMP_NUM_THREADS", "2")  # 1 under `make test`'s two xdist workers
-    proc = subprocess.run([sys.executable, os.path.join(ROOT, "tools", name), *args], cwd=ROOT,
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "tools", name), *args], cwd=cwd,
                           capture_output=True, text=True, timeout=600, env=dict(os.environ, OMP_NUM_THREADS=threads))
     if check:
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

@@ -99,3 +99,21 @@ def test_export_generator_and_deployed_predictor(trained, tmp_path):
     for rec in got:
         assert rec["predictor"] == "gan_images" and len(rec["images"]) == 2
         assert all((out_dir / name).is_file() and (torch_dir / name).is_file() for name in rec["images"])
+
+
+def test_eval_model_dir_gives_the_checkpoints_metrics(trained, tmp_path):
+    """tools/eval.py --model-dir on the generator export: the same PSNR / SSIM as the checkpoint on the same pairs
+    (the graph's outputs rounded to whole pixel values as deployed: PSNR within 0.05 dB, SSIM within 2e-3)."""
+    from oars.engine.entry import evaluate
+    from oars.export import export_model
+
+    _, _, ckpt, opts = trained
+    export_model(CFG, ckpt, str(tmp_path / "export"), overrides=opts)
+    torch_metrics = evaluate(CFG, ckpt, opts, work_dir=str(tmp_path / "torch"))["metrics"]
+    _tool("eval.py", "-c", CFG, "--model-dir", "export", "--work-dir", "onnx", "-o", *opts, cwd=str(tmp_path))
+    written = json.loads((tmp_path / "onnx" / "metrics.json").read_text())
+    onnx_metrics = written["metrics"]
+    assert set(onnx_metrics) == set(torch_metrics) == {"gan/psnr", "gan/ssim"}
+    assert abs(onnx_metrics["gan/psnr"] - torch_metrics["gan/psnr"]) <= 0.05
+    assert abs(onnx_metrics["gan/ssim"] - torch_metrics["gan/ssim"]) <= 2e-3
+    assert written["model_dir"] == str(tmp_path / "export")

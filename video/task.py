@@ -106,14 +106,14 @@ class VideoTask(Task):
     # ------------------------------------------------------------------------------ tools/eval.py --model-dir
     evaluates_exports = True
 
-    def export_predictor(self, model_dir: str, device: str, backend: str) -> Any:
+    def export_predictor(self, model_dir: str, device: str, backend: str, model_cfg: dict | None = None) -> Any:
         """``oars-infer``'s predictor of the export: clip or feature classifiers
         (:func:`video.export.export_predictor`; a localiser's export is refused, naming it)."""
         from video.export import export_predictor
 
         return export_predictor(model_dir, device, backend)
 
-    def export_inputs(self, samples: list[Any]) -> list[str]:
+    def export_inputs(self, samples: list[Any], inputs: Any = None) -> list[str]:
         """Each test sample's file (``filename``: the video, or the feature file), as ``oars-infer`` is given it."""
         from oars.errors import OarsError
 

@@ -56,6 +56,10 @@ class BaseGAN(BaseModel):
         data_preprocessor: defaults to ``GANDataPreprocessor`` (0..255 -> [-1, 1]).
     """
 
+    #: prediction fields that come from a network the export does not hold (CycleGAN's other direction):
+    #: ``tools/eval.py --model-dir`` leaves them out instead of filling them from untrained weights
+    unexported_fields: tuple[str, ...] = ()
+
     def __init__(self, generator: dict, discriminator: dict | None = None, gan_loss: dict | None = None,
                  n_critic: int = 1, ema_config: dict | None = None, data_preprocessor: dict | nn.Module | None = None,
                  init_cfg: dict | None = None) -> None:
@@ -98,6 +102,15 @@ class BaseGAN(BaseModel):
 
     def predict_images(self, inputs: Tensors, data_samples: list | None) -> Tensors:
         """Data-sample field -> [B, C, H, W] image in [-1, 1] (``fake_img`` and the real copies)."""
+        raise NotImplementedError
+
+    def export_feeds(self, inputs: Tensors, data_samples: list | None) -> Tensors:
+        """What :meth:`predict_images` gives :meth:`export_forward` for ``fake_img``: the graph's inputs (keys as
+        :meth:`export_inputs`; images normalised, as the data preprocessor leaves them) for a prediction batch.
+
+        Why one method: prediction and the evaluation of an export (``tools/eval.py --model-dir``, which runs the
+        graph in place of :meth:`export_forward`) then feed the generator the same noise, labels, images and
+        target attributes, so their metrics compare the networks and nothing else."""
         raise NotImplementedError
 
     def export_forward(self, inputs: Tensors) -> torch.Tensor:

@@ -139,7 +139,7 @@ def evaluate(config: str, checkpoint: str | None, overrides: Sequence[str] = (),
     metrics = {k: _plain(v) for k, v in metrics.items()}
     extra = _metric_details(runner)
     out = osp.join(cfg.work_dir, "metrics.json")
-    source = {"checkpoint": checkpoint} if model_dir is None else {"model_dir": model_dir}
+    source = {"checkpoint": checkpoint} if model_dir is None else {"model_dir": osp.abspath(model_dir)}
     atomic_write(out, json.dumps(_json_safe({**source, "metrics": metrics, **extra}), indent=2))
     result = {"metrics": metrics, "metrics_file": out, **extra}
     if report_file:
@@ -158,8 +158,9 @@ def _use_export(cfg: Config, model_dir: str, device: str, backend: str) -> None:
     if not osp.isfile(osp.join(model_dir, DEPLOY_FILE)):
         raise OarsError(f"--model-dir {model_dir}: no {DEPLOY_FILE} there (an export folder written by "
                         "tools/export.py holds deploy.yaml and model.onnx)")
+    model_cfg = cfg.model.to_dict() if hasattr(cfg.model, "to_dict") else dict(cfg.model)
     cfg.model = {"type": "ExportedModel", "model_dir": osp.abspath(model_dir), "scope": cfg.get("default_scope"),
-                 "device": device, "backend": backend}
+                 "device": device, "backend": backend, "model_cfg": model_cfg}
     cfg.pop("load_from", None)
     # weight averaging (EMA) belongs to the trained network; the export holds the weights it was exported with
     hooks = cfg.get("custom_hooks") or []

@@ -31,13 +31,16 @@ class ExportedModel(BaseModel):
         scope: the config's ``default_scope``: the task that fills the data samples' predictions.
         device: ``cpu`` or ``cuda``.
         backend: ``onnxruntime`` or ``tensorrt``.
+        model_cfg: the config's own ``model`` section, for a task whose predictor needs it
+            (:meth:`oars.tasks.Task.export_predictor`).
 
     Raises:
         OarsError: the task cannot evaluate exports, the export is not a model the task's predictor runs (the
             runtime's message, naming the folder), or it was exported from another task.
     """
 
-    def __init__(self, model_dir: str, scope: str, device: str = "cpu", backend: str = "onnxruntime") -> None:
+    def __init__(self, model_dir: str, scope: str, device: str = "cpu", backend: str = "onnxruntime",
+                 model_cfg: dict | None = None) -> None:
         super().__init__()
         from oars.tasks import get_task
         from oars_deploy.errors import DeployError
@@ -48,7 +51,7 @@ class ExportedModel(BaseModel):
             raise OarsError(f"tools/eval.py --model-dir: task {scope!r} cannot evaluate exported models yet; "
                             "evaluate its checkpoint with -w instead")
         try:
-            self.predictor = self.task.export_predictor(model_dir, device, backend)
+            self.predictor = self.task.export_predictor(model_dir, device, backend, model_cfg)
         except DeployError as err:
             raise OarsError(f"--model-dir {model_dir}: {err}") from None
         exported_task = ((getattr(self.predictor, "deploy", None) or {}).get("model") or {}).get("task")
@@ -62,8 +65,9 @@ class ExportedModel(BaseModel):
         """Predict a test batch's original files with the export; returns its data samples with predictions.
 
         Args:
-            data: the test dataloader's batch (``inputs`` are ignored: the runtime reads and pre-processes the files
-                itself, as it does in deployment; ``data_samples`` name the files and receive the predictions).
+            data: the test dataloader's batch (``data_samples`` name the files and receive the predictions;
+                ``inputs`` go to the task's :meth:`~oars.tasks.Task.export_inputs`, which for image and video
+                models ignores them: the runtime reads and pre-processes the files itself, as in deployment).
 
         Raises:
             OarsError: a file the runtime cannot read or predict (its message, naming the file).
@@ -71,8 +75,9 @@ class ExportedModel(BaseModel):
         from oars_deploy.errors import DeployError
 
         samples = list(data["data_samples"] if isinstance(data, dict) else data[1])
+        inputs = data.get("inputs") if isinstance(data, dict) else data[0]
         try:
-            results = self.predictor.predict(self.task.export_inputs(samples))
+            results = self.predictor.predict(self.task.export_inputs(samples, inputs))
         except DeployError as err:
             raise OarsError(f"--model-dir {self.model_dir}: {err}") from None
         for result, sample in zip(results, samples):

@@ -34,13 +34,14 @@ class _Task(TaskToolHooks):
     evaluates_exports = True
 
     def __init__(self, predictor: _Predictor) -> None:
-        self.predictor, self.built = predictor, None
+        self.predictor, self.built, self.batch_inputs = predictor, None, []
 
-    def export_predictor(self, model_dir: str, device: str, backend: str) -> Any:
-        self.built = (model_dir, device, backend)
+    def export_predictor(self, model_dir: str, device: str, backend: str, model_cfg: dict | None = None) -> Any:
+        self.built = (model_dir, device, backend, model_cfg)
         return self.predictor
 
-    def export_inputs(self, samples: list[Any]) -> list[Any]:
+    def export_inputs(self, samples: list[Any], inputs: Any = None) -> list[Any]:
+        self.batch_inputs.append(inputs)
         return [s.metainfo["filename"] for s in samples]
 
     def prediction_from_export(self, result: dict, sample: Any) -> None:
@@ -53,7 +54,8 @@ def _model(monkeypatch, predictor: _Predictor):
 
     task = _Task(predictor)
     monkeypatch.setattr(oars.tasks, "get_task", lambda scope: task)
-    return ExportedModel("EXPORT", scope="toy", device="cpu", backend="onnxruntime"), task
+    return ExportedModel("EXPORT", scope="toy", device="cpu", backend="onnxruntime",
+                         model_cfg={"type": "ToyNet"}), task
 
 
 def _samples(*names: str) -> list[BaseDataElement]:
@@ -63,8 +65,9 @@ def _samples(*names: str) -> list[BaseDataElement]:
 def test_exported_model_runs_the_tasks_predictor_on_the_tasks_inputs(monkeypatch):
     predictor = _Predictor("toy")
     model, task = _model(monkeypatch, predictor)
-    assert task.built == ("EXPORT", "cpu", "onnxruntime")
-    out = model.test_step({"inputs": None, "data_samples": _samples("a.mp4", "long_name.mp4")})
+    assert task.built == ("EXPORT", "cpu", "onnxruntime", {"type": "ToyNet"})  # the config's model section too
+    out = model.test_step({"inputs": ["x", "y"], "data_samples": _samples("a.mp4", "long_name.mp4")})
+    assert task.batch_inputs == [["x", "y"]]  # the batch's packed inputs reach the task
     assert predictor.seen == [["a.mp4", "long_name.mp4"]]  # the task's inputs, in the batch's order
     assert [s.pred_value for s in out] == [5, 13]
     assert [s.pred_value for s in model.val_step((None, _samples("bb")))] == [2]

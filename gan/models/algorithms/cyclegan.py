@@ -35,6 +35,8 @@ class CycleGAN(BaseGAN):
     in ``direction``.
     """
 
+    unexported_fields = ("fake_B_to_A", "fake_A_to_B")  # the other direction's generator is not in the export
+
     def __init__(self, generator: dict, discriminator: dict | None = None, cycle_loss: dict | None = None,
                  identity_loss: dict | None = None, pool_size: int = 50, direction: str = "AtoB", **kwargs) -> None:
         if direction not in DIRECTIONS:
@@ -81,10 +83,14 @@ class CycleGAN(BaseGAN):
                 losses[f"loss_idt_{dom}"] = self.identity_loss(outputs[f"idt_{dom}"], inputs[f"img_{dom}"])
         return losses
 
+    def export_feeds(self, inputs: Tensors, data_samples: list | None) -> Tensors:
+        """``img``: the source domain's image (``img_A`` for ``AtoB``, else ``img_B``)."""
+        src = "img_A" if self.direction == "AtoB" else "img_B"
+        return {"img": self.require(inputs, src, "CycleGAN")}
+
     def predict_images(self, inputs: Tensors, data_samples: list | None) -> Tensors:
         g = self.sampling_generator
-        src, name = ("img_A", "a2b") if self.direction == "AtoB" else ("img_B", "b2a")
-        out = {"fake_img": g[name](self.require(inputs, src, "CycleGAN"))}
+        out = {"fake_img": self.export_forward(self.export_feeds(inputs, data_samples))}
         for key, field in (("img_A", "real_A"), ("img_B", "real_B")):
             if key in inputs:
                 out[field] = inputs[key]

@@ -75,13 +75,20 @@ class DCGAN(BaseGAN):
         pred = self.discriminator(outputs["fake"], *self.conditions(inputs))
         return {"loss_gen_adv": self.gan_loss(pred, True, is_disc=False)}
 
-    def predict_images(self, inputs: Tensors, data_samples: list | None) -> Tensors:
+    def export_feeds(self, inputs: Tensors, data_samples: list | None) -> Tensors:
+        """``noise`` (``inputs['noise']``, else :func:`seeded_noise`) and, for a conditional model, ``label``."""
         batch = len(data_samples) if data_samples else self.batch_size(inputs)
-        device = self.train_iter.device
         noise = inputs.get("noise")
         if noise is None:
-            noise = seeded_noise(data_samples, batch, self.noise_size, device)
-        out = {"fake_img": self.sampling_generator(noise, *self.conditions(inputs, data_samples, batch))}
+            noise = seeded_noise(data_samples, batch, self.noise_size, self.train_iter.device)
+        feeds = {"noise": noise}
+        conditions = self.conditions(inputs, data_samples, batch)
+        if conditions:
+            feeds["label"] = conditions[0]
+        return feeds
+
+    def predict_images(self, inputs: Tensors, data_samples: list | None) -> Tensors:
+        out = {"fake_img": self.export_forward(self.export_feeds(inputs, data_samples))}
         if "img" in inputs:
             out["gt_img"] = inputs["img"]
         return out

@@ -51,9 +51,13 @@ class Pix2Pix(BaseGAN):
         pred = self.discriminator(torch.cat([src, fake], dim=1))
         return {"loss_gen_adv": self.gan_loss(pred, True, is_disc=False), "loss_pixel": self.pixel_loss(fake, real)}
 
+    def export_feeds(self, inputs: Tensors, data_samples: list | None) -> Tensors:
+        """``img``: the source image (``inputs[keys[0]]``)."""
+        return {"img": self.require(inputs, self.keys[0], "Pix2Pix")}
+
     def predict_images(self, inputs: Tensors, data_samples: list | None) -> Tensors:
-        src_key, tgt_key = self.keys
-        out = {"fake_img": self.sampling_generator(self.require(inputs, src_key, "Pix2Pix"))}
+        tgt_key = self.keys[1]
+        out = {"fake_img": self.export_forward(self.export_feeds(inputs, data_samples))}
         for key, field in (("img_A", "real_A"), ("img_B", "real_B")):
             if key in inputs:
                 out[field] = inputs[key]

@@ -196,11 +196,17 @@ class StarGAN(BaseGAN):
                 sample.set_field(source[i].detach().float().cpu(), "source_attrs")
         return samples
 
+    def export_feeds(self, inputs: Tensors, data_samples: list | None) -> Tensors:
+        """``img``, ``attrs`` (the targets, ``inputs['target_attrs']``: :meth:`predict` sets them) and, when the
+        generator needs them, ``src_attrs`` (the dataset's attributes)."""
+        feeds = {"img": self.require(inputs, "img", type(self).__name__), "attrs": inputs["target_attrs"]}
+        if self.needs_source:
+            feeds["src_attrs"] = self.source_attrs(inputs)
+        return feeds
+
     def predict_images(self, inputs: Tensors, data_samples: list | None) -> Tensors:
-        img = self.require(inputs, "img", type(self).__name__)
-        source = self.source_attrs(inputs) if self.needs_source else inputs.get("attrs")
-        out = self.translate(self.sampling_generator, img, source, inputs["target_attrs"])
-        return {"fake_img": out["fake"], "real_A": img}
+        feeds = self.export_feeds(inputs, data_samples)
+        return {"fake_img": self.export_forward(feeds), "real_A": feeds["img"]}
 
     def export_forward(self, inputs: Tensors) -> torch.Tensor:
         return self.translate(self.sampling_generator, inputs["img"], inputs.get("src_attrs"), inputs["attrs"])["fake"]

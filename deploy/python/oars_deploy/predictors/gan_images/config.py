@@ -36,6 +36,9 @@ STGAN_RULE = ("STGAN: the graph is fed the target (attrs) and source (src_attrs)
 def validate_gan(data: dict, path: str) -> None:
     """Check the ``gan`` section of a deploy.yaml (kind, inputs, sizes, names); :class:`DeployError` naming ``path``
     and the key."""
+    if GAN_KEY not in data:
+        raise DeployError(f"{path}: not a GAN generator (no `gan` section, which predictor gan_images needs: its "
+                          "graph inputs, sizes and names); export the generator again with tools/export.py")
     gan = data[GAN_KEY]
     if not isinstance(gan, dict):
         raise DeployError(f"{path}: gan must be a mapping, got {gan!r}")
