@@ -37,6 +37,8 @@ CHEAPEST = {
                       ["| U-Net | on | 1 |", "| U-Net | off | 1 |"]),
     "stream_fps.py": (["--models", "unet", "--frames", "4", "--size", "64x48", "--repeats", "1", "--warmup", "0"],
                       ["stream vs predictor alone: 4 frames of 64x48", "| U-Net | "]),
+    "prune_latency.py": (["--models", "unet_demo", "--size", "32", "--runs", "1", "--round-to", "0"],
+                         ["| unet_demo | 32x32 | - | ", "latency pruned / original"]),
     "large_objects.py": (["--epochs", "1", "--num-train", "8", "--num-val", "4", "--anchors", "fitted9",
                           "--work-dir", os.path.join(tempfile.mkdtemp(prefix="oars_large_objects_"), "w")],
                          ["large shapes in ", "anchors fitted9 : COCO mAP "]),
