@@ -71,7 +71,9 @@ class VideoWriter:
         stream.width, stream.height, stream.pix_fmt = w, h, "yuv420p"
         stream.codec_context.gop_size = self.gop
         if self.codec == "libx264":
-            stream.options = {"crf": str(self.crf), "preset": "veryfast", "threads": "1"}
+            # mbtree off: with it, libx264 encoded the same frames into different bytes (and pixels of the first
+            # GOP) from run to run, so the demo video sets, and the models trained on them, were not reproducible
+            stream.options = {"crf": str(self.crf), "preset": "veryfast", "threads": "1", "x264-params": "mbtree=0"}
         else:
             stream.options = {"qscale": "2", "threads": "1"}
             stream.codec_context.bit_rate = 0
