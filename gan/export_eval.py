@@ -21,6 +21,7 @@ from mmengine.registry import DefaultScope
 
 from gan.export import GRAPH_NAMES
 from gan.registry import MODELS
+from oars_deploy.errors import DeployError
 from oars_deploy.predictors.gan_images.predictor import GANPredictor
 
 
@@ -34,7 +35,8 @@ class ExportedGenerator:
         device: ``cpu`` or ``cuda``. backend: ``onnxruntime`` or ``tensorrt``.
 
     Raises:
-        oars_deploy.errors.DeployError: the folder is not a generator export (naming it).
+        oars_deploy.errors.DeployError: the folder is not a generator export, or its graph takes other inputs than
+            the config's model feeds its generator (an export of another model), naming both.
     """
 
     def __init__(self, model_dir: str, model_cfg: dict, device: str = "cpu", backend: str = "onnxruntime") -> None:
@@ -48,6 +50,12 @@ class ExportedGenerator:
         self.std = _stat(getattr(pre, "std", None), 1.0)
         self.flip = bool(getattr(pre, "bgr_to_rgb", False))
         self.graph_keys = {name: key for key, name in GRAPH_NAMES.items()}  # graph input -> model key
+        graph = sorted(self.graph_keys.get(n, n) for n in self.runtime.input_names)
+        model = sorted(self.model.export_inputs(1))
+        if graph != model:
+            raise DeployError(f"the export takes {graph}, but the config's {type(self.model).__name__} feeds its "
+                              f"generator {model}: evaluate the export with the config it was exported from")
+        self.shapes = {spec["name"]: spec["shape"] for spec in self.runtime.gan["inputs"]}
 
     def graph_forward(self, feeds: dict[str, torch.Tensor]) -> torch.Tensor:
         """:meth:`BaseGAN.export_forward` through the export: model-space feeds (images normalised) -> the graph's
@@ -65,14 +73,16 @@ class ExportedGenerator:
         arrays = {}
         for name in self.runtime.input_names:
             key = self.graph_keys.get(name, name)
-            if key not in feeds:
-                raise KeyError(f"the export's graph input {name!r} has no feed ({type(self.model).__name__}."
-                               f"export_feeds gave {sorted(feeds)})")
             value = feeds[key].detach().cpu()
             if key == "img":  # the inverse of the graph's normalisation (GeneratorGraph.forward)
                 value = value.float() * self.std + self.mean
                 value = value.flip(1) if self.flip else value
             arrays[name] = value.numpy().astype(np.int64 if name == "label" else np.float32)
+            fixed = [int(d) for d in self.shapes[name][1:]]
+            if list(arrays[name].shape[1:]) != fixed:
+                raise DeployError(f"the test batch gives the generator's {key!r} as {list(arrays[name].shape[1:])} "
+                                  f"per sample, the export's input {name!r} takes {fixed} (export.input_shape): "
+                                  "make the test pipeline give the exported size, or export at the pipeline's")
         out = torch.from_numpy(np.clip(np.rint(self.runtime.run_graph(arrays)), 0.0, 255.0))
         out = out.flip(1) if self.flip else out
         return ((out - self.mean) / self.std).to(device)

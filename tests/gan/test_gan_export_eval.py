@@ -79,7 +79,8 @@ def test_exported_generator_predicts_as_the_model(name, tmp_path):
 
 
 def test_refusals(tmp_path):
-    """A folder that is not a generator export, and a config without a model section: one message each."""
+    """An export of another model, a test batch of another size than the export's, a folder that is not a
+    generator export, and a config without a model section: one message each."""
     import yaml
 
     from oars.errors import OarsError
@@ -92,6 +93,20 @@ def test_refusals(tmp_path):
     cfg = Config({"default_scope": "gan", "model": model_cfg, "export": {"batch": 1}})
     out = tmp_path / "export"
     export_model(cfg, str(tmp_path / "model.pth"), str(out))
+    pix2pix = shrink_model(load_config(os.path.join(ROOT, "configs/gan/pix2pix/pix2pix_facades.yaml")).model.to_dict())
+    with pytest.raises(OarsError, match=rf"--model-dir {out}: the export takes \['label', 'noise'\], but the "
+                                        r"config's Pix2Pix feeds its generator \['img'\]"):
+        ExportedModel(str(out), scope="gan", model_cfg=pix2pix)
+
+    pix_cfg = Config({"default_scope": "gan", "model": pix2pix, "export": {"input_shape": [1, 3, SIZE, SIZE]}})
+    torch.save({"state_dict": MODELS.build(pix2pix).state_dict()}, tmp_path / "pix.pth")
+    export_model(pix_cfg, str(tmp_path / "pix.pth"), str(tmp_path / "pix"))
+    exported = ExportedModel(str(tmp_path / "pix"), scope="gan", model_cfg=pix2pix)
+    images = [torch.zeros(3, 2 * SIZE, 2 * SIZE, dtype=torch.uint8)]
+    with pytest.raises(OarsError, match=r"the test batch gives the generator's 'img' as \[3, 64, 64\] per sample, "
+                                        r"the export's input 'image' takes \[3, 32, 32\]"):
+        exported.test_step({"inputs": {"img_A": images, "img_B": images}, "data_samples": [GANDataSample()]})
+
     deploy = yaml.safe_load((out / "deploy.yaml").read_text())
     del deploy["gan"]  # what an image model's export is to the generator's runtime
     (out / "deploy.yaml").write_text(yaml.safe_dump(deploy))
