@@ -22,6 +22,7 @@ import sys
 import tempfile
 
 import torch
+from torch.utils._pytree import tree_leaves
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -44,20 +45,7 @@ class TensorGraph(torch.nn.Module):
         self.model = model
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        flat: list[torch.Tensor] = []
-
-        def walk(value) -> None:
-            if isinstance(value, torch.Tensor):
-                flat.append(value)
-            elif isinstance(value, (list, tuple)):
-                for item in value:
-                    walk(item)
-            elif isinstance(value, dict):
-                for item in value.values():
-                    walk(item)
-
-        walk(self.model(x, mode="tensor"))
-        return tuple(flat)
+        return tuple(tree_leaves(self.model(x, mode="tensor")))
 
 
 def build(name: str) -> tuple[torch.nn.Module, int]:
