@@ -4,7 +4,9 @@ The compiled side is what ``compile: true`` / ``tools/train.py --compile`` runs
 (``oars.engine.compile.compile_for_training``): the model's forward in loss mode under ``torch.compile`` (AOT
 autograd compiles its backward), the data preprocessor and the optimizer wrapper eager; a GAN's networks compiled
 in place. ``--whole-step`` compiles ``model.train_step`` instead, as mmengine's Runner does. Each side has its
-own copy of the model and optimizer (the config's ``optim_wrapper``). Compilation (the compiled side's warm-up
+own copy of the model and optimizer (the config's ``optim_wrapper``, learning rate set to 0 so that the weights
+stay equal and every step does the same work) and draws the same random numbers at every step; the losses of
+the two sides are compared and their largest relative difference printed. Compilation (the compiled side's warm-up
 steps, which trace and build the graphs) is timed and printed on its own; the timed steps then alternate eager /
 compiled so that drift in machine speed hits both.
 
@@ -13,11 +15,13 @@ Families (demo configs, shrunk where the demo is full size; ``--size`` / ``--bat
 - ``faster_rcnn``: faster_rcnn_r50_fpn_1x_coco.yaml with a ResNet-18 backbone, 2 x 128 px;
 - ``deeplabv3``: deeplabv3_r50_40k_voc12.yaml with a ResNet-18 backbone (output stride 8), 2 x 128 px;
 - ``tsm``: tsm_r18_demo_videos.yaml (ResNet-18 TSM, 8 segments), 1 clip x 8 frames x 64 px;
-- ``pix2pix``: pix2pix_demo_shapes.yaml, 1 x 64 px pair.
+- ``pix2pix``: pix2pix_demo_shapes.yaml, 1 x 64 px pair;
+- ``tsn_r50`` (not in the default list): tsn_r50_1x1x8_kinetics400.yaml at its real size, 1 clip x 8 frames x
+  224 px: a ResNet-50 training step at batch 8.
 
     python benchmarks/compile_step.py [--models yolov3 faster_rcnn deeplabv3 tsm pix2pix] [--repeats 5]
         [--warmup 2] [--backend inductor] [--mode default] [--device cpu|cuda] [--size N] [--batch N]
-        [--whole-step]
+        [--inductor-option KEY=VALUE ...] [-o KEY=VALUE ...] [--whole-step]
     python benchmarks/compile_step.py --quick    # the cheapest form: the tiny U-Net demo, 32 px, aot_eager
 
 Prints per family: compile + warm-up time, eager and compiled ms per step (median; CPU time too on the CPU),
@@ -49,6 +53,8 @@ CASES: dict[str, tuple[str, list[str], str, tuple[int, int]]] = {
                    "model.auxiliary_head.channels=64"], "labels", (128, 2)),
     "tsm": (f"{CFG}/video/tsm/tsm_r18_demo_videos.yaml", [], "clips", (64, 1)),
     "pix2pix": (f"{CFG}/gan/pix2pix/pix2pix_demo_shapes.yaml", [], "pairs", (64, 1)),
+    # the real-size reference: TSN's 8 frames through a full ResNet-50 (a ResNet-50 step at batch 8, 224 px)
+    "tsn_r50": (f"{CFG}/video/tsn/tsn_r50_1x1x8_kinetics400.yaml", [], "clips", (224, 1)),
     # --quick: the make-demo U-Net at 4 base channels (what the engine tests train)
     "unet_tiny": (f"{CFG}/segmentation/unet/unet_demo_shapes.yaml",
                   ["model.backbone.base_channels=4", "model.decode_head.channels=4"], "labels", (32, 2)),
@@ -70,8 +76,9 @@ def make_data(kind: str, size: int, batch: int, num_classes: int) -> dict:
     return gan_batch(size, batch)
 
 
-def build(name: str, device: str):
-    """The config's model (train mode, random weights) and a builder of its optimizer wrapper."""
+def build(name: str, device: str, extra: list[str] | None = None):
+    """The config's model (train mode, random weights; ``extra``: ``key=value`` overrides) and a builder of its
+    optimizer wrapper."""
     from mmengine.optim import build_optim_wrapper
     from mmengine.registry import MODELS, DefaultScope
 
@@ -79,7 +86,7 @@ def build(name: str, device: str):
     from oars.tasks import activate
 
     path, overrides, _, _ = CASES[name]
-    cfg = load_config(path, overrides)
+    cfg = load_config(path, [*overrides, *(extra or [])])
     activate(cfg.default_scope)
     with DefaultScope.overwrite_default_scope(cfg.default_scope):
         model = MODELS.build(copy.deepcopy(cfg.model)).to(device).train()
@@ -92,25 +99,30 @@ def build(name: str, device: str):
 
 
 def compiled_vs_eager(name: str, size: int, batch: int, device: str, repeats: int, warmup: int,
-                      options: dict, whole_step: bool = False) -> dict:
+                      options: dict, whole_step: bool = False, extra: list[str] | None = None) -> dict:
     """Time one family. Returns ``{'compile_s', 'first_s', 'eager', 'compiled' ((wall, cpu) medians), 'stats'}``."""
-    from oars.engine.compile import compile_for_training, snapshot, stats_since
+    from oars.engine.compile import compile_for_training, snapshot, stats_since, with_device_defaults
 
     torch.manual_seed(0)
-    model, make_wrapper, cfg = build(name, device)
+    model, make_wrapper, cfg = build(name, device, extra)
     data = make_data(CASES[name][2], size, batch, int(cfg.model.get("num_classes") or 1))
     eager_model, compiled_model = model, copy.deepcopy(model)
     eager_opt, compiled_opt = make_wrapper(eager_model), make_wrapper(compiled_model)
+    for wrapper in (eager_opt, compiled_opt):
+        freeze_weights(wrapper)
     if whole_step:  # mmengine's Runner._maybe_compile
         step = torch.compile(compiled_model.train_step, **options)
     else:  # oars' OarsRunner._maybe_compile
-        step = compile_for_training(compiled_model, options).train_step
+        step = compile_for_training(compiled_model, with_device_defaults(options, compiled_model)).train_step
+    losses: dict[str, dict] = {}
 
     def eager() -> None:
-        eager_model.train_step(copy.deepcopy(data), eager_opt)
+        torch.manual_seed(0)  # the same proposals / samples / GAN noise at every step, on both sides
+        losses["eager"] = eager_model.train_step(copy.deepcopy(data), eager_opt)
 
     def compiled() -> None:
-        step(copy.deepcopy(data), compiled_opt)
+        torch.manual_seed(0)
+        losses["compiled"] = step(copy.deepcopy(data), compiled_opt)
 
     before = snapshot()
     start = time.perf_counter()
@@ -121,7 +133,52 @@ def compiled_vs_eager(name: str, size: int, batch: int, device: str, repeats: in
     compile_s = time.perf_counter() - start
     stats = stats_since(before)
     medians = time_alternating({"eager": eager, "compiled": compiled}, repeats, device, warmup=1)
-    return {"compile_s": compile_s, "first_s": first, "stats": stats, **medians}
+    heavy = heavy_kernel_share(eager) if device == "cpu" else None
+    random_ops = any(isinstance(m, torch.nn.modules.dropout._DropoutNd) and m.p > 0 for m in model.modules())
+    used = options if whole_step else with_device_defaults(options, compiled_model)
+    return {"random_ops": random_ops, "compile_s": compile_s, "first_s": first, "stats": stats, "options": used,
+            "loss_diff": relative_loss_difference(losses["eager"], losses["compiled"]), "heavy": heavy, **medians}
+
+
+# Kernels inductor does not generate on the CPU: it calls the same oneDNN / BLAS convolutions and matrix products
+# as eager, so their time is a floor under the compiled step (self time, so a parent op is not counted twice)
+HEAVY_KERNELS = ("conv", "aten::addmm", "aten::mm", "aten::bmm", "aten::baddbmm", "aten::linear_backward")
+
+
+def heavy_kernel_share(step) -> float:
+    """The share of one eager step's CPU time spent in convolutions and matrix products (forward and backward),
+    from ``torch.profiler``: compiling can at best remove the rest, so ``compiled / eager >= share``."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        step()
+    events = [e for e in prof.key_averages() if e.key.startswith("aten::")]
+    total = sum(e.self_cpu_time_total for e in events)
+    heavy = sum(e.self_cpu_time_total for e in events
+                if e.key.startswith(HEAVY_KERNELS) or "convolution" in e.key)
+    return heavy / total if total else 0.0
+
+
+def freeze_weights(optim_wrapper) -> None:
+    """Learning rate 0: the optimizer still does all of its arithmetic, but the weights never move, so every timed
+    step does the same work on both sides. (Training a random-init detector at the config's rate diverges within
+    a few steps, and its proposal and RoI counts then differ between the sides and from step to step: that once
+    made compiled Faster R-CNN look 4.5x faster.)"""
+    wrappers = getattr(optim_wrapper, "optim_wrappers", {"": optim_wrapper})  # a GAN's OptimWrapperDict
+    for wrapper in wrappers.values():
+        for group in wrapper.optimizer.param_groups:
+            group["lr"] = 0.0
+
+
+def relative_loss_difference(eager: dict, compiled: dict) -> float:
+    """The largest ``|compiled - eager| / max(|eager|, 1e-6)`` over the logged losses of the last step of each side
+    (same weights, same seed, same batch): inductor's fused kernels differ from eager's by rounding only."""
+    worst = 0.0
+    for key, value in eager.items():
+        if key.startswith("loss") and key in compiled:
+            want, got = float(torch.as_tensor(value).detach()), float(torch.as_tensor(compiled[key]).detach())
+            worst = max(worst, abs(got - want) / max(abs(want), 1e-6))
+    return worst
 
 
 def report(name: str, size: int, batch: int, result: dict, device: str) -> str:
@@ -131,14 +188,32 @@ def report(name: str, size: int, batch: int, result: dict, device: str) -> str:
     stats = result["stats"]
     breaks = sum(stats.graph_breaks.values())
     reasons = "; ".join(f"{r} (x{n})" for r, n in stats.graph_breaks.most_common(3))
-    lines = [f"{name}: {batch} x {size} px, {device}",
+    lines = [f"{name}: {batch} x {size} px, {device}, torch.compile({result['options']})",
              f"  compile + warm-up: {result['compile_s']:.1f} s (first step {result['first_s']:.1f} s); "
              f"{stats.graphs} graphs, {breaks} graph breaks{': ' + reasons if reasons else ''}"
              + (f", {sum(stats.eager_frames.values())} functions left to eager" if stats.eager_frames else ""),
              f"  eager   : {ew * 1000:9.1f} ms/step" + (f", {ec * 1000:9.1f} ms CPU" if on_cpu else ""),
              f"  compiled: {cw * 1000:9.1f} ms/step" + (f", {cc * 1000:9.1f} ms CPU" if on_cpu else ""),
-             f"  ratio compiled / eager: {cw / ew:6.3f}" + (f" (CPU time {cc / ec:6.3f})" if on_cpu else "")]
+             f"  ratio compiled / eager: {cw / ew:6.3f}" + (f" (CPU time {cc / ec:6.3f})" if on_cpu else ""),
+             *([f"  convolutions and matrix products: {result['heavy']:.0%} of the eager step's operator time "
+                f"(compiled runs the same kernels: ratio >= {result['heavy']:.2f})"] if result["heavy"] is not None
+               else []),
+             f"  losses compiled vs eager (same weights, seed and batch): largest relative difference "
+             f"{result['loss_diff']:.1e}"
+             + (" (the model has dropout: inductor draws its own random numbers, so the masks differ; "
+                "--inductor-option fallback_random=true or -o ...dropout_ratio=0 compare exactly)"
+                if result["random_ops"] and result["options"].get("backend", "inductor") == "inductor" else "")]
     return "\n".join(lines)
+
+
+def parse_option(text: str) -> tuple[str, object]:
+    """``KEY=VALUE`` with VALUE read as YAML (``true``, ``4``, ``name``)."""
+    import yaml
+
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise SystemExit(f"--inductor-option: expected KEY=VALUE, got {text!r}")
+    return key, yaml.safe_load(value)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -151,6 +226,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--size", type=int, default=None, help="input side in px (default: per family)")
     parser.add_argument("--batch", type=int, default=None, help="images / clips / pairs (default: per family)")
+    parser.add_argument("--inductor-option", action="append", default=[], metavar="KEY=VALUE",
+                        help="an inductor option (torch.compile options=), e.g. layout_optimization=True; repeatable")
+    parser.add_argument("-o", "--cfg-options", nargs="+", default=[], metavar="KEY=VALUE",
+                        help="config overrides for every model timed, e.g. model.cls_head.dropout_ratio=0")
     parser.add_argument("--whole-step", action="store_true",
                         help="compile model.train_step as mmengine's Runner does (default: the forward, as oars)")
     parser.add_argument("--quick", action="store_true",
@@ -158,6 +237,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.quick:
         args.models, args.backend, args.repeats, args.warmup = ["unet_tiny"], "aot_eager", 1, 1
+    if args.mode and args.inductor_option:
+        parser.error("--mode and --inductor-option: torch.compile takes a mode or options, not both")
     if args.repeats < 1 or args.warmup < 1:
         parser.error(f"--repeats and --warmup must be at least 1, got {args.repeats} and {args.warmup}")
     return args
@@ -166,6 +247,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     options = {"backend": args.backend, **({"mode": args.mode} if args.mode else {})}
+    if args.inductor_option:
+        options["options"] = dict(parse_option(text) for text in args.inductor_option)
     what = "model.train_step (mmengine)" if args.whole_step else "the forward in loss mode (oars)"
     print(f"torch.compile({options}) of {what} vs eager, torch threads {torch.get_num_threads()}, "
           f"{args.repeats} timed steps each")
@@ -175,7 +258,7 @@ def main(argv: list[str] | None = None) -> None:
         batch = args.batch or CASES[name][3][1]
         torch._dynamo.reset()  # each family compiles from scratch
         result = compiled_vs_eager(name, size, batch, args.device, args.repeats, args.warmup, options,
-                                   args.whole_step)
+                                   args.whole_step, args.cfg_options)
         print(report(name, size, batch, result, args.device), flush=True)
         ratios[name] = result["compiled"][0] / result["eager"][0]
     print("ratios compiled / eager (wall): " + ", ".join(f"{k} {v:.3f}" for k, v in ratios.items()))

@@ -76,7 +76,45 @@ def compile_options(value: Any, where: str = "<config>") -> dict | None:
                         f"{value['backend']!r}")
     if value.get("options") is not None and not isinstance(value["options"], dict):
         raise OarsError(f"{where}: compile.options: expected a mapping of inductor options, got {value['options']!r}")
+    if mode is not None and value.get("options") is not None:  # torch.compile refuses both
+        raise OarsError(f"{where}: compile: give mode or options, not both (a mode is a preset of inductor "
+                        f"options: torch._inductor.list_mode_options({mode!r}) lists them, to copy into options)")
     return dict(value)
+
+
+# Inductor options oars sets by default on the CPU (a user's compile.options wins), with the measurement behind each
+CPU_INDUCTOR_DEFAULTS: dict[str, Any] = {
+    # inductor converts convolution inputs to channels-last inside the graph and back at its edges; on the CPU that
+    # made compiled training slower (benchmarks/compile_step.py, 2 threads, compiled / eager, on -> off: TSN
+    # ResNet-50 8x224 px 0.84 -> 0.76, pix2pix demo 1.24 -> 0.99, DeepLabV3-R18 1.00 -> 0.95, docs/compression.md)
+    "layout_optimization": False,
+}
+
+
+def with_device_defaults(options: dict, model: torch.nn.Module) -> dict:
+    """``options`` plus :data:`CPU_INDUCTOR_DEFAULTS` when inductor compiles a model whose parameters are on the CPU.
+
+    Why: inductor's defaults are tuned for CUDA; on the CPU one of them slows training down (see the table).
+
+    Args:
+        options: ``torch.compile`` arguments (:func:`compile_options`).
+        model: the model to compile (its first parameter's device decides).
+
+    Returns:
+        A new dict. ``mode`` becomes its inductor options (torch.compile takes a mode or options, not both);
+        options the user gave are kept as given. Unchanged for another backend or device.
+    """
+    if options.get("backend", "inductor") != "inductor":
+        return dict(options)
+    device = next((p.device for p in model.parameters()), torch.device("cpu"))
+    if device.type != "cpu":
+        return dict(options)
+    from torch._inductor import list_mode_options
+
+    out = {k: v for k, v in options.items() if k != "mode"}
+    given = options.get("options") or list_mode_options(options.get("mode") or "default", options.get("dynamic"))
+    out["options"] = {**CPU_INDUCTOR_DEFAULTS, **given}
+    return out
 
 
 def resolve_compile(cfg: Config, flag: bool, training: bool = True) -> None:

@@ -94,11 +94,12 @@ class OarsRunner(Runner):
         """``compile`` on: the model's forward in loss mode (``oars.engine.compile.compile_for_training``), not
         mmengine's ``torch.compile(model.train_step)``, which recompiles every step on the optimizer wrapper's
         logging."""
-        from .compile import compile_for_training, compile_options
+        from .compile import compile_for_training, compile_options, with_device_defaults
 
         options = compile_options(self.cfg.get("compile"), self.cfg.filename or "<config>")
         if options is None or target != "train_step":
             return
+        options = with_device_defaults(options, self.model)
         compile_for_training(self.model, options)
         self.logger.info(f"torch.compile({options}) of the model's forward in loss mode; the first iterations "
                          "compile (CompileReportHook reports the graphs and graph breaks)")

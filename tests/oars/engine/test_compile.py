@@ -19,7 +19,13 @@ from mmengine.model import BaseModel
 from mmengine.optim import OptimWrapper
 from torch import nn
 
-from oars.engine.compile import compile_for_training, compile_options, format_stats, stats_since
+from oars.engine.compile import (
+    compile_for_training,
+    compile_options,
+    format_stats,
+    stats_since,
+    with_device_defaults,
+)
 from oars.engine.entry import print_config, train
 from oars.engine.hooks import CompileReportHook
 from oars.errors import OarsError
@@ -165,3 +171,21 @@ def test_compiled_run_through_the_runner_logs_the_report(demo_data, tmp_path):
     assert hook.reports and hook.reports[0].startswith("torch.compile, first step: ")
     log = next((tmp_path / "compiled").rglob("*.log")).read_text()
     assert "torch.compile, first step: " in log
+
+
+def test_mode_and_options_together_are_refused_naming_the_preset():
+    with pytest.raises(OarsError, match=r"^cfg.yaml: compile: give mode or options, not both .*list_mode_options"):
+        compile_options({"mode": "max-autotune", "options": {"layout_optimization": True}}, "cfg.yaml")
+
+
+def test_cpu_inductor_defaults_are_added_and_the_users_options_win():
+    model = nn.Linear(2, 2)
+    assert with_device_defaults({}, model) == {"options": {"layout_optimization": False}}
+    # a mode becomes its inductor options (torch.compile takes one or the other), the CPU default added
+    assert with_device_defaults({"mode": "max-autotune-no-cudagraphs", "dynamic": False}, model) == {
+        "dynamic": False,
+        "options": {"layout_optimization": False, "max_autotune": True, "coordinate_descent_tuning": True}}
+    given = {"backend": "inductor", "options": {"layout_optimization": True}}
+    assert with_device_defaults(given, model) == given  # what the config says is kept
+    assert with_device_defaults({"backend": "aot_eager"}, model) == {"backend": "aot_eager"}  # not inductor
+    assert with_device_defaults({}, nn.Linear(2, 2, device="meta")) == {}  # not the CPU
