@@ -111,9 +111,11 @@ def compiled_vs_eager(name: str, size: int, batch: int, device: str, repeats: in
     for wrapper in (eager_opt, compiled_opt):
         freeze_weights(wrapper)
     if whole_step:  # mmengine's Runner._maybe_compile
-        step = torch.compile(compiled_model.train_step, **options)
+        used = options
+        step = torch.compile(compiled_model.train_step, **used)
     else:  # oars' OarsRunner._maybe_compile
-        step = compile_for_training(compiled_model, with_device_defaults(options, compiled_model)).train_step
+        used = with_device_defaults(options, compiled_model)
+        step = compile_for_training(compiled_model, used).train_step
     losses: dict[str, dict] = {}
 
     def eager() -> None:
@@ -135,14 +137,13 @@ def compiled_vs_eager(name: str, size: int, batch: int, device: str, repeats: in
     medians = time_alternating({"eager": eager, "compiled": compiled}, repeats, device, warmup=1)
     heavy = heavy_kernel_share(eager) if device == "cpu" else None
     random_ops = any(isinstance(m, torch.nn.modules.dropout._DropoutNd) and m.p > 0 for m in model.modules())
-    used = options if whole_step else with_device_defaults(options, compiled_model)
     return {"random_ops": random_ops, "compile_s": compile_s, "first_s": first, "stats": stats, "options": used,
             "loss_diff": relative_loss_difference(losses["eager"], losses["compiled"]), "heavy": heavy, **medians}
 
 
 # Kernels inductor does not generate on the CPU: it calls the same oneDNN / BLAS convolutions and matrix products
 # as eager, so their time is a floor under the compiled step (self time, so a parent op is not counted twice)
-HEAVY_KERNELS = ("conv", "aten::addmm", "aten::mm", "aten::bmm", "aten::baddbmm", "aten::linear_backward")
+MATMUL_KERNELS = ("aten::addmm", "aten::mm", "aten::bmm", "aten::baddbmm")
 
 
 def heavy_kernel_share(step) -> float:
@@ -154,8 +155,7 @@ def heavy_kernel_share(step) -> float:
         step()
     events = [e for e in prof.key_averages() if e.key.startswith("aten::")]
     total = sum(e.self_cpu_time_total for e in events)
-    heavy = sum(e.self_cpu_time_total for e in events
-                if e.key.startswith(HEAVY_KERNELS) or "convolution" in e.key)
+    heavy = sum(e.self_cpu_time_total for e in events if "conv" in e.key or e.key in MATMUL_KERNELS)
     return heavy / total if total else 0.0
 
 
@@ -206,17 +206,12 @@ def report(name: str, size: int, batch: int, result: dict, device: str) -> str:
     return "\n".join(lines)
 
 
-def parse_option(text: str) -> tuple[str, object]:
-    """``KEY=VALUE`` with VALUE read as YAML (``true``, ``4``, ``name``)."""
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     import yaml
 
-    key, sep, value = text.partition("=")
-    if not sep or not key:
-        raise SystemExit(f"--inductor-option: expected KEY=VALUE, got {text!r}")
-    return key, yaml.safe_load(value)
+    from oars.engine.compile import compile_options
+    from oars.errors import OarsError
 
-
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--models", nargs="+", choices=list(CASES), default=FAMILIES)
     parser.add_argument("--repeats", type=int, default=5, help="timed steps of each side (at least 1)")
@@ -237,8 +232,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.quick:
         args.models, args.backend, args.repeats, args.warmup = ["unet_tiny"], "aot_eager", 1, 1
-    if args.mode and args.inductor_option:
-        parser.error("--mode and --inductor-option: torch.compile takes a mode or options, not both")
+    args.options = {"backend": args.backend, **({"mode": args.mode} if args.mode else {})}
+    if args.inductor_option:
+        pairs = [text.partition("=") for text in args.inductor_option]
+        bad = [key for key, sep, _ in pairs if not (key and sep)]
+        if bad:
+            parser.error(f"--inductor-option: expected KEY=VALUE, got {bad}")
+        args.options["options"] = {key: yaml.safe_load(value) for key, _, value in pairs}  # true, 4, a name
+    try:  # the checks a config's compile: section gets (mode with options, unknown inductor options)
+        compile_options(args.options, "--mode/--inductor-option")
+    except OarsError as err:
+        parser.error(str(err))
     if args.repeats < 1 or args.warmup < 1:
         parser.error(f"--repeats and --warmup must be at least 1, got {args.repeats} and {args.warmup}")
     return args
@@ -246,9 +250,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
-    options = {"backend": args.backend, **({"mode": args.mode} if args.mode else {})}
-    if args.inductor_option:
-        options["options"] = dict(parse_option(text) for text in args.inductor_option)
+    options = args.options
     what = "model.train_step (mmengine)" if args.whole_step else "the forward in loss mode (oars)"
     print(f"torch.compile({options}) of {what} vs eager, torch threads {torch.get_num_threads()}, "
           f"{args.repeats} timed steps each")

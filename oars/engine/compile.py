@@ -79,7 +79,38 @@ def compile_options(value: Any, where: str = "<config>") -> dict | None:
     if mode is not None and value.get("options") is not None:  # torch.compile refuses both
         raise OarsError(f"{where}: compile: give mode or options, not both (a mode is a preset of inductor "
                         f"options: torch._inductor.list_mode_options({mode!r}) lists them, to copy into options)")
+    if (value.get("backend") or "inductor") == "inductor":
+        check_inductor_options(value.get("options") or {}, where)
     return dict(value)
+
+
+def check_inductor_options(options: dict, where: str) -> None:
+    """Refuse an inductor option torch.compile would refuse when training starts, naming the closest names.
+
+    Why: torch.compile raises a RuntimeError listing all of inductor's ~900 options for a misspelled one, at the
+    first compiled step; checked here, the config is refused before anything runs.
+
+    Raises:
+        OarsError: an unknown option (with close names) or a value of the wrong type, naming ``where``.
+    """
+    from typing import get_origin
+
+    from torch._inductor import config
+
+    from oars.config.registry_lookup import closest
+
+    known = config.get_config_copy()
+    for key, value in options.items():
+        name = str(key).replace("-", "_")  # as torch.compile reads it
+        if name not in known:
+            close = closest(name, list(known))
+            raise OarsError(f"{where}: compile.options.{key}: not an inductor option"
+                            + (f"; close names: {', '.join(close)}" if close else "")
+                            + " (torch._inductor.config lists them)")
+        expected = config.get_type(name)
+        if get_origin(expected) is None and not isinstance(value, expected):
+            raise OarsError(f"{where}: compile.options.{key}: expected a {type(known[name]).__name__}, got "
+                            f"{value!r}")
 
 
 # Inductor options oars sets by default on the CPU (a user's compile.options wins), with the measurement behind each
@@ -104,7 +135,7 @@ def with_device_defaults(options: dict, model: torch.nn.Module) -> dict:
         A new dict. ``mode`` becomes its inductor options (torch.compile takes a mode or options, not both);
         options the user gave are kept as given. Unchanged for another backend or device.
     """
-    if options.get("backend", "inductor") != "inductor":
+    if (options.get("backend") or "inductor") != "inductor":
         return dict(options)
     device = next((p.device for p in model.parameters()), torch.device("cpu"))
     if device.type != "cpu":

@@ -128,6 +128,9 @@ def test_compile_values(value, expected):
     ({"mode": "fast"}, "cfg.yaml: compile.mode: expected one of default, reduce-overhead, max-autotune"),
     ({"dynamic": "yes"}, "cfg.yaml: compile.dynamic: expected true, false or null, got 'yes'"),
     ("inductor", "cfg.yaml: compile: expected true, false or a mapping of torch.compile arguments"),
+    ({"options": {"layout_optimisation": False}},
+     "cfg.yaml: compile.options.layout_optimisation: not an inductor option; close names: layout_optimization"),
+    ({"options": {"max_autotune": "yes"}}, "cfg.yaml: compile.options.max_autotune: expected a bool, got 'yes'"),
 ])
 def test_bad_compile_values_give_one_message(value, message):
     with pytest.raises(OarsError, match="^" + message.replace("[", r"\[").replace("(", r"\(").replace(")", r"\)")):
@@ -189,3 +192,4 @@ def test_cpu_inductor_defaults_are_added_and_the_users_options_win():
     assert with_device_defaults(given, model) == given  # what the config says is kept
     assert with_device_defaults({"backend": "aot_eager"}, model) == {"backend": "aot_eager"}  # not inductor
     assert with_device_defaults({}, nn.Linear(2, 2, device="meta")) == {}  # not the CPU
+    assert with_device_defaults({"backend": None}, model)["options"] == {"layout_optimization": False}  # inductor
