@@ -280,7 +280,12 @@ class YOLOv3Head(nn.Module):
             )
         counts = torch.tensor([len(b) for b in boxes], device=device)
         gt_labels = torch.cat(labels)
-        if gt_labels.numel() and (int(gt_labels.min()) < 0 or int(gt_labels.max()) >= self.num_classes):
+        if torch.compiler.is_compiling():
+            # under torch.compile ``int(tensor)`` would end the graph (a graph break per step): the same check
+            # runs inside the graph and raises RuntimeError with this message
+            torch._assert_async(((gt_labels >= 0) & (gt_labels < self.num_classes)).all(),
+                                f"YOLOv3Head: gt labels must be in [0, {self.num_classes - 1}]")
+        elif gt_labels.numel() and (int(gt_labels.min()) < 0 or int(gt_labels.max()) >= self.num_classes):
             where = [
                 s.metainfo.get("img_path", f"sample {i}")
                 for i, (s, lb) in enumerate(zip(data_samples, labels))

@@ -149,6 +149,22 @@ def test_label_out_of_range_is_a_data_error():
         head.loss_by_feat(raw, [_sample([[0, 0, 10, 10]], [2])])
 
 
+def test_label_check_stays_inside_a_compiled_graph():
+    """Under torch.compile the label range check is an in-graph assert (``int(tensor)`` would break the graph at
+    every step) that still refuses a bad label."""
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    counters.clear()
+    head = YOLOv3Head(num_classes=2, in_channels=[4, 4, 4])
+    gather = torch.compile(head._gather_gt, backend="eager")
+    gather([_sample([[0, 0, 10, 10]], [1])], torch.device("cpu"))
+    assert not any("item" in reason or "Tensor.__int__" in reason for reason in counters["graph_break"])
+    with pytest.raises(RuntimeError, match=r"YOLOv3Head: gt labels must be in \[0, 1\]"):
+        gather([_sample([[0, 0, 10, 10]], [2])], torch.device("cpu"))
+    torch._dynamo.reset()
+
+
 def test_label_smoothing_targets():
     from detection.models.losses import class_targets
 

@@ -66,6 +66,22 @@ def test_head_arguments_and_labels_are_checked():
         head(torch.randn(2, 8))
 
 
+def test_label_check_stays_inside_a_compiled_graph():
+    """Under torch.compile the range check is an in-graph assert (no graph break each step) that still refuses."""
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    counters.clear()
+    head = I3DHead(num_classes=3, in_channels=8)
+    loss = torch.compile(head.loss, backend="eager", fullgraph=True)  # fullgraph: a graph break would raise
+    good = loss(torch.randn(1, 3), [ActionDataSample().set_gt_label(2)])
+    assert good["loss_cls"].isfinite()
+    assert not counters["graph_break"]
+    with pytest.raises(RuntimeError, match="I3DHead: a gt_label is out of range for num_classes=3"):
+        loss(torch.randn(1, 3), [ActionDataSample().set_gt_label(3)])
+    torch._dynamo.reset()
+
+
 def test_predict_score_mode_softmaxes_mean_logits():
     head = I3DHead(num_classes=3, in_channels=8, average_clips="score")
     logits = torch.tensor([[1.0, 0.0, 0.0], [0.0, 3.0, 0.0]])  # 1 video, 2 views

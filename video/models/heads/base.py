@@ -87,7 +87,12 @@ class BaseHead(nn.Module):
         if not self.multi_label:
             stacked = torch.cat(labels)
             bad = (stacked < 0) | (stacked >= self.num_classes)
-            if bad.any():
+            if torch.compiler.is_compiling():
+                # under torch.compile a data-dependent ``if`` would end the graph (a graph break per step):
+                # the same check runs inside the graph and raises RuntimeError with this message
+                torch._assert_async(~bad.any(), f"{name}: a gt_label is out of range for num_classes="
+                                                f"{self.num_classes}")
+            elif bad.any():
                 raise ValueError(f"{name}: gt_label {stacked[bad].tolist()} out of range for num_classes="
                                  f"{self.num_classes}")
             return stacked
