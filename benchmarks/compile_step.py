@@ -2,10 +2,11 @@
 
 The compiled side is what ``compile: true`` / ``tools/train.py --compile`` runs
 (``oars.engine.compile.compile_for_training``): the model's forward in loss mode under ``torch.compile`` (AOT
-autograd compiles its backward), the data preprocessor and the optimizer wrapper eager; a GAN's networks compiled
-in place. ``--whole-step`` compiles ``model.train_step`` instead, as mmengine's Runner does. Each side has its
-own copy of the model and optimizer (the config's ``optim_wrapper``, learning rate set to 0 so that the weights
-stay equal and every step does the same work) and draws the same random numbers at every step; the losses of
+autograd compiles its backward) and, unless ``--eager-optimizer``, each optimizer's step with the gradient
+clipping (``compile_optimizer_steps``); the data preprocessor and the rest of the optimizer wrapper eager; a
+GAN's networks compiled in place. ``--whole-step`` compiles ``model.train_step`` instead, as mmengine's Runner
+does. Each side has its own copy of the model and optimizer (the config's ``optim_wrapper``, learning rate set
+to 1e-30 so that the weights stay equal and every step does the same work) and draws the same random numbers at every step; the losses of
 the two sides are compared and their largest relative difference printed. Compilation (the compiled side's warm-up
 steps, which trace and build the graphs) is timed and printed on its own; the timed steps then alternate eager /
 compiled so that drift in machine speed hits both.
@@ -99,9 +100,16 @@ def build(name: str, device: str, extra: list[str] | None = None):
 
 
 def compiled_vs_eager(name: str, size: int, batch: int, device: str, repeats: int, warmup: int,
-                      options: dict, whole_step: bool = False, extra: list[str] | None = None) -> dict:
+                      options: dict, whole_step: bool = False, extra: list[str] | None = None,
+                      eager_optimizer: bool = False) -> dict:
     """Time one family. Returns ``{'compile_s', 'first_s', 'eager', 'compiled' ((wall, cpu) medians), 'stats'}``."""
-    from oars.engine.compile import compile_for_training, snapshot, stats_since, with_device_defaults
+    from oars.engine.compile import (
+        compile_for_training,
+        compile_optimizer_steps,
+        snapshot,
+        stats_since,
+        with_device_defaults,
+    )
 
     torch.manual_seed(0)
     model, make_wrapper, cfg = build(name, device, extra)
@@ -116,6 +124,8 @@ def compiled_vs_eager(name: str, size: int, batch: int, device: str, repeats: in
     else:  # oars' OarsRunner._maybe_compile
         used = with_device_defaults(options, compiled_model)
         step = compile_for_training(compiled_model, used).train_step
+        if not eager_optimizer:  # compile.optimizer (default true)
+            compile_optimizer_steps(compiled_opt, used)
     losses: dict[str, dict] = {}
 
     def eager() -> None:
@@ -159,15 +169,20 @@ def heavy_kernel_share(step) -> float:
     return heavy / total if total else 0.0
 
 
+# A learning rate too small to move any float32 weight (each update is below half an ulp of the weight). Not 0: a
+# compiled Adam step divides by its step size, and oars runs the optimizer eagerly at lr 0 (``compile_optimizer_steps``)
+FROZEN_LR = 1e-30
+
+
 def freeze_weights(optim_wrapper) -> None:
-    """Learning rate 0: the optimizer still does all of its arithmetic, but the weights never move, so every timed
-    step does the same work on both sides. (Training a random-init detector at the config's rate diverges within
-    a few steps, and its proposal and RoI counts then differ between the sides and from step to step: that once
-    made compiled Faster R-CNN look 4.5x faster.)"""
+    """Learning rate :data:`FROZEN_LR`: the optimizer still does all of its arithmetic, but the weights never move,
+    so every timed step does the same work on both sides. (Training a random-init detector at the config's rate
+    diverges within a few steps, and its proposal and RoI counts then differ between the sides and from step to
+    step: that once made compiled Faster R-CNN look 4.5x faster.)"""
     wrappers = getattr(optim_wrapper, "optim_wrappers", {"": optim_wrapper})  # a GAN's OptimWrapperDict
     for wrapper in wrappers.values():
         for group in wrapper.optimizer.param_groups:
-            group["lr"] = 0.0
+            group["lr"] = FROZEN_LR
 
 
 def relative_loss_difference(eager: dict, compiled: dict) -> float:
@@ -227,6 +242,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="config overrides for every model timed, e.g. model.cls_head.dropout_ratio=0")
     parser.add_argument("--whole-step", action="store_true",
                         help="compile model.train_step as mmengine's Runner does (default: the forward, as oars)")
+    parser.add_argument("--eager-optimizer", action="store_true",
+                        help="keep the optimizer step eager (compile.optimizer: false; default: compiled, as oars)")
     parser.add_argument("--quick", action="store_true",
                         help="the cheapest run: unet_tiny at 32 px, aot_eager, 1 repeat, 1 warm-up step")
     args = parser.parse_args(argv)
@@ -251,7 +268,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     options = args.options
-    what = "model.train_step (mmengine)" if args.whole_step else "the forward in loss mode (oars)"
+    what = ("model.train_step (mmengine)" if args.whole_step else "the forward in loss mode"
+            + ("" if args.eager_optimizer else " and the optimizer step") + " (oars)")
     print(f"torch.compile({options}) of {what} vs eager, torch threads {torch.get_num_threads()}, "
           f"{args.repeats} timed steps each")
     ratios: dict[str, float] = {}
@@ -260,7 +278,7 @@ def main(argv: list[str] | None = None) -> None:
         batch = args.batch or CASES[name][3][1]
         torch._dynamo.reset()  # each family compiles from scratch
         result = compiled_vs_eager(name, size, batch, args.device, args.repeats, args.warmup, options,
-                                   args.whole_step, args.cfg_options)
+                                   args.whole_step, args.cfg_options, args.eager_optimizer)
         print(report(name, size, batch, result, args.device), flush=True)
         ratios[name] = result["compiled"][0] / result["eager"][0]
     print("ratios compiled / eager (wall): " + ", ".join(f"{k} {v:.3f}" for k, v in ratios.items()))

@@ -94,15 +94,27 @@ class OarsRunner(Runner):
         """``compile`` on: the model's forward in loss mode (``oars.engine.compile.compile_for_training``), not
         mmengine's ``torch.compile(model.train_step)``, which recompiles every step on the optimizer wrapper's
         logging."""
-        from .compile import compile_for_training, compile_options, with_device_defaults
+        from .compile import (
+            compile_for_training,
+            compile_optimizer_steps,
+            compile_options,
+            compiles_optimizer,
+            with_device_defaults,
+        )
 
         options = compile_options(self.cfg.get("compile"), self.cfg.filename or "<config>")
         if options is None or target != "train_step":
             return
         options = with_device_defaults(options, self.model)
         compile_for_training(self.model, options)
-        self.logger.info(f"torch.compile({options}) of the model's forward in loss mode; the first iterations "
-                         "compile (CompileReportHook reports the graphs and graph breaks)")
+        what = "the model's forward in loss mode"
+        if compiles_optimizer(self.cfg.get("compile")):
+            names = compile_optimizer_steps(self.optim_wrapper, options)
+            if names:
+                what += (f" and the optimizer step with gradient clipping ({', '.join(names)}; torch.optim breaks "
+                         "its graph once on purpose; compile.optimizer: false keeps it eager)")
+        self.logger.info(f"torch.compile({options}) of {what}; the first iterations compile (CompileReportHook "
+                         "reports the graphs and graph breaks)")
 
     def load_checkpoint(self, filename: str, map_location="cpu", strict: bool = False, revise_keys=None):
         strict = strict or self.strict_load

@@ -21,7 +21,9 @@ from torch import nn
 
 from oars.engine.compile import (
     compile_for_training,
+    compile_optimizer_steps,
     compile_options,
+    compiles_optimizer,
     format_stats,
     stats_since,
     with_device_defaults,
@@ -124,7 +126,8 @@ def test_compile_values(value, expected):
 
 
 @pytest.mark.parametrize("value, message", [
-    ({"mod": "default"}, "cfg.yaml: compile: unknown key(s) ['mod']; torch.compile arguments accepted here: mode"),
+    ({"mod": "default"}, "cfg.yaml: compile: unknown key(s) ['mod']; accepted here: torch.compile's mode"),
+    ({"optimizer": "yes"}, "cfg.yaml: compile.optimizer: expected true or false (compile the optimizer step"),
     ({"mode": "fast"}, "cfg.yaml: compile.mode: expected one of default, reduce-overhead, max-autotune"),
     ({"dynamic": "yes"}, "cfg.yaml: compile.dynamic: expected true, false or null, got 'yes'"),
     ("inductor", "cfg.yaml: compile: expected true, false or a mapping of torch.compile arguments"),
@@ -174,6 +177,7 @@ def test_compiled_run_through_the_runner_logs_the_report(demo_data, tmp_path):
     assert hook.reports and hook.reports[0].startswith("torch.compile, first step: ")
     log = next((tmp_path / "compiled").rglob("*.log")).read_text()
     assert "torch.compile, first step: " in log
+    assert "and the optimizer step with gradient clipping" in log  # compile.optimizer defaults to true
 
 
 def test_mode_and_options_together_are_refused_naming_the_preset():
@@ -193,3 +197,71 @@ def test_cpu_inductor_defaults_are_added_and_the_users_options_win():
     assert with_device_defaults({"backend": "aot_eager"}, model) == {"backend": "aot_eager"}  # not inductor
     assert with_device_defaults({}, nn.Linear(2, 2, device="meta")) == {}  # not the CPU
     assert with_device_defaults({"backend": None}, model)["options"] == {"layout_optimization": False}  # inductor
+
+
+def test_compile_optimizer_key_is_read_by_oars_not_passed_to_torch():
+    assert compile_options({"optimizer": False, "backend": "eager"}) == {"backend": "eager"}
+    assert compiles_optimizer(True) and compiles_optimizer({"backend": "eager"})
+    assert not compiles_optimizer({"optimizer": False}) and not compiles_optimizer(None)
+    assert not compiles_optimizer(False)
+
+
+def _sgd_wrapper(model: nn.Module) -> OptimWrapper:
+    return OptimWrapper(torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-4),
+                        clip_grad={"max_norm": 0.5})
+
+
+def test_compiled_optimizer_step_and_clipping_match_eager_as_the_learning_rate_changes():
+    """The compiled SGD step (momentum, weight decay) with gradient clipping gives eager's weights after steps at
+    changing learning rates (a scheduler's work), and the changes do not exhaust dynamo's recompile limit."""
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    counters.clear()
+    torch.manual_seed(0)
+    eager = Tiny()
+    compiled = copy.deepcopy(eager)
+    eager_opt, compiled_opt = _sgd_wrapper(eager), _sgd_wrapper(compiled)
+    assert compile_optimizer_steps(compiled_opt, {"backend": "aot_eager", "fullgraph": True}) == ["SGD"]
+    assert compiled_opt.clip_func is not torch.nn.utils.clip_grad_norm_  # clipping compiled too
+    data = {"inputs": torch.randn(2, 3, 8, 8), "data_samples": torch.randn(2, 2)}
+    for lr in (0.1, 0.05, 0.02, 0.01, 0.005, 0.002, 0.001, 0.0005, 0.0002, 0.0001):  # more than the limit of 8
+        for wrapper in (eager_opt, compiled_opt):
+            wrapper.optimizer.param_groups[0]["lr"] = lr
+        eager.train_step(copy.deepcopy(data), eager_opt)
+        compiled.train_step(copy.deepcopy(data), compiled_opt)
+    for (name, a), b in zip(compiled.named_parameters(), eager.parameters()):
+        torch.testing.assert_close(a.detach(), b.detach(), rtol=RTOL, atol=ATOL, msg=name)
+    assert not any("recompile limit" in reason for reason in counters["unimplemented"])  # never fell back
+    torch._dynamo.reset()
+
+
+def test_a_zero_learning_rate_steps_eagerly_instead_of_turning_weights_to_nan():
+    """Compiled, Adam divides by its step size: at lr 0 (a warm-up from 0, a frozen group) every weight became NaN.
+    oars runs that step eagerly; the next positive rate is compiled again."""
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    eager = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+    compiled = copy.deepcopy(eager)
+    eager_opt, compiled_opt = (OptimWrapper(torch.optim.Adam(m.parameters(), betas=(0.5, 0.999)))
+                               for m in (eager, compiled))
+    compile_optimizer_steps(compiled_opt, {"backend": "aot_eager"})
+    x = torch.randn(5, 4)
+    for lr in (0.0, 0.0, 0.0, 1e-3, 0.0, 1e-3):
+        for model, wrapper in ((eager, eager_opt), (compiled, compiled_opt)):
+            wrapper.optimizer.param_groups[0]["lr"] = lr
+            wrapper.update_params(model(x).pow(2).sum())
+        assert compiled_opt.optimizer.param_groups[0]["lr"] == lr  # the float is back after the step
+    for a, b in zip(compiled.parameters(), eager.parameters()):
+        torch.testing.assert_close(a.detach(), b.detach(), rtol=RTOL, atol=ATOL)
+    torch._dynamo.reset()
+
+
+def test_each_network_optimizer_of_a_gan_is_compiled():
+    from mmengine.optim import OptimWrapperDict
+
+    nets = {"generator": nn.Linear(2, 2), "discriminator": nn.Linear(2, 1)}
+    wrappers = OptimWrapperDict(**{k: OptimWrapper(torch.optim.Adam(m.parameters())) for k, m in nets.items()})
+    steps = {k: w.optimizer.step for k, w in wrappers.items()}
+    assert compile_optimizer_steps(wrappers, {"backend": "eager"}) == ["generator", "discriminator"]
+    assert all(w.optimizer.step is not steps[k] for k, w in wrappers.items())
