@@ -6,10 +6,10 @@ autograd compiles its backward) and, unless ``--eager-optimizer``, each optimize
 clipping (``compile_optimizer_steps``); the data preprocessor and the rest of the optimizer wrapper eager; a
 GAN's networks compiled in place. ``--whole-step`` compiles ``model.train_step`` instead, as mmengine's Runner
 does. Each side has its own copy of the model and optimizer (the config's ``optim_wrapper``, learning rate set
-to 1e-30 so that the weights stay equal and every step does the same work) and draws the same random numbers at every step; the losses of
-the two sides are compared and their largest relative difference printed. Compilation (the compiled side's warm-up
-steps, which trace and build the graphs) is timed and printed on its own; the timed steps then alternate eager /
-compiled so that drift in machine speed hits both.
+to 1e-30 so that the weights stay equal and every step does the same work) and draws the same random numbers at
+every step; the losses of the two sides are compared and their largest relative difference printed. Compilation
+(the compiled side's warm-up steps, which trace and build the graphs) is timed and printed on its own; the timed
+steps then alternate eager / compiled so that drift in machine speed hits both.
 
 Families (demo configs, shrunk where the demo is full size; ``--size`` / ``--batch`` change the input):
 - ``yolov3``: yolov3_darknet53_demo_shapes.yaml (narrow DarkNet-53), 2 x 128 px;

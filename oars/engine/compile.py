@@ -333,9 +333,10 @@ def _tensor_learning_rates(optimizer: torch.optim.Optimizer, compiled_step: Any,
     Why: dynamo bakes a float ``lr`` into the graph as a constant (SGD passes it as ``alpha``), so each new value
     an iteration-wise scheduler (warm-up, cosine, poly) writes recompiles the step, and after 8 values dynamo gives
     up and runs it eager (measured on SGD). A tensor is a graph input: PyTorch's recipe for compiled optimizers
-    with schedulers. mmengine's schedulers, logging and checkpoints keep seeing floats. A learning rate of 0 (a warm-up
-    starting at 0, a group frozen with ``lr_mult: 0``) runs eagerly: compiled, Adam takes its "capturable" form,
-    which divides by the step size, and turned every weight into NaN (torch 2.14, measured).
+    with schedulers. mmengine's schedulers, logging and checkpoints keep seeing floats. (A group with ``foreach:
+    true`` is traced with its per-parameter loop instead, which torch requires for a tensor lr.) A learning rate of 0
+    (a warm-up starting at 0, a group frozen with ``lr_mult: 0``) runs eagerly: compiled, Adam takes its
+    "capturable" form, which divides by the step size, and turned every weight into NaN (torch 2.14, measured).
     """
     holders = [torch.zeros((), dtype=torch.float64) for _ in optimizer.param_groups]
 
@@ -347,13 +348,20 @@ def _tensor_learning_rates(optimizer: torch.optim.Optimizer, compiled_step: Any,
             return eager_step(*args, **kwargs)
         if len(given) != len(holders) or any(isinstance(lr, torch.Tensor) for lr in given):
             return compiled_step(*args, **kwargs)  # groups added later, or tensors already: as they are
+        foreach = [group.get("foreach") for group in groups]
         for group, holder, lr in zip(groups, holders, given):
             holder.fill_(lr)
             group["lr"] = holder
+            if group.get("foreach") and not group.get("capturable"):
+                # torch refuses a tensor lr with foreach (non-capturable); compiled, the per-parameter loop is
+                # fused all the same, and the arithmetic is the same
+                group["foreach"] = False
         try:
             return compiled_step(*args, **kwargs)
         finally:
-            for group, lr in zip(groups, given):
+            for group, lr, flag in zip(groups, given, foreach):
                 group["lr"] = lr
+                if "foreach" in group:
+                    group["foreach"] = flag
 
     return step
