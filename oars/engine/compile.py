@@ -295,9 +295,11 @@ def compile_optimizer_steps(optim_wrapper: Any, options: dict) -> list[str]:
     """Compile, in place, the ``step`` of each optimizer of an mmengine optimizer wrapper and its gradient clipping.
 
     Why: on the CPU torch.optim runs its per-parameter Python loop (its multi-tensor ``foreach`` kernels are for
-    CUDA), with gradient clipping one norm per parameter: about a fifth of a TSM demo step, eager on both sides of
-    a compiled model. Compiled (PyTorch's "compiling the optimizer" recipe), inductor fuses the update of all
-    parameters into a few kernels: TSM demo compiled / eager 0.85 -> 0.76 (docs/compression.md). torch.optim breaks
+    CUDA), with gradient clipping one norm per parameter: about a fifth of a TSM demo step's operator time
+    (profiled), eager on both sides of a model compiled alone. Compiled (PyTorch's "compiling the optimizer"
+    recipe), inductor fuses the update of all parameters into a few kernels: compiled / eager, forward only ->
+    forward + optimizer, pix2pix 0.96 -> 0.71, YOLOv3 0.86 -> 0.81, TSM 0.87 either way (docs/compression.md,
+    benchmarks/compile_step.py --eager-optimizer for the first). torch.optim breaks
     the graph on purpose around its ``no_grad`` update (one graph break per optimizer, reported as such). The
     learning rates reach the compiled step as tensors (:func:`_tensor_learning_rates`), so a scheduler changing them
     every iteration does not recompile it.
