@@ -71,5 +71,7 @@ def test_config_resolves_and_builds(path, tmp_path):
             assert full.num_classes == cfg.model.num_classes
         model_sizes.check_size(os.path.relpath(path, os.path.join(ROOT, "configs")), full)
         model = MODELS.build(checks.shrink_model(cfg.model))
-    checks.run_all_modes(model, cfg.model.get("num_classes"))
-    checks.run_pipelines(cfg, tmp_path)
+        # in the config's scope, as a Runner would run them: a registry build looks up the current default scope,
+        # which a Runner built by an earlier test in this process may have left at another task's
+        checks.run_all_modes(model, cfg.model.get("num_classes"))
+        checks.run_pipelines(cfg, tmp_path)
