@@ -6,6 +6,7 @@ import logging
 from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
+import torch
 from mmengine.logging import print_log
 from torch import nn
 from torch.nn.modules.batchnorm import _BatchNorm
@@ -154,3 +155,26 @@ def check_output_stride(owner: str, output_stride: int | None) -> int | None:
     if output_stride not in (None, 8, 16, 32):
         raise ValueError(f"{owner}: output_stride={output_stride!r} is not supported; accepted: None, 8, 16, 32")
     return output_stride
+
+
+def labels_out_of_range(labels: torch.Tensor, num_classes: int, compiled_message: str) -> bool:
+    """Whether any class id in ``labels`` lies outside ``[0, num_classes)``: the caller then raises its own message,
+    which names the samples.
+
+    Why one helper: in eager mode the answer needs the tensor's value in Python, which under ``torch.compile`` ends
+    the graph at every training step (a graph break). Compiled, the check runs inside the graph instead
+    (``torch._assert_async``) and raises ``RuntimeError(compiled_message)`` itself, without the sample names.
+
+    Args:
+        labels: int64 [N] class ids (N may be 0).
+        num_classes: the number of classes C.
+        compiled_message: the RuntimeError's text when compiled.
+
+    Returns:
+        True when a label is out of range (eager); False when all are in range, or when compiled.
+    """
+    in_range = ((labels >= 0) & (labels < num_classes)).all()
+    if torch.compiler.is_compiling():
+        torch._assert_async(in_range, compiled_message)
+        return False
+    return not bool(in_range)

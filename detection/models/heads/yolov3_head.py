@@ -21,6 +21,7 @@ from torchvision.ops import clip_boxes_to_image
 from detection.registry import MODELS
 from oars.errors import DataError
 from oars.models.layers import ConvNormAct
+from oars.models.utils import labels_out_of_range
 
 from ..losses import bce_with_logits, class_targets, l1_sum, weighted_giou_loss
 from ..task_utils import YOLOAssigner, YOLOTargets, ignore_mask, multiclass_nms
@@ -280,12 +281,8 @@ class YOLOv3Head(nn.Module):
             )
         counts = torch.tensor([len(b) for b in boxes], device=device)
         gt_labels = torch.cat(labels)
-        if torch.compiler.is_compiling():
-            # under torch.compile ``int(tensor)`` would end the graph (a graph break per step): the same check
-            # runs inside the graph and raises RuntimeError with this message
-            torch._assert_async(((gt_labels >= 0) & (gt_labels < self.num_classes)).all(),
-                                f"YOLOv3Head: gt labels must be in [0, {self.num_classes - 1}]")
-        elif gt_labels.numel() and (int(gt_labels.min()) < 0 or int(gt_labels.max()) >= self.num_classes):
+        if labels_out_of_range(gt_labels, self.num_classes,
+                               f"YOLOv3Head: gt labels must be in [0, {self.num_classes - 1}]"):
             where = [
                 s.metainfo.get("img_path", f"sample {i}")
                 for i, (s, lb) in enumerate(zip(data_samples, labels))

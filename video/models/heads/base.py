@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from oars.models.building import check_num_classes
+from oars.models.utils import labels_out_of_range
 from video.registry import MODELS
 from video.structures import ActionDataSample
 
@@ -86,13 +87,9 @@ class BaseHead(nn.Module):
             labels.append(gt.reshape(-1))
         if not self.multi_label:
             stacked = torch.cat(labels)
-            bad = (stacked < 0) | (stacked >= self.num_classes)
-            if torch.compiler.is_compiling():
-                # under torch.compile a data-dependent ``if`` would end the graph (a graph break per step):
-                # the same check runs inside the graph and raises RuntimeError with this message
-                torch._assert_async(~bad.any(), f"{name}: a gt_label is out of range for num_classes="
-                                                f"{self.num_classes}")
-            elif bad.any():
+            if labels_out_of_range(stacked, self.num_classes,
+                                   f"{name}: a gt_label is out of range for num_classes={self.num_classes}"):
+                bad = (stacked < 0) | (stacked >= self.num_classes)
                 raise ValueError(f"{name}: gt_label {stacked[bad].tolist()} out of range for num_classes="
                                  f"{self.num_classes}")
             return stacked
