@@ -169,8 +169,9 @@ def heavy_kernel_share(step) -> float:
     return heavy / total if total else 0.0
 
 
-# A learning rate too small to move any float32 weight (each update is below half an ulp of the weight). Not 0: a
-# compiled Adam step divides by its step size, and oars runs the optimizer eagerly at lr 0 (``compile_optimizer_steps``)
+# A learning rate too small to move a nonzero float32 weight (each update is below half an ulp of it; a zero-init
+# bias moves to about 1e-30, which changes no loss). Not 0: a compiled Adam step divides by its step size, and oars
+# runs the optimizer eagerly at lr 0 (``compile_optimizer_steps``)
 FROZEN_LR = 1e-30
 
 
