@@ -311,7 +311,8 @@ def compile_optimizer_steps(optim_wrapper: Any, options: dict) -> list[str]:
             whose deliberate graph break it would turn into an error.
 
     Returns:
-        The names of the compiled wrappers (the optimizer class for a single wrapper).
+        The names of the compiled wrappers (the optimizer class for a single wrapper), each followed by
+        ``" + gradient clipping"`` where that was compiled too.
     """
     wrappers = getattr(optim_wrapper, "optim_wrappers", None) or {"": optim_wrapper}
     options = {k: v for k, v in options.items() if k != "fullgraph"}
@@ -322,9 +323,11 @@ def compile_optimizer_steps(optim_wrapper: Any, options: dict) -> list[str]:
             continue
         eager = optimizer.step
         optimizer.step = _tensor_learning_rates(optimizer, torch.compile(eager, **options), eager)
+        label = name or type(optimizer).__name__
         if getattr(wrapper, "clip_func", None) is not None:  # mmengine: clip_grad_norm_ / clip_grad_value_
             wrapper.clip_func = torch.compile(wrapper.clip_func, **options)
-        compiled.append(name or type(optimizer).__name__)
+            label += " + gradient clipping"
+        compiled.append(label)
     return compiled
 
 

@@ -111,8 +111,8 @@ class OarsRunner(Runner):
         if compiles_optimizer(self.cfg.get("compile")):
             names = compile_optimizer_steps(self.optim_wrapper, options)
             if names:
-                what += (f" and the optimizer step with gradient clipping ({', '.join(names)}; torch.optim breaks "
-                         "its graph once on purpose; compile.optimizer: false keeps it eager)")
+                what += (f" and the optimizer step ({', '.join(names)}; torch.optim breaks its graph once on "
+                         "purpose; compile.optimizer: false keeps it eager)")
         self.logger.info(f"torch.compile({options}) of {what}; the first iterations compile (CompileReportHook "
                          "reports the graphs and graph breaks)")
 
