@@ -22,7 +22,7 @@ Families (demo configs, shrunk where the demo is full size; ``--size`` / ``--bat
 
     python benchmarks/compile_step.py [--models yolov3 faster_rcnn deeplabv3 tsm pix2pix] [--repeats 5]
         [--warmup 2] [--backend inductor] [--mode default] [--device cpu|cuda] [--size N] [--batch N]
-        [--inductor-option KEY=VALUE ...] [-o KEY=VALUE ...] [--whole-step]
+        [--inductor-option KEY=VALUE ...] [-o KEY=VALUE ...] [--whole-step] [--eager-optimizer] [--channels-last]
     python benchmarks/compile_step.py --quick    # the cheapest form: the tiny U-Net demo, 32 px, aot_eager
 
 Prints per family: compile + warm-up time, eager and compiled ms per step (median; CPU time too on the CPU),
@@ -101,8 +101,11 @@ def build(name: str, device: str, extra: list[str] | None = None):
 
 def compiled_vs_eager(name: str, size: int, batch: int, device: str, repeats: int, warmup: int,
                       options: dict, whole_step: bool = False, extra: list[str] | None = None,
-                      eager_optimizer: bool = False) -> dict:
-    """Time one family. Returns ``{'compile_s', 'first_s', 'eager', 'compiled' ((wall, cpu) medians), 'stats'}``."""
+                      eager_optimizer: bool = False, channels_last: bool = False) -> dict:
+    """Time one family. Returns ``{'compile_s', 'first_s', 'eager', 'compiled' ((wall, cpu) medians), 'stats'}``;
+    with ``channels_last`` both sides store their 4-D weights channels-last (``channels_last: true``) and a third
+    side, ``'contiguous'`` (eager, the default layout), is timed too; ``'blockers'`` names the layers that kept a
+    model contiguous (``oars.engine.memory_format.channels_last_blockers``)."""
     from oars.engine.compile import (
         compile_for_training,
         compile_optimizer_steps,
@@ -110,14 +113,22 @@ def compiled_vs_eager(name: str, size: int, batch: int, device: str, repeats: in
         stats_since,
         with_device_defaults,
     )
+    from oars.engine.memory_format import channels_last_blockers, to_channels_last
 
     torch.manual_seed(0)
     model, make_wrapper, cfg = build(name, device, extra)
     data = make_data(CASES[name][2], size, batch, int(cfg.model.get("num_classes") or 1))
     eager_model, compiled_model = model, copy.deepcopy(model)
+    contiguous_model = copy.deepcopy(model) if channels_last else None
+    blockers = channels_last_blockers(model) if channels_last else []
+    if channels_last and not blockers:  # as the runner: before compiling, the optimizers built after
+        to_channels_last(eager_model)
+        to_channels_last(compiled_model)
     eager_opt, compiled_opt = make_wrapper(eager_model), make_wrapper(compiled_model)
-    for wrapper in (eager_opt, compiled_opt):
-        freeze_weights(wrapper)
+    contiguous_opt = make_wrapper(contiguous_model) if channels_last else None
+    for wrapper in (eager_opt, compiled_opt, contiguous_opt):
+        if wrapper is not None:
+            freeze_weights(wrapper)
     if whole_step:  # mmengine's Runner._maybe_compile
         used = options
         step = torch.compile(compiled_model.train_step, **used)
@@ -136,6 +147,10 @@ def compiled_vs_eager(name: str, size: int, batch: int, device: str, repeats: in
         torch.manual_seed(0)
         losses["compiled"] = step(copy.deepcopy(data), compiled_opt)
 
+    def contiguous() -> None:
+        torch.manual_seed(0)
+        losses["contiguous"] = contiguous_model.train_step(copy.deepcopy(data), contiguous_opt)
+
     before = snapshot()
     start = time.perf_counter()
     compiled()
@@ -144,10 +159,11 @@ def compiled_vs_eager(name: str, size: int, batch: int, device: str, repeats: in
         compiled()
     compile_s = time.perf_counter() - start
     stats = stats_since(before)
-    medians = time_alternating({"eager": eager, "compiled": compiled}, repeats, device, warmup=1)
+    sides = {"eager": eager, "compiled": compiled, **({"contiguous": contiguous} if channels_last else {})}
+    medians = time_alternating(sides, repeats, device, warmup=1)
     heavy = heavy_kernel_share(eager) if device == "cpu" else None
     random_ops = any(isinstance(m, torch.nn.modules.dropout._DropoutNd) and m.p > 0 for m in model.modules())
-    return {"random_ops": random_ops, "compile_s": compile_s, "first_s": first, "stats": stats, "options": used,
+    return {"random_ops": random_ops, "blockers": blockers, "compile_s": compile_s, "first_s": first, "stats": stats, "options": used,
             "loss_diff": relative_loss_difference(losses["eager"], losses["compiled"]), "heavy": heavy, **medians}
 
 
@@ -211,6 +227,7 @@ def report(name: str, size: int, batch: int, result: dict, device: str) -> str:
              f"  eager   : {ew * 1000:9.1f} ms/step" + (f", {ec * 1000:9.1f} ms CPU" if on_cpu else ""),
              f"  compiled: {cw * 1000:9.1f} ms/step" + (f", {cc * 1000:9.1f} ms CPU" if on_cpu else ""),
              f"  ratio compiled / eager: {cw / ew:6.3f}" + (f" (CPU time {cc / ec:6.3f})" if on_cpu else ""),
+             *(contiguous_lines(result) if "contiguous" in result else []),
              *([f"  convolutions and matrix products: {result['heavy']:.0%} of the eager step's operator time "
                 f"(compiled runs the same kernels: ratio >= {result['heavy']:.2f})"] if result["heavy"] is not None
                else []),
@@ -220,6 +237,15 @@ def report(name: str, size: int, batch: int, result: dict, device: str) -> str:
                 "--inductor-option fallback_random=true or -o ...dropout_ratio=0 compare exactly)"
                 if result["random_ops"] and result["options"].get("backend", "inductor") == "inductor" else "")]
     return "\n".join(lines)
+
+
+def contiguous_lines(result: dict) -> list[str]:
+    """``--channels-last``: the eager step in the default (contiguous) layout and both sides' ratios to it."""
+    if result["blockers"]:
+        return [f"  channels-last not applied (as the runner): {result['blockers'][0]} (oneDNN issue #6035)"]
+    (ew, _), (cw, _), (nw, _) = result["eager"], result["compiled"], result["contiguous"]
+    return [f"  eager, contiguous: {nw * 1000:9.1f} ms/step; channels-last / contiguous: eager {ew / nw:6.3f}, "
+            f"compiled {cw / nw:6.3f}"]
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -245,6 +271,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="compile model.train_step as mmengine's Runner does (default: the forward, as oars)")
     parser.add_argument("--eager-optimizer", action="store_true",
                         help="keep the optimizer step eager (compile.optimizer: false; default: compiled, as oars)")
+    parser.add_argument("--channels-last", action="store_true",
+                        help="both sides channels-last (config key channels_last: true), a contiguous eager side "
+                             "timed too")
     parser.add_argument("--quick", action="store_true",
                         help="the cheapest run: unet_tiny at 32 px, aot_eager, 1 repeat, 1 warm-up step")
     args = parser.parse_args(argv)
@@ -279,7 +308,7 @@ def main(argv: list[str] | None = None) -> None:
         batch = args.batch or CASES[name][3][1]
         torch._dynamo.reset()  # each family compiles from scratch
         result = compiled_vs_eager(name, size, batch, args.device, args.repeats, args.warmup, options,
-                                   args.whole_step, args.cfg_options, args.eager_optimizer)
+                                   args.whole_step, args.cfg_options, args.eager_optimizer, args.channels_last)
         print(report(name, size, batch, result, args.device), flush=True)
         ratios[name] = result["compiled"][0] / result["eager"][0]
     print("ratios compiled / eager (wall): " + ", ".join(f"{k} {v:.3f}" for k, v in ratios.items()))

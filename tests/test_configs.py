@@ -6,12 +6,14 @@ from __future__ import annotations
 import copy
 import glob
 import os
+import random
 
 import config_checks_detection
 import config_checks_gan
 import config_checks_segmentation
 import config_checks_video
 import model_sizes
+import numpy as np
 import pytest
 import torch
 import yaml
@@ -75,3 +77,81 @@ def test_config_resolves_and_builds(path, tmp_path):
         # which a Runner built by an earlier test in this process may have left at another task's
         checks.run_all_modes(model, cfg.model.get("num_classes"))
         checks.run_pipelines(cfg, tmp_path)
+
+
+def _tensors(value) -> list[torch.Tensor]:
+    """Every tensor in a model's raw outputs (a tensor, or nested tuples / lists / dicts of them), in order."""
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, dict):
+        value = list(value.values())
+    if isinstance(value, (list, tuple)):
+        return [t for item in value for t in _tensors(item)]
+    return []
+
+
+def _types(value) -> tuple[str, ...]:
+    """Every ``type`` named in a config subtree, in order: configs that differ only in sizes, class counts or
+    data share it."""
+    if isinstance(value, dict):
+        return ((value["type"],) if isinstance(value.get("type"), str) else ()) + _types(list(value.values()))
+    if isinstance(value, (list, tuple)):
+        return tuple(t for item in value for t in _types(item))
+    return ()
+
+
+def _one_per_architecture() -> list[str]:
+    """The first config of each distinct set of model types (45 of the 75)."""
+    first: dict[tuple, str] = {}
+    for path in TOP_CONFIGS:
+        first.setdefault(_types(load_config(path).model.to_dict()), path)
+    return sorted(first.values())
+
+
+ARCHITECTURES = _one_per_architecture()
+
+
+@pytest.mark.parametrize("path", ARCHITECTURES,
+                         ids=[os.path.relpath(c, os.path.join(ROOT, "configs")) for c in ARCHITECTURES])
+def test_shrunk_model_runs_channels_last_as_it_runs_contiguous(path, monkeypatch):
+    """``channels_last: true`` (oars.engine.memory_format) changes no model's results: the shrunk model, its 4-D
+    weights channels-last, runs every mode (no ``view`` of a channels-last tensor refused), and its eval-mode raw
+    outputs after the same loss step equal the contiguous model's up to rounding. Dropout is off in both: a random
+    mask is drawn in memory order, so the two layouts get different (equally random) masks. A GAN re-initialises
+    its weights inside the check (drawn in memory order too): its modes are run, its outputs not compared. The layers
+    oneDNN gets wrong channels-last (``channels_last_blockers``: the narrow strided 1x1 shortcuts of shrunk ResNets;
+    the runner would train such a model contiguous) are frozen in both, which keeps them out of oneDNN's bug."""
+    from oars.engine.memory_format import channels_last_blockers, to_channels_last
+
+    cfg = load_config(path)
+    checks = TASK_CHECKS[cfg.default_scope]
+    with DefaultScope.overwrite_default_scope(cfg.default_scope):
+        torch.manual_seed(0)
+        plain = MODELS.build(checks.shrink_model(cfg.model))
+        for module in plain.modules():
+            if isinstance(module, torch.nn.modules.dropout._DropoutNd):
+                module.p = 0.0
+        layers = dict(plain.named_modules())
+        for blocker in channels_last_blockers(plain):  # shrunk ResNets' shortcuts: the runner would train such a
+            layers[blocker.split(" (")[0]].weight.requires_grad_(False)  # model contiguous; frozen, it is safe
+        fast = copy.deepcopy(plain)
+        assert channels_last_blockers(fast) == []
+        to_channels_last(fast)  # none in the models over precomputed features
+        outputs = []
+        if hasattr(checks, "loss_then_predict"):
+            def recorded(model, make_batch):
+                result = real(model, make_batch)
+                outputs.append(_tensors(result[1]))
+                return result
+
+            real = checks.loss_then_predict
+            monkeypatch.setattr(checks, "loss_then_predict", recorded)
+        for model in (plain, fast):
+            torch.manual_seed(1)
+            np.random.seed(1)
+            random.seed(1)
+            checks.run_all_modes(model, cfg.model.get("num_classes"))
+    if outputs:
+        assert len(outputs) == 2 and len(outputs[0]) == len(outputs[1]) > 0
+        for want, got in zip(*outputs):
+            torch.testing.assert_close(got, want, rtol=1e-3, atol=1e-4)

@@ -92,6 +92,7 @@ def _runner_arguments() -> set[str]:
 TOP_LEVEL_KEYS = frozenset(_runner_arguments() | {
     "export", "compress", "sync_bn", "model_wrapper_cfg", "find_unused_parameters", "dist_params", "gpu_ids",
     "compile",  # torch.compile when training starts (OarsRunner._maybe_compile), checked in oars.engine.compile
+    "channels_last",  # channels-last weights when training starts, checked in oars.engine.memory_format
     "loggers",  # experiment trackers (tools/train.py --logger), resolved in oars.engine.tracking
 })
 

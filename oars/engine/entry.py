@@ -24,13 +24,15 @@ from .runner import OarsRunner, build_runner
 
 def train(config: str, overrides: Sequence[str] = (), *, work_dir: str | None = None,
           resume: bool | str | None = None, amp: bool = False, launcher: str = "none",
-          overwrite: bool = False, compile: bool = False, loggers: Sequence[str] = ()) -> OarsRunner:
+          overwrite: bool = False, compile: bool = False, loggers: Sequence[str] = (),
+          channels_last: bool = False) -> OarsRunner:
     """Train the model a config describes; returns the finished Runner.
 
     A work dir that holds another run's checkpoints is refused unless ``resume`` continues that run or
     ``overwrite`` deletes its checkpoints (``epoch_N``/``iter_N``/``best_*``/``last_checkpoint``) first.
     ``compile``: ``--compile`` (``compile: true`` unless the config sets its options; ``oars.engine.compile``).
     ``loggers``: ``--logger`` tracker names (mlflow, wandb, tensorboard, clearml; ``oars.engine.tracking``).
+    ``channels_last``: ``--channels-last`` (``channels_last: true``; ``oars.engine.memory_format``).
     """
     from .work_dir import prepare_work_dir
 
@@ -39,7 +41,8 @@ def train(config: str, overrides: Sequence[str] = (), *, work_dir: str | None = 
 
         raise OarsError("--resume continues the run in the work dir and --overwrite deletes it; give one of them")
     cfg = set_up_run(config, overrides, RunOptions(work_dir=work_dir, resume=resume, amp=amp, launcher=launcher,
-                                                   compile=compile, loggers=tuple(loggers)))
+                                                   compile=compile, loggers=tuple(loggers),
+                                                   channels_last=channels_last))
 
     def guard(cfg: Config) -> None:
         prepare_work_dir(cfg.work_dir, resume=bool(resume) or bool(cfg.resume), overwrite=overwrite)
@@ -49,21 +52,22 @@ def train(config: str, overrides: Sequence[str] = (), *, work_dir: str | None = 
         with setup_errors_are_config_errors(cfg, runner):
             runner.train()
     except KeyboardInterrupt:
-        raise _interrupted(cfg, config, overrides, amp, compile) from None
+        raise _interrupted(cfg, config, overrides, amp, compile, channels_last) from None
     return runner
 
 
 def print_config(config: str, overrides: Sequence[str] = (), *, work_dir: str | None = None,
                  resume: bool | str | None = None, amp: bool = False, launcher: str = "none",
-                 compile: bool = False, loggers: Sequence[str] = ()) -> str:
+                 compile: bool = False, loggers: Sequence[str] = (), channels_last: bool = False) -> str:
     """The config ``train`` with the same arguments would run and write as ``<work_dir>/config.yaml``, with the
     source of every value oars set (``_resolved_by_oars``); nothing is trained, built or written."""
     return resolved_config_text(config, overrides,
                                 RunOptions(work_dir=work_dir, resume=resume, amp=amp, launcher=launcher,
-                                           compile=compile, loggers=tuple(loggers)))
+                                           compile=compile, loggers=tuple(loggers), channels_last=channels_last))
 
 
-def _interrupted(cfg: Config, config: str, overrides: Sequence[str], amp: bool, compile: bool = False):
+def _interrupted(cfg: Config, config: str, overrides: Sequence[str], amp: bool, compile: bool = False,
+                 channels_last: bool = False):
     """Ctrl-C: name the last good checkpoint (atomic saves never leave a torn one) and the resume command."""
     from oars.errors import OarsError
 
@@ -75,7 +79,7 @@ def _interrupted(cfg: Config, config: str, overrides: Sequence[str], amp: bool, 
     except OarsError:  # only damaged checkpoints: --resume explains which
         last = None
     return TrainingInterrupted(interrupted_message(cfg.work_dir, last, config, overrides, amp=amp,
-                                                   compile=compile))
+                                                   compile=compile, channels_last=channels_last))
 
 
 def evaluate(config: str, checkpoint: str | None, overrides: Sequence[str] = (), *, work_dir: str | None = None,

@@ -30,6 +30,7 @@ from oars.errors import OarsError
 from .checkpoint import verify_checkpoint
 from .compile import resolve_compile
 from .dist import init_distributed
+from .memory_format import resolve_channels_last
 from .tracking import resolve_loggers
 
 # Hooks every run needs for the guarantees oars makes, with the reason each is there. Added here, not in the
@@ -64,6 +65,7 @@ class RunOptions:
     load_from: str | None = None
     dry_run: bool = False
     compile: bool = False  # --compile: torch.compile the training step (oars.engine.compile)
+    channels_last: bool = False  # --channels-last: channels-last weights (oars.engine.memory_format)
     loggers: tuple[str, ...] = ()  # --logger: experiment trackers (oars.engine.tracking)
 
 
@@ -71,8 +73,8 @@ def resolve_engine(cfg: Config, options: RunOptions = RunOptions()) -> Config:
     """A copy of ``cfg`` with the command-line choices and every engine default applied, each recorded.
 
     The order is fixed: what an earlier run recorded (re-loading its ``config.yaml``), ``-o`` overrides, the
-    work dir, resume, ``--amp``, the engine's hooks, ``compile`` (``--compile``), trackers (``--logger``), atomic
-    checkpoints, seeded workers, then processes.
+    work dir, resume, ``--amp``, the engine's hooks, ``compile`` (``--compile``), ``channels_last``
+    (``--channels-last``), trackers (``--logger``), atomic checkpoints, seeded workers, then processes.
     """
     cfg = copy.deepcopy(cfg)
     _carry_previous(cfg)
@@ -87,6 +89,7 @@ def resolve_engine(cfg: Config, options: RunOptions = RunOptions()) -> Config:
         _enable_amp(cfg)
     _add_engine_hooks(cfg)
     resolve_compile(cfg, options.compile, training=options.load_from is None)
+    resolve_channels_last(cfg, options.channels_last)
     if options.load_from is None:  # trackers follow training runs; evaluation keeps the config's backends
         resolve_loggers(cfg, options.loggers, config_name=stem, check_packages=not options.dry_run)
     _make_checkpoints_atomic(cfg)

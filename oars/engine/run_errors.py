@@ -116,7 +116,7 @@ def _setup_message(cfg: Config, err: BaseException) -> str:
 
 
 def interrupted_message(work_dir: str, checkpoint: str | None, config: str, overrides: Sequence[str], *,
-                        amp: bool = False, compile: bool = False) -> str:
+                        amp: bool = False, compile: bool = False, channels_last: bool = False) -> str:
     """What to tell the user after Ctrl-C: the last good checkpoint and the exact command that continues."""
     if checkpoint is None:
         return (f"interrupted before the first checkpoint was saved in {work_dir}; nothing to resume "
@@ -126,6 +126,8 @@ def interrupted_message(work_dir: str, checkpoint: str | None, config: str, over
         args.append("--amp")
     if compile:
         args.append("--compile")
+    if channels_last:
+        args.append("--channels-last")
     if overrides:
         args += ["-o", *overrides]
     return f"interrupted; the last good checkpoint is {checkpoint}; continue with --resume: {shlex.join(args)}"

@@ -91,9 +91,13 @@ class OarsRunner(Runner):
             raise CheckpointError(f"{self.cfg.filename}: {keys[0]}: {err}") from None
 
     def _maybe_compile(self, target: str) -> None:
-        """``compile`` on: the model's forward in loss mode (``oars.engine.compile.compile_for_training``), not
+        """``channels_last`` on: the model's 4-D weights channels-last (``oars.engine.memory_format``); then
+        ``compile`` on: the model's forward in loss mode (``oars.engine.compile.compile_for_training``), not
         mmengine's ``torch.compile(model.train_step)``, which recompiles every step on the optimizer wrapper's
-        logging."""
+        logging. mmengine calls this once when training starts, after the weights are initialised or loaded, so
+        both see the weights training will use."""
+        if target == "train_step":
+            self._apply_memory_format()
         from .compile import (
             compile_for_training,
             compile_optimizer_steps,
@@ -115,6 +119,22 @@ class OarsRunner(Runner):
                          "purpose; compile.optimizer: false keeps it eager)")
         self.logger.info(f"torch.compile({options}) of {what}; the first iterations compile (CompileReportHook "
                          "reports the graphs and graph breaks)")
+
+    def _apply_memory_format(self) -> None:
+        from .memory_format import channels_last_blockers, channels_last_value, to_channels_last
+
+        if not channels_last_value(self.cfg.get("channels_last"), self.cfg.filename or "<config>"):
+            return
+        blockers = channels_last_blockers(self.model)
+        if blockers:
+            more = f" and {len(blockers) - 1} more" if len(blockers) > 1 else ""
+            self.logger.warning(f"channels_last: not applied, training stays contiguous: {blockers[0]}{more} would "
+                                "get wrong weight gradients on a channels-last input on the CPU (oneDNN issue #6035: "
+                                "a strided 1x1 convolution with fewer than 16 input channels per group)")
+            return
+        count = to_channels_last(self.model)
+        self.logger.info(f"channels_last: {count} 4-D weights and buffers stored channels-last (NHWC); the "
+                         "convolutions' outputs follow")
 
     def load_checkpoint(self, filename: str, map_location="cpu", strict: bool = False, revise_keys=None):
         strict = strict or self.strict_load
