@@ -11,6 +11,7 @@ import copy
 import os.path as osp
 from collections.abc import Callable
 
+import torch
 from mmengine.config import Config
 from mmengine.dist import is_main_process
 from mmengine.runner import Runner
@@ -96,8 +97,8 @@ class OarsRunner(Runner):
         mmengine's ``torch.compile(model.train_step)``, which recompiles every step on the optimizer wrapper's
         logging. mmengine calls this once when training starts, after the weights are initialised or loaded, so
         both see the weights training will use."""
-        if target == "train_step":
-            self._apply_memory_format()
+        if target == "train_step" and not self.distributed:  # distributed: done before DDP wrapped it (wrap_model)
+            self._apply_memory_format(self.model)
         from .compile import (
             compile_for_training,
             compile_optimizer_steps,
@@ -120,19 +121,31 @@ class OarsRunner(Runner):
         self.logger.info(f"torch.compile({options}) of {what}; the first iterations compile (CompileReportHook "
                          "reports the graphs and graph breaks)")
 
-    def _apply_memory_format(self) -> None:
+    def wrap_model(self, model_wrapper_cfg, model):
+        """``channels_last`` under a distributed launcher: applied here, before DDP lays out its gradient buckets
+        after the parameters' strides (changed later, DDP warns that its buckets no longer match and copies between
+        layouts). The weights are initialised afterwards, when training starts, drawn in memory order: other values
+        of the same distribution than a contiguous run's."""
+        if self.distributed:
+            from mmengine.device import get_device
+
+            model = model.to(get_device())  # as mmengine's wrap_model does first: the blocker check needs the device
+            self._apply_memory_format(model)
+        return super().wrap_model(model_wrapper_cfg, model)
+
+    def _apply_memory_format(self, model: torch.nn.Module) -> None:
         from .memory_format import channels_last_blockers, channels_last_value, to_channels_last
 
         if not channels_last_value(self.cfg.get("channels_last"), self.cfg.filename or "<config>"):
             return
-        blockers = channels_last_blockers(self.model)
+        blockers = channels_last_blockers(model)
         if blockers:
             more = f" and {len(blockers) - 1} more" if len(blockers) > 1 else ""
             self.logger.warning(f"channels_last: not applied, training stays contiguous: {blockers[0]}{more} would "
                                 "get wrong weight gradients on a channels-last input on the CPU (oneDNN issue #6035: "
                                 "a strided 1x1 convolution with fewer than 16 input channels per group)")
             return
-        count = to_channels_last(self.model)
+        count = to_channels_last(model)
         self.logger.info(f"channels_last: {count} 4-D weights and buffers stored channels-last (NHWC); the "
                          "convolutions' outputs follow")
 

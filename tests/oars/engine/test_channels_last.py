@@ -131,7 +131,7 @@ def test_narrow_strided_1x1_convolutions_are_named_and_the_runner_keeps_such_a_m
     logger = logging.getLogger("test_channels_last")
     runner = SimpleNamespace(cfg=Config({"channels_last": True}), model=model, logger=logger)
     with caplog.at_level(logging.WARNING, logger="test_channels_last"):
-        OarsRunner._apply_memory_format(runner)
+        OarsRunner._apply_memory_format(runner, model)
     assert all(p.is_contiguous() for p in model.parameters())
     assert caplog.messages == ["channels_last: not applied, training stays contiguous: 4 (1x1, stride (2, 2), 8 input "
                                "channels per group) would get wrong weight gradients on a channels-last input on the "

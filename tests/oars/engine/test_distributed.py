@@ -52,6 +52,19 @@ def test_torchrun_two_processes_gloo(demo_data, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.slow
+def test_channels_last_under_torchrun_is_applied_before_ddp_lays_out_its_buckets(demo_data, tmp_path):
+    """Applied after DDP wrapped the model, channels-last weights left DDP's gradient buckets in the old layout
+    (torch warned "Grad strides do not match bucket view strides" and copied between layouts); applied before, the
+    run trains with neither."""
+    log = _finish(_torchrun(["--nproc_per_node=2", f"--master_port={_free_port()}"], tmp_path / "dist",
+                            [*demo_overrides(demo_data, epochs=1, **{"train_cfg.val_interval": 5}),
+                             "channels_last=true"]))
+    assert log.count("channels_last: 21 4-D weights and buffers stored channels-last") >= 1
+    assert "Grad strides do not match" not in log
+    assert (tmp_path / "dist" / "epoch_1.pth").exists()
+
+
 def test_two_nodes_match_one_node_of_two_processes(demo_data, tmp_path):
     """Two torchrun agents (one process each) meeting by c10d rendezvous train to the same weights as one
     agent running two processes: what the README's multi-node section promises."""
