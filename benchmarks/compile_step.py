@@ -113,17 +113,17 @@ def compiled_vs_eager(name: str, size: int, batch: int, device: str, repeats: in
         stats_since,
         with_device_defaults,
     )
-    from oars.engine.memory_format import channels_last_blockers, to_channels_last
+    from oars.engine.memory_format import apply_channels_last
 
     torch.manual_seed(0)
     model, make_wrapper, cfg = build(name, device, extra)
     data = make_data(CASES[name][2], size, batch, int(cfg.model.get("num_classes") or 1))
     eager_model, compiled_model = model, copy.deepcopy(model)
     contiguous_model = copy.deepcopy(model) if channels_last else None
-    blockers = channels_last_blockers(model) if channels_last else []
-    if channels_last and not blockers:  # as the runner: before compiling, the optimizers built after
-        to_channels_last(eager_model)
-        to_channels_last(compiled_model)
+    blockers = []
+    if channels_last:  # as the runner: before compiling, the optimizers built after
+        blockers = apply_channels_last(eager_model)[1]
+        apply_channels_last(compiled_model)
     eager_opt, compiled_opt = make_wrapper(eager_model), make_wrapper(compiled_model)
     contiguous_opt = make_wrapper(contiguous_model) if channels_last else None
     for wrapper in (eager_opt, compiled_opt, contiguous_opt):
@@ -163,8 +163,9 @@ def compiled_vs_eager(name: str, size: int, batch: int, device: str, repeats: in
     medians = time_alternating(sides, repeats, device, warmup=1)
     heavy = heavy_kernel_share(eager) if device == "cpu" else None
     random_ops = any(isinstance(m, torch.nn.modules.dropout._DropoutNd) and m.p > 0 for m in model.modules())
-    return {"random_ops": random_ops, "blockers": blockers, "compile_s": compile_s, "first_s": first, "stats": stats, "options": used,
-            "loss_diff": relative_loss_difference(losses["eager"], losses["compiled"]), "heavy": heavy, **medians}
+    return {"random_ops": random_ops, "blockers": blockers, "compile_s": compile_s, "first_s": first, "stats": stats,
+            "options": used, "loss_diff": relative_loss_difference(losses["eager"], losses["compiled"]), "heavy": heavy,
+            **medians}
 
 
 # Kernels inductor does not generate on the CPU: it calls the same oneDNN / BLAS convolutions and matrix products

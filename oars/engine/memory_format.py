@@ -3,14 +3,15 @@
 ``channels_last: true`` stores every 4-D parameter and buffer of the model (the 2-D convolutions' weights) in the
 channels-last memory format (NHWC strides; the shape stays ``[O, I, kH, kW]``) when training starts. A convolution
 whose weight is channels-last gives a channels-last output, so the feature maps of the whole network follow without
-any change to the model's code, and oneDNN (CPU) and cuDNN (CUDA, with AMP's tensor cores) run their fastest
-kernels without reordering every input and weight at every call.
+any change to the model's code, and oneDNN (CPU) runs its NHWC kernels without reordering every input and weight
+at every call (cuDNN has NHWC kernels too; unmeasured here, no GPU was available).
 
 Why a switch and not the default: the gain is large for full-size convolution networks (a ResNet-50 training step at
-8 x 224 px on 2 CPU threads: 0.75-0.85 of the contiguous one, benchmarks/compile_step.py ``--channels-last``) and
-nothing for the tiny demo networks, and it changes the rounding of the convolutions (same results up to float32
-rounding). The checkpoint holds the same values as ever: loading it into a contiguous model (evaluation, export,
-the predictors) copies values, not strides.
+8 x 224 px on 2 CPU threads: 0.84 of the contiguous one with benchmarks/compile_step.py ``--channels-last``, 0.75 in
+a run with two models in the process) and nothing for the tiny demo networks; compiled, it made DeepLabV3 and
+pix2pix slower (docs/compression.md); and it changes the rounding of the convolutions. The checkpoint holds
+the same values as ever: loading it into a contiguous model (evaluation, export, the predictors) copies values, not
+strides.
 
 One known oneDNN bug stands in the way on the CPU (oneDNN issue #6035, open; measured on torch 2.14.1): the weight
 gradient of a 1 x 1 convolution with a stride above 1 and fewer than 16 input channels per group, on a channels-last
@@ -83,6 +84,25 @@ def channels_last_blockers(model: torch.nn.Module) -> list[str]:
                 and per_group < ONEDNN_MIN_CHANNELS and module.weight.requires_grad):
             found.append(f"{name} (1x1, stride {tuple(module.stride)}, {per_group} input channels per group)")
     return found
+
+
+def apply_channels_last(model: torch.nn.Module) -> tuple[int, list[str]]:
+    """Store ``model`` channels-last (:func:`to_channels_last`) unless a layer blocks it
+    (:func:`channels_last_blockers`): what the runner and benchmarks/compile_step.py do for ``channels_last: true``.
+
+    Returns:
+        ``(count, blockers)``: the 4-D tensors converted (0 when blocked) and the blocking layers (empty when applied).
+    """
+    blockers = channels_last_blockers(model)
+    return (0, blockers) if blockers else (to_channels_last(model), [])
+
+
+def blocked_message(blockers: list[str]) -> str:
+    """The log's warning when :func:`channels_last_blockers` kept a model contiguous, naming the first layer."""
+    more = f" and {len(blockers) - 1} more" if len(blockers) > 1 else ""
+    return (f"channels_last: not applied, training stays contiguous: {blockers[0]}{more} would get wrong weight "
+            "gradients on a channels-last input on the CPU (oneDNN issue #6035: a strided 1x1 convolution with fewer "
+            "than 16 input channels per group)")
 
 
 def to_channels_last(model: torch.nn.Module) -> int:

@@ -134,18 +134,14 @@ class OarsRunner(Runner):
         return super().wrap_model(model_wrapper_cfg, model)
 
     def _apply_memory_format(self, model: torch.nn.Module) -> None:
-        from .memory_format import channels_last_blockers, channels_last_value, to_channels_last
+        from .memory_format import apply_channels_last, blocked_message, channels_last_value
 
         if not channels_last_value(self.cfg.get("channels_last"), self.cfg.filename or "<config>"):
             return
-        blockers = channels_last_blockers(model)
+        count, blockers = apply_channels_last(model)
         if blockers:
-            more = f" and {len(blockers) - 1} more" if len(blockers) > 1 else ""
-            self.logger.warning(f"channels_last: not applied, training stays contiguous: {blockers[0]}{more} would "
-                                "get wrong weight gradients on a channels-last input on the CPU (oneDNN issue #6035: "
-                                "a strided 1x1 convolution with fewer than 16 input channels per group)")
+            self.logger.warning(blocked_message(blockers))
             return
-        count = to_channels_last(model)
         self.logger.info(f"channels_last: {count} 4-D weights and buffers stored channels-last (NHWC); the "
                          "convolutions' outputs follow")
 

@@ -16,7 +16,12 @@ from mmengine.config import Config
 from torch import nn
 
 from oars.engine.entry import print_config, train
-from oars.engine.memory_format import channels_last_blockers, channels_last_value, to_channels_last
+from oars.engine.memory_format import (
+    apply_channels_last,
+    channels_last_blockers,
+    channels_last_value,
+    to_channels_last,
+)
 from oars.engine.run_errors import interrupted_message
 from oars.engine.runner import OarsRunner
 from oars.errors import OarsError
@@ -127,6 +132,9 @@ def test_narrow_strided_1x1_convolutions_are_named_and_the_runner_keeps_such_a_m
     model[1].weight.requires_grad_(False)  # frozen: no weight gradient to get wrong
     assert channels_last_blockers(model) == ["4 (1x1, stride (2, 2), 8 input channels per group)"]
     assert channels_last_blockers(nn.Conv2d(8, 8, 1, stride=2, device="meta")) == []  # not on the CPU
+    assert apply_channels_last(model) == (0, channels_last_blockers(model))  # blocked: nothing converted
+    assert all(p.is_contiguous() for p in model.parameters())
+    assert apply_channels_last(_model()) == (2, [])
 
     logger = logging.getLogger("test_channels_last")
     runner = SimpleNamespace(cfg=Config({"channels_last": True}), model=model, logger=logger)
