@@ -32,6 +32,8 @@ CHEAPEST = {
     "infer_memory.py": (["--size", "128"], ["peak RSS: 64x64 image ", "128x128 image "]),
     "compile_step.py": (["--quick", "--channels-last"], ["unet_tiny: 2 x 32 px, cpu", "ratio compiled / eager:",
                                                      "channels-last / contiguous: eager "]),
+    "compile_reference.py": (["--quick"], ["torchvision resnet18, 2 x 32 px, contiguous, cpu, backend aot_eager",
+                                           "  torch.compile :", "  oars settings :", "ratio to eager"]),
     "seg_model_table.py": (["--models", "unet", "--size", "32x64", "--repeats", "1", "--warmup", "0", "--no-check"],
                            ["| U-Net S5-D16 | unet_s5-d16_80k_cityscapes.yaml |"]),
     "serve_load.py": (["--models", "unet", "--clients", "1", "--requests", "2"],
@@ -93,9 +95,11 @@ def test_every_benchmark_script_has_a_smoke_run():
 
 # contention.py's cheapest form is still two fresh training processes with their DataLoader workers (~25 s)
 # serve_load.py: a demo export and a local Ray (~60 s); compile_step.py: a torch.compile of a tiny U-Net (~15 s CPU);
+# compile_reference.py: two aot_eager compiles of a ResNet-18 (~15 s);
 # stream_fps.py: the U-Net demo export (~15 s CPU; its stream path runs on a tiny export in test_stream_fps.py)
 # large_objects.py: one epoch of the YOLOv3 demo on 8 images through train.py, eval.py and optimize_anchors.py (~40 s)
-SLOW_SCRIPTS = {"contention.py", "serve_load.py", "compile_step.py", "stream_fps.py", "large_objects.py"}
+SLOW_SCRIPTS = {"contention.py", "serve_load.py", "compile_step.py", "compile_reference.py", "stream_fps.py",
+                "large_objects.py"}
 
 
 @pytest.mark.parametrize("script", [pytest.param(s, marks=pytest.mark.slow) if s in SLOW_SCRIPTS else s
