@@ -22,7 +22,8 @@ def main() -> None:
                              "backend}); the log reports graphs and graph breaks after the first step")
     parser.add_argument("--channels-last", action="store_true",
                         help="store the 2-D convolutions' weights channels-last (NHWC) when training starts: faster "
-                             "full-size convolution networks on oneDNN / cuDNN (config key `channels_last`)")
+                             "full-size convolution networks on the CPU (oneDNN; measured in docs/compression.md, "
+                             "CUDA not measured) (config key `channels_last`)")
     parser.add_argument("--logger", action="append", default=[], metavar="NAME[,NAME]",
                         help="track the run with mlflow, wandb, tensorboard or clearml (repeatable or a comma list; "
                              "config key `loggers`; defaults in configs/_base_/loggers.yaml; pip install -e .[track])")
