@@ -61,7 +61,10 @@ class VideoFile:
     Raises:
         data_error: missing file, a still image (PNG, JPEG, ... whatever its suffix: FFmpeg would open it as a
             one-frame video) or a frame-feature file (:mod:`oars_deploy.clips.inputs`), no video stream, no frames,
-            truncated file (fewer packets than the header lists), or any FFmpeg error, naming the file.
+            truncated file (fewer packets than the header lists; a container that lists no count, such as
+            Matroska / WebM or a fragmented MP4, cannot be checked: its frames are the packets it holds), or any
+            FFmpeg error, naming the file. The stream reader (:mod:`oars_deploy.streams.source`) applies the same
+            rule to a file read front to back.
         setup_error: PyAV is not installed.
     """
 

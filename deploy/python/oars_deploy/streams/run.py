@@ -8,6 +8,9 @@ not predicted (``--every``) drawn with the latest result before it, so the video
 pending batch is in memory, never the stream. Ctrl-C ends a camera or live stream: what was read is written.
 With ``--track`` (detection models) each predicted frame goes through ByteTrack (:mod:`oars_deploy.track.stream`):
 the records carry ``track_id`` per detection and the video shows the tracked boxes, a colour per id.
+A file that ends before the frame count its header declares (truncated, damaged) is a listed failure: what was read
+is predicted and written, then ``oars-infer`` says what is missing and exits with status 2
+(:mod:`oars_deploy.streams.ending`).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from typing import Any
 from oars_deploy.errors import DeployError
 from oars_deploy.plugins import PredictorRun
 from oars_deploy.records import ResultRecord
+from oars_deploy.streams.ending import mark_last_record, stream_failures
 from oars_deploy.streams.source import FrameStream, StreamFrame, StreamSource
 from oars_deploy.streams.writer import VideoWriter
 
@@ -32,13 +36,16 @@ class StreamFrameRecord(ResultRecord):
 
     JSON: the frame's record (``predictor``, ``image_size``, detections / classes ...) with ``input`` the stream
     (file, URL or camera), ``frame`` (0-based index in decoding order) and ``time`` (presentation time, seconds,
-    rounded to 1e-6).
+    rounded to 1e-6); the last record of a stream that ended early (a truncated file) also has ``declared_frames``,
+    ``frames_read``, ``truncated: true`` (and ``stream_error`` after a decoding error): see
+    :class:`oars_deploy.streams.ending.StreamEnd`. The other records have none of these keys.
     """
 
     frame_record: ResultRecord
     input: str
     frame: int
     time: float
+    stream_end: dict | None = None
 
     @property
     def predictor(self) -> str:  # type: ignore[override]  (the wrapped plug-in's name)
@@ -48,6 +55,7 @@ class StreamFrameRecord(ResultRecord):
         """See the class docstring."""
         out = self.frame_record.to_json()
         out.update(input=self.input, frame=int(self.frame), time=round(float(self.time), 6))
+        out.update(self.stream_end or {})
         return out
 
 
@@ -74,8 +82,9 @@ def run_stream(plugin: Any, predictor: Any, args: argparse.Namespace, source: St
         source: the stream.
 
     Returns:
-        PredictorRun: one :class:`StreamFrameRecord` per predicted frame, in order; ``total`` the decoded frames.
-        Writes ``<output_dir>/<name>_vis.mp4``.
+        PredictorRun: one :class:`StreamFrameRecord` per predicted frame, in order; ``total`` 1 (the stream);
+        ``failures`` the stream when it ended before its end (a truncated file, a decoding error:
+        :mod:`oars_deploy.streams.ending`), its last record then saying so. Writes ``<output_dir>/<name>_vis.mp4``.
     """
     every = check_stream_args(args)
     tracking = bool(getattr(args, "track", False))
@@ -133,9 +142,12 @@ def run_stream(plugin: Any, predictor: Any, args: argparse.Namespace, source: St
         except KeyboardInterrupt:  # a camera or live stream ends when the user says so
             print(f"stopped by the user after {decoded} frames")
         flush(writer)
+        end = stream.early_end()
     elapsed = max(time.perf_counter() - started, 1e-9)
+    mark_last_record(records, end)
     print(f"{source.name}: {decoded} frames read, {predicted} predicted in {elapsed:.1f} s "
           f"({decoded / elapsed:.1f} frames/s read and written, {predicted / elapsed:.1f} predicted/s); "
           f"annotated video {video_path} at {stream.fps:g} fps"
-          + (f"; {len(tracker.ids_seen)} tracks" if tracker is not None else ""))
-    return PredictorRun(records=records, total=decoded)
+          + (f"; {len(tracker.ids_seen)} tracks" if tracker is not None else "")
+          + (f"; {end.message()}" if end is not None else ""))
+    return PredictorRun(records=records, failures=stream_failures(end), total=1)

@@ -19,6 +19,7 @@ import numpy as np
 
 from oars_deploy.clips.inputs import VIDEO_SUFFIXES, not_a_video
 from oars_deploy.errors import DeployError
+from oars_deploy.streams.ending import StreamEnd
 
 URL_SCHEMES = ("http", "https", "rtsp", "rtsps", "rtmp", "udp", "tcp", "srt")
 _URL = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*)://")
@@ -76,7 +77,15 @@ class StreamFrame:
 
 class FrameStream:
     """An open stream: ``fps`` (the stream's average rate, 0 when unknown), ``size`` (H, W), iteration over
-    :class:`StreamFrame` in order, ``close()``. A context manager.
+    :class:`StreamFrame` in order, ``close()``, and after the iteration :meth:`early_end` (a truncated file, a
+    decoding error). A context manager.
+
+    Attributes:
+        declared_frames: the frame count a file's header declares (MP4 / MOV sample count, AVI header), None when
+            it declares none or for live sources: no truncation check then.
+        frames_read: frames decoded so far. packets_read: video packets read so far (with data).
+        finished: the iteration reached the end of the stream (not stopped by its caller).
+        error: the decoding error that ended the stream, or None.
 
     Args:
         source: what to open (:func:`stream_source`).
@@ -121,18 +130,59 @@ class FrameStream:
         self.fps = float(rate) if rate else 0.0
         self.size = (int(self._stream.codec_context.height), int(self._stream.codec_context.width))
         self._reformatter = av.video.reformatter.VideoReformatter()
+        declared = int(self._stream.frames or 0) if source.kind == "file" else 0
+        self.declared_frames: int | None = declared if declared > 0 else None
+        self.frames_read = self.packets_read = 0
+        self.finished = False
+        self.error: str | None = None
 
     def __iter__(self) -> Iterator[StreamFrame]:
-        index = 0
+        """The frames in decoding order. A decoding error ends the iteration (no exception: :meth:`early_end`
+        says why), keeping the frames given so far; running out of packets ends it too, and :meth:`early_end`
+        compares what came with what the header declared."""
+        self.frames_read = self.packets_read = 0
+        self.finished, self.error = False, None
         try:
-            for frame in self._container.decode(self._stream):
-                time = float(frame.time) if frame.time is not None else (index / self.fps if self.fps else 0.0)
-                image = self._reformatter.reformat(frame, format="bgr24").to_ndarray()
-                yield StreamFrame(index, time, image)
-                index += 1
-        except self._av_error as err:
-            raise DeployError(f"{self.source.location}: decoding stopped after {index} frames: "
-                              f"{type(err).__name__}: {err}") from None
+            for packet in self._container.demux(self._stream):
+                if packet.size:  # the empty packet at the end flushes the decoder
+                    self.packets_read += 1
+                for frame in packet.decode():
+                    yield self._frame(frame)
+        except self._av_error as err:  # a damaged packet, or a network source that broke off
+            self.error = f"{type(err).__name__}: {err}"
+            yield from self._drain()
+        self.finished = True
+
+    def _frame(self, frame) -> StreamFrame:
+        """One decoded ``av.VideoFrame`` as the next :class:`StreamFrame` (counted in ``frames_read``)."""
+        index = self.frames_read
+        time = float(frame.time) if frame.time is not None else (index / self.fps if self.fps else 0.0)
+        self.frames_read += 1
+        return StreamFrame(index, time, self._reformatter.reformat(frame, format="bgr24").to_ndarray())
+
+    def _drain(self) -> Iterator[StreamFrame]:
+        """After a decoding error: the frames still inside the decoder (its other threads' work), when it gives
+        them; a second error is the same damage and ends the stream."""
+        try:
+            for frame in self._stream.decode(None):
+                yield self._frame(frame)
+        except self._av_error:
+            return
+
+    def early_end(self) -> StreamEnd | None:
+        """How the stream stopped before its end, or None.
+
+        None when the reading was stopped by its caller (``--max-frames``, Ctrl-C: the iteration never finished),
+        when a file gave at least the packets its header declares, or when the header declares no count: a live
+        source (camera, URL), or a container that keeps none (Matroska / WebM, fragmented MP4 give 0). The count
+        compared is of packets, not decoded frames: an MP4's declared count is its sample count, and an edit list
+        may drop decoded frames from an intact file. A decoding error is always an early end.
+        """
+        if self.error is not None:
+            return StreamEnd(self.source.location, self.frames_read, self.declared_frames, self.error)
+        if not self.finished or self.declared_frames is None or self.packets_read >= self.declared_frames:
+            return None
+        return StreamEnd(self.source.location, self.frames_read, self.declared_frames)
 
     def close(self) -> None:
         """Release the source (idempotent)."""

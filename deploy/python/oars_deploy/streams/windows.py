@@ -8,7 +8,9 @@ pre-processed (:mod:`oars_deploy.clips.preprocess`) and classified. One record p
 (:class:`ClipWindowRecord`); the annotated video shows, from each window's last frame on, its label and score.
 A stream shorter than one window (at least the sampling's ``min_frames``) is classified once, whole. Windows are
 classified in batches of ``--batch-size`` (default 1 for a camera or URL, where a batch adds latency; else the
-model's batch, or 4); the frames waiting for their batch's labels are the only other frames held.
+model's batch, or 4); the frames waiting for their batch's labels are the only other frames held. A file that ends
+before the frame count its header declares is a listed failure after its windows are written
+(:mod:`oars_deploy.streams.ending`).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from oars_deploy.clips.sampling import MIN_VIDEO_FRAMES, check_frame_count, samp
 from oars_deploy.errors import DeployError
 from oars_deploy.plugins import PredictorRun
 from oars_deploy.records import ResultRecord
+from oars_deploy.streams.ending import StreamEnd, mark_last_record, stream_failures
 from oars_deploy.streams.overlay import draw_caption
 from oars_deploy.streams.source import FrameStream, StreamFrame, StreamSource
 from oars_deploy.streams.writer import VideoWriter
@@ -39,7 +42,9 @@ class ClipWindowRecord(ResultRecord):
 
     JSON: ``{"predictor", "input", "start_frame", "end_frame", "start", "end", "label", "class", "score",
     "topk": [{"label", "class", "score"}]}``: frames ``start_frame..end_frame`` (0-based, inclusive, in decoding
-    order), ``start`` / ``end`` their presentation times in seconds (rounded to 1e-6), the best class first.
+    order), ``start`` / ``end`` their presentation times in seconds (rounded to 1e-6), the best class first. The
+    last record of a stream that ended early (a truncated file) also has ``declared_frames``, ``frames_read``,
+    ``truncated: true`` (and ``stream_error`` after a decoding error): :class:`oars_deploy.streams.ending.StreamEnd`.
     """
 
     predictor: ClassVar[str] = "clip_classes"
@@ -49,6 +54,7 @@ class ClipWindowRecord(ResultRecord):
     start: float
     end: float
     topk: list[tuple[int, str, float]]
+    stream_end: dict | None = None
 
     def to_json(self) -> dict:
         """See the class docstring."""
@@ -56,7 +62,7 @@ class ClipWindowRecord(ResultRecord):
         return {"predictor": self.predictor, "input": self.input, "start_frame": int(self.start_frame),
                 "end_frame": int(self.end_frame), "start": round(float(self.start), 6),
                 "end": round(float(self.end), 6), "label": top[0]["label"], "class": top[0]["class"],
-                "score": top[0]["score"], "topk": top}
+                "score": top[0]["score"], "topk": top, **(self.stream_end or {})}
 
 
 def window_input(predictor, frames: list[np.ndarray]) -> np.ndarray:
@@ -108,7 +114,9 @@ def run_windows(args: argparse.Namespace, source: StreamSource, predictor: Any |
             ``args.model_dir`` (``tools/infer.py`` passes the PyTorch model's, ``video.stream_windows``).
 
     Returns:
-        PredictorRun: one :class:`ClipWindowRecord` per window, in order; ``total`` the decoded frames. Writes
+        PredictorRun: one :class:`ClipWindowRecord` per window, in order; ``total`` 1 (the stream); ``failures``
+        the stream when it ended before its end (a truncated file, a decoding error: the windows read are
+        classified, the last record says so, :mod:`oars_deploy.streams.ending`). Writes
         ``<output_dir>/<name>_vis.mp4``.
     """
     from oars_deploy.predictors.clip_classes.cli import check_classify_args
@@ -160,12 +168,21 @@ def run_windows(args: argparse.Namespace, source: StreamSource, predictor: Any |
                     break
         except KeyboardInterrupt:  # a camera or live stream ends when the user says so
             print(f"stopped by the user after {decoded} frames")
-        if not records and not waiting:  # shorter than one window: the whole stream once, if long enough
+        end = stream.early_end()
+        if not records and not waiting and not too_short_after_early_end(end, len(ring), predictor.sampling):
+            # shorter than one window: the whole stream once, if long enough
             check_frame_count(source.location, len(ring), predictor.sampling, DeployError)
             waiting.append((ring[0], ring[-1], window_input(predictor, [f.image for f in ring])))
         flush(writer)
     elapsed = max(time.perf_counter() - started, 1e-9)
+    mark_last_record(records, end)
     print(f"{source.name}: {decoded} frames read, {len(records)} windows of {window} frames (stride {stride}) "
           f"classified in {elapsed:.1f} s ({decoded / elapsed:.1f} frames/s); annotated video {video_path} at "
-          f"{stream.fps:g} fps")
-    return PredictorRun(records=list(records), total=decoded)
+          f"{stream.fps:g} fps" + (f"; {end.message()}" if end is not None else ""))
+    return PredictorRun(records=list(records), failures=stream_failures(end), total=1)
+
+
+def too_short_after_early_end(end: StreamEnd | None, frames: int, sampling: dict) -> bool:
+    """Whether a stream that ended early left too few frames for even one clip (``sampling['min_frames']``): then
+    nothing is classified and the early end is the one failure named (not the frame count it caused)."""
+    return end is not None and frames < int(sampling.get("min_frames", MIN_VIDEO_FRAMES))
