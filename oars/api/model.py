@@ -43,10 +43,12 @@ def keyword_overrides(kwargs: dict[str, Any]) -> list[str]:
 
 def resolve_config(config: str | os.PathLike, weights: str | None) -> tuple[str, str | None]:
     """A config file, or ``oars://NAME`` (a checkpoint registered with ``tools/hub.py register NAME PATH --config
-    CFG``), which gives both the config and, unless ``weights`` is given, the weights.
+    CFG``), which gives both the config and, unless ``weights`` is given, the weights (their sha256 checked, as
+    every load of the name: :func:`registered_weights`).
 
     Raises:
         OarsError: the file does not exist, or the registered name has no config recorded.
+        WeightsHashError: the registered file changed since it was registered.
     """
     config = os.fspath(config)
     if config.startswith(LOCAL_SCHEME):
@@ -54,17 +56,31 @@ def resolve_config(config: str | os.PathLike, weights: str | None) -> tuple[str,
         from oars.hub.local import read_registry
 
         name = config[len(LOCAL_SCHEME):]
-        entry = local_entry(name)  # an unknown name: HubError listing the close ones
+        local_entry(name)  # an unknown name: HubError listing the close ones
         registered = read_registry()[name].get("config")
         if not registered:
             raise OarsError(f"{config}: registered without a config; register it again with --config CFG, or give "
                             "Model(CONFIG_FILE, weights=...)")
         if not osp.isfile(registered):
             raise OarsError(f"{config}: its config {registered} no longer exists; register it again with --config")
-        return registered, weights or entry.path
+        return registered, weights or registered_weights(config)
     if not osp.isfile(config):
         raise OarsError(f"Model: config file not found: {config} (expected a YAML config or oars://NAME)")
     return config, weights
+
+
+def registered_weights(name: str) -> str:
+    """The file of the registered ``oars://NAME``, its sha256 checked against the one recorded (the hub's one
+    check, :func:`oars.hub.verify.check_hash`; a file unchanged since the last check in this process is not read
+    again).
+
+    Raises:
+        HubError: the name is not registered or its file is gone.
+        WeightsHashError: the file changed since it was registered.
+    """
+    from oars.hub.local import local_file
+
+    return local_file(name[len(LOCAL_SCHEME):])
 
 
 class Model:
@@ -93,6 +109,9 @@ class Model:
     def __init__(self, config: str | os.PathLike, weights: str | None = None, overrides: Sequence[str] | None = None,
                  work_dir: str | None = None, device: str = "cpu") -> None:
         self.config, self.weights = resolve_config(config, weights)
+        # oars://NAME's weights are checked again at each use (the file may be replaced after this call)
+        named = os.fspath(config)
+        self._registered = (named, self.weights) if named.startswith(LOCAL_SCHEME) and not weights else None
         if isinstance(overrides, str):
             raise OarsError("Model(overrides=...): expected a list of 'key=value' strings, got one string")
         self.overrides = list(overrides or ())
@@ -116,8 +135,11 @@ class Model:
         return self._cfg
 
     def _need_weights(self, what: str) -> str:
+        """:attr:`weights` before a load; those of ``oars://NAME`` (unless replaced since) re-checked first."""
         if not self.weights:
             raise OarsError(f"Model.{what} needs weights: Model(config, weights='model.pth') or model.train() first")
+        if self._registered is not None and self.weights == self._registered[1]:
+            registered_weights(self._registered[0])  # WeightsHashError when the file changed since registering
         return self.weights
 
     # --------------------------------------------------------------------------------------------------- training

@@ -19,6 +19,7 @@ from mmengine.runner import Runner
 from oars.errors import OarsError
 from oars.hub.entries import is_hub_name
 from oars.hub.loading import load_into_runner
+from oars.hub.verify import HubError
 
 from .checkpoint import CheckpointError, checkpoint_mismatch
 from .resolve import ENGINE_HOOKS as ENGINE_HOOKS  # re-exported: public API
@@ -84,12 +85,12 @@ class OarsRunner(Runner):
                     super()._init_model_weights()
             else:
                 super()._init_model_weights()
-        except CheckpointError as err:
+        except (CheckpointError, HubError) as err:  # HubError: a named file missing, or its sha256 not the expected
             keys = [k for k, v in flatten(self.cfg.get("model", {}), "model").items()
                     if k.endswith("init.checkpoint") and isinstance(v, str) and v in str(err)]
             if not keys:
                 raise
-            raise CheckpointError(f"{self.cfg.filename}: {keys[0]}: {err}") from None
+            raise type(err)(f"{self.cfg.filename}: {keys[0]}: {err}") from None
 
     def _maybe_compile(self, target: str) -> None:
         """``channels_last`` on: the model's 4-D weights channels-last (``oars.engine.memory_format``); then

@@ -1,5 +1,6 @@
-"""Where hub files live and how they arrive: PyTorch's hub cache, the sha256 prefix check, a download that never
-leaves a partial or corrupt file behind, and one message (URL + exact path) when the file cannot be fetched.
+"""Where hub files live and how they arrive: PyTorch's hub cache, the sha256 prefix check (of a download and of
+a file already cached: :func:`oars.hub.verify.check_hash`), a download that never leaves a partial or corrupt file
+behind, and one message (URL + exact path) when the file cannot be fetched.
 
 Files go where ``torch.hub`` puts them (``torch.hub.get_dir()/checkpoints``, i.e. ``$TORCH_HOME/hub/checkpoints``),
 so weights already fetched by torchvision are found and ours are found by torchvision. ``OARS_HUB_URL`` replaces
@@ -18,18 +19,18 @@ import urllib.error
 import urllib.request
 from http.client import HTTPException
 
-from oars.errors import OarsError
 from oars_deploy.atomic import temp_path
+
+from .verify import HubError, check_hash, published_advice, sha256_file
+
+__all__ = ["HubError", "HubUnavailableError", "cache_dir", "check_hash", "download", "fetch", "hash_prefix_of",
+           "mirrored_url", "sha256_file", "unavailable"]
 
 URL_ENV = "OARS_HUB_URL"
 OFFLINE_ENV = "OARS_HUB_OFFLINE"
 TIMEOUT_S = 30.0
 _CHUNK = 1 << 20
 HASH_REGEX = re.compile(r"-([a-f0-9]*)\.")  # torch.hub's: ``<name>-<sha256 prefix>.<ext>``
-
-
-class HubError(OarsError):
-    """A hub name, file or download that cannot be used (the message names the file or URL and the fix)."""
 
 
 class HubUnavailableError(HubError):
@@ -54,29 +55,6 @@ def mirrored_url(url: str) -> str:
     """``url`` with its base (everything before the file name) replaced by ``$OARS_HUB_URL`` when that is set."""
     base = os.environ.get(URL_ENV, "").strip()
     return f"{base.rstrip('/')}/{url.rsplit('/', 1)[-1]}" if base else url
-
-
-def sha256_file(path: str) -> str:
-    """The hex sha256 of a file, read in 1 MiB chunks (the file may be hundreds of MB)."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(_CHUNK), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def check_hash(path: str, prefix: str | None, what: str) -> None:
-    """torch.hub's ``check_hash``: the file's sha256 must start with ``prefix`` (nothing to check when None).
-
-    Raises:
-        HubError: it does not; the message names ``what`` (the URL or the registered name) and both hashes.
-    """
-    if not prefix:
-        return
-    digest = sha256_file(path)
-    if not digest.startswith(prefix):
-        raise HubError(f"{what}: the sha256 of {path} is {digest[:len(prefix) + 8]}..., expected it to start with "
-                       f"{prefix} (a corrupt or different file)")
 
 
 def unavailable(url: str, path: str, reason: str) -> HubUnavailableError:
@@ -148,11 +126,9 @@ def download(url: str, dst: str, hash_prefix: str | None, progress: bool = False
             raise unavailable(url, dst, f"{type(err).__name__}: {getattr(err, 'reason', err)}") from None
         if total is not None and received != total:
             raise unavailable(url, dst, f"the server closed the connection after {received} of {total} bytes")
-        found = digest.hexdigest()
-        if hash_prefix and not found.startswith(hash_prefix):
-            raise HubError(f"{url}: the downloaded file's sha256 is {found[:len(hash_prefix) + 8]}..., expected it "
-                           f"to start with {hash_prefix}; it was removed (a corrupt download or a wrong mirror: "
-                           f"{URL_ENV}={os.environ.get(URL_ENV, '')!r})")
+        check_hash(dst, hash_prefix, url, found=digest.hexdigest(),
+                   advice=f"a corrupt download or a wrong mirror: {URL_ENV}={os.environ.get(URL_ENV, '')!r}; "
+                          "it was removed, nothing is left at that path")
         os.replace(tmp, dst)
         tmp = None
     finally:
@@ -161,28 +137,34 @@ def download(url: str, dst: str, hash_prefix: str | None, progress: bool = False
     return dst
 
 
-def fetch(url: str, filename: str | None = None, hash_prefix: str | None = None, progress: bool = False) -> str:
-    """The cached file of ``url``, downloaded first when it is not there (unless ``OARS_HUB_OFFLINE`` is set).
+def fetch(url: str, filename: str | None = None, hash_prefix: str | None = None, progress: bool = False,
+          name: str | None = None) -> str:
+    """The cached file of ``url``, its sha256 checked, downloaded first when it is not there (unless
+    ``OARS_HUB_OFFLINE`` is set).
+
+    A file already in the cache is checked too, whoever put it there (an earlier download, torchvision, or a
+    person following the offline message), through the one check :func:`oars.hub.verify.check_hash`.
 
     Args:
         url: the published URL (its base is replaced by ``$OARS_HUB_URL`` when set).
         filename: the cache file name (default: the URL's).
-        hash_prefix: sha256 prefix to check a download against (default: the one in the file name).
+        hash_prefix: sha256 prefix the file must have (default: the one in the file name).
         progress: show a progress bar while downloading.
+        name: the hub name asked for (``torchvision://resnet18.IMAGENET1K_V1``), for the messages (default: the URL).
 
     Returns:
         the path in :func:`cache_dir`.
 
     Raises:
         HubUnavailableError: not cached and cannot be downloaded; the message gives the URL and the exact path.
-        HubError: the download fails its hash check.
+        WeightsHashError: the cached file or the download fails its hash check.
     """
     filename = filename or url.rsplit("/", 1)[-1]
     path = osp.join(cache_dir(), filename)
+    prefix = hash_prefix if hash_prefix is not None else hash_prefix_of(filename)
     if osp.isfile(path):
-        return path
+        return check_hash(path, prefix, name or url, published_advice(name, url))
     source = mirrored_url(url)
     if os.environ.get(OFFLINE_ENV, "").lower() in {"1", "true", "yes"}:
         raise unavailable(source, path, f"{OFFLINE_ENV} is set")
-    prefix = hash_prefix if hash_prefix is not None else hash_prefix_of(filename)
     return download(source, path, prefix, progress=progress)

@@ -24,7 +24,8 @@ from .local import local_file
 
 
 def hub_file(name: str, progress: bool = False) -> tuple[HubEntry, str]:
-    """The entry of ``name`` and its file on this machine (downloaded into the hub cache when missing).
+    """The entry of ``name`` and its file on this machine (downloaded into the hub cache when missing), its sha256
+    checked: every load of a hub name goes through here (:func:`oars.hub.verify.check_hash`).
 
     Args:
         name: ``torchvision://<builder>[.<member>]`` or ``oars://<name>``.
@@ -34,13 +35,13 @@ def hub_file(name: str, progress: bool = False) -> tuple[HubEntry, str]:
         (entry, path).
 
     Raises:
-        HubError / HubUnavailableError: an unknown name, a file that cannot be fetched (URL and path given), or
-            one that fails its hash check.
+        HubError / HubUnavailableError: an unknown name, or a file that cannot be fetched (URL and path given).
+        WeightsHashError: the file (cached, downloaded, placed by hand or registered) fails its hash check.
     """
     entry = resolve(name)
     if entry.url is None:
         return entry, local_file(entry.name.partition("://")[2])
-    return entry, fetch(entry.url, hash_prefix=entry.sha256, progress=progress)
+    return entry, fetch(entry.url, hash_prefix=entry.sha256, progress=progress, name=entry.name)
 
 
 def load_hub_checkpoint(name: str, map_location: Any = "cpu") -> Any:

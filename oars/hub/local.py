@@ -16,7 +16,7 @@ from typing import Any
 
 from oars_deploy.atomic import atomic_write
 
-from .download import HubError, sha256_file
+from .verify import HubError, check_hash, registered_advice, sha256_file
 
 HOME_ENV = "OARS_HOME"
 LOCAL_SCHEME = "oars://"
@@ -114,10 +114,12 @@ def register(name: str, path: str, config: str | None = None, force: bool = Fals
 
 
 def local_file(name: str) -> str:
-    """The registered checkpoint of ``name``, its sha256 checked against the one recorded.
+    """The registered checkpoint of ``name``, its sha256 checked against the one recorded
+    (:func:`oars.hub.verify.check_hash`, the check every named load goes through).
 
     Raises:
-        HubError: unknown name (close names listed), a file that is gone, or one changed since registering.
+        HubError: unknown name (close names listed), a file that is gone, or a record without its sha256.
+        WeightsHashError: the file changed since registering.
     """
     registry = read_registry()
     if name not in registry:
@@ -129,8 +131,8 @@ def local_file(name: str) -> str:
     path = record["path"]
     if not osp.isfile(path):
         raise HubError(f"{LOCAL_SCHEME}{name}: its file {path} no longer exists (registry: {registry_path()})")
-    found = sha256_file(path)
-    if record.get("sha256") and found != record["sha256"]:
-        raise HubError(f"{LOCAL_SCHEME}{name}: {path} changed since it was registered (sha256 {found[:12]}..., "
-                       f"registered {record['sha256'][:12]}...); register it again with --force if that is intended")
-    return path
+    expected = record.get("sha256")
+    if not isinstance(expected, str) or len(expected) != 64:  # register always records it: a hand-edited registry
+        raise HubError(f"{LOCAL_SCHEME}{name}: its record in {registry_path()} has no sha256 to check {path} "
+                       f"against; register it again: python tools/hub.py register {name} {path} --force")
+    return check_hash(path, expected, f"{LOCAL_SCHEME}{name}", registered_advice(f"{LOCAL_SCHEME}{name}", path))
