@@ -14,7 +14,9 @@ OUT_DIR/results.jsonl: one JSON record per input (oars_deploy.records), whatever
 deploy.yaml ``predictor`` key (inferred for older exports) chooses the plug-in that validates its section, adds
 its flags, runs it and makes the records (oars_deploy.plugins). An image that cannot be
 read is skipped: the others are written, then the failures are listed and the exit status is 2. The output
-folder may not be, hold or lie inside the input folder (oars_deploy.output_paths). --benchmark
+folder may not be, hold or lie inside the input folder, nor any folder holding a file a glob or a .txt list names
+(oars_deploy.output_paths, in every mode); two inputs never write the same output file (x.png beside x.jpg:
+x_png*, x_jpg*; --ray over a glob reaching twins/a/x.png and twins/b/x.png: a/x*, b/x*). --benchmark
 prints latency (median, p90) and images/s. For an image model, ``-i`` may also be a video file, a URL that FFmpeg
 opens or a camera index: a stream, predicted frame by frame (``--every N``) into results.jsonl (with each frame's
 index and time) and ``<name>_vis.mp4`` (oars_deploy.streams). ``--ray`` runs a folder (or a glob / .txt list)

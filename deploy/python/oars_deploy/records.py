@@ -88,7 +88,9 @@ class ResultRecord(ABC):
     Why one form: ``oars-infer``, ``tools/infer.py`` (and later the server and batch inference) write the same
     records, so a run of one can be compared with a run of the other and a consumer reads every kind the same
     way. Every record's JSON has ``predictor`` (the plug-in that made it, deploy.yaml's ``predictor`` key) and
-    ``input`` (the file as the run was given it; None for a noise GAN's samples).
+    ``input`` (the file as the run was given it; None for a noise GAN's samples). A line written by ``oars-infer
+    --ray`` adds ``resolved_input``: the file's ``os.path.realpath``, by which a resumed run knows it done
+    (:mod:`oars_deploy.serve.ray_data`).
     """
 
     predictor: ClassVar[str] = ""
@@ -182,7 +184,9 @@ class SemanticLabelsRecord(ResultRecord):
     image size. The line carries what a consumer needs without opening it: the size and the pixels per class.
 
     JSON: ``{"predictor", "input", "image_size": [H, W], "label_png": "<stem>.png", "classes": [{"label",
-    "class", "pixels"}]}`` (the classes present, by label id).
+    "class", "pixels"}]}`` (the classes present, by label id); ``<stem>`` is unique per input and may hold a
+    subfolder (``a/x.png`` for ``twins/a/x.png`` in a run over ``twins/**``,
+    :func:`oars_deploy.output_paths.output_stems`).
     """
 
     predictor: ClassVar[str] = "semantic_labels"

@@ -3,11 +3,16 @@ folder of images in batches, the unreadable-file handling and ``--benchmark``.
 
 A plug-in adds its post-processing (:meth:`ImagePlugin.postprocess`), the pictures and record of one image
 (:meth:`ImagePlugin.write`) and what is written once at the end (:meth:`ImagePlugin.finish`, e.g. detections.json).
+
+Output names: :meth:`ImagePlugin.output_stems` gives every input a unique name (the rule of
+:func:`oars_deploy.output_paths.output_stems`: the path below the inputs' common folder, the suffix added when two
+files of a folder share a stem), used by ``oars-infer`` over a folder and by ``oars-infer --ray`` alike.
 """
 
 from __future__ import annotations
 
 import argparse
+import inspect
 import os
 import os.path as osp
 from abc import abstractmethod
@@ -20,6 +25,7 @@ from oars_deploy.deploy_config import validate_image_input
 from oars_deploy.errors import DeployError
 from oars_deploy.failures import Failures
 from oars_deploy.image_files import list_images
+from oars_deploy.output_paths import output_stems
 from oars_deploy.outputs import read_image
 from oars_deploy.plugins import PredictorPlugin, PredictorRun
 from oars_deploy.records import ResultRecord
@@ -63,6 +69,8 @@ class ImagePlugin(PredictorPlugin):
 
     #: run the post-processing with the array module (CuPy on the GPU) rather than NumPy
     array_postprocess: ClassVar[bool] = False
+    #: the files :meth:`write` makes per image, as templates of its ``stem`` (:meth:`output_stems` keeps them unique)
+    output_names: ClassVar[tuple[str, ...]] = ("{stem}_vis.png",)
 
     def validate(self, deploy: dict, path: str) -> None:
         """An image input and image pre-processing steps (``oars_deploy.deploy_config``)."""
@@ -96,12 +104,43 @@ class ImagePlugin(PredictorPlugin):
                           "frames or answer a server request (implement draw() and result_record())")
 
     def write(self, out_dir: str, path: str, img: np.ndarray, result: dict, predictor: Any,
-              args: argparse.Namespace) -> tuple[str, ResultRecord]:
-        """Write one image's ``<stem>_vis.png`` (:meth:`draw`) into ``out_dir``; return its path and the record."""
-        stem = osp.splitext(osp.basename(path))[0]
+              args: argparse.Namespace, stem: str | None = None) -> tuple[str, ResultRecord]:
+        """Write one image's ``<stem>_vis.png`` (:meth:`draw`) into ``out_dir``; return its path and the record.
+
+        Args:
+            stem: the output name without suffix, relative to ``out_dir`` (:meth:`output_stems`; ``a/x`` writes
+                into the subfolder ``a``); None: the file's own stem.
+        """
+        stem = osp.splitext(osp.basename(path))[0] if stem is None else stem
         out = osp.join(out_dir, f"{stem}_vis.png")
-        cv2.imwrite(out, self.draw(img, result, predictor, args))
+        os.makedirs(osp.dirname(out), exist_ok=True)
+        if not cv2.imwrite(out, self.draw(img, result, predictor, args)):
+            raise DeployError(f"could not write {out}")
         return out, self.record(out_dir, path, stem, img, result, predictor)
+
+    def takes_stem(self) -> bool:
+        """Whether :meth:`write` takes the output ``stem`` (a plug-in written before it did names its files after
+        the input's own stem: then :meth:`output_stems` refuses two inputs sharing a stem)."""
+        return "stem" in inspect.signature(self.write).parameters
+
+    def output_stems(self, paths: list[str], input_flag: str = "-i") -> dict[str, str]:
+        """``{path: stem}``: the unique output name of each input (:func:`oars_deploy.output_paths.output_stems`
+        with :attr:`output_names`).
+
+        Raises:
+            OutputPathError: two inputs would write the same file; the message names both.
+        """
+        if self.takes_stem():
+            return output_stems(paths, self.output_names, input_flag=input_flag)
+        return output_stems(paths, ("{stem}",), nested=False, input_flag=input_flag)
+
+    def write_named(self, out_dir: str, path: str, stem: str, img: np.ndarray, result: dict, predictor: Any,
+                    args: argparse.Namespace) -> tuple[str, ResultRecord]:
+        """:meth:`write` under the name :meth:`output_stems` gave ``path`` (an older ``write`` without ``stem``
+        is called as it is: its stems are the files' own, checked unique)."""
+        if self.takes_stem():
+            return self.write(out_dir, path, img, result, predictor, args, stem=stem)
+        return self.write(out_dir, path, img, result, predictor, args)
 
     def finish(self, out_dir: str, records: list[ResultRecord], predictor: Any) -> None:
         """Write what covers every image (after the last one), e.g. detections.json."""
@@ -128,6 +167,7 @@ class ImagePlugin(PredictorPlugin):
                                   f"images: -i {args.input}")
         batch_size = args.batch_size or predictor.batch_size or 8
         paths = list_images(args.input)
+        stems = self.output_stems(paths)  # before any image is read: a name collision is told at once
         os.makedirs(args.output_dir, exist_ok=True)
         failures = Failures()
         written: list[str] = []
@@ -139,7 +179,7 @@ class ImagePlugin(PredictorPlugin):
                 continue
             first = first or images
             for path, img, result in zip(chunk, images, predictor.predict(images)):
-                out, record = self.write(args.output_dir, path, img, result, predictor, args)
+                out, record = self.write_named(args.output_dir, path, stems[path], img, result, predictor, args)
                 written.append(out)
                 records.append(record)
         self.finish(args.output_dir, records, predictor)

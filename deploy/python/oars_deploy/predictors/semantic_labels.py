@@ -3,7 +3,8 @@
 Post-processing: :func:`oars_deploy.postprocess.segmentation` (crop the padding, resize to the original size,
 argmax), with the array module (CuPy on the GPU). Per image: ``<stem>_vis.png``
 (:func:`oars_deploy.draw.draw_sample`), ``<stem>.png`` (class ids as a palette PNG,
-:func:`oars_deploy.draw.save_label_png`) and a :class:`~oars_deploy.records.SemanticLabelsRecord` naming that PNG.
+:func:`oars_deploy.draw.save_label_png`) and a :class:`~oars_deploy.records.SemanticLabelsRecord` naming that PNG
+(``<stem>``: :meth:`~oars_deploy.predictors.images.ImagePlugin.output_stems`, e.g. ``a/x`` for ``twins/a/x.png``).
 No flags of its own; ``--draw-threshold`` is refused.
 """
 
@@ -29,6 +30,7 @@ class SemanticLabels(ImagePlugin):
 
     describes = "segmentation models"
     array_postprocess = True
+    output_names = ("{stem}_vis.png", "{stem}.png")
 
     def claims(self, deploy: dict) -> bool:
         """An old export of task segmentation."""

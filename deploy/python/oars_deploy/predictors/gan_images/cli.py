@@ -22,6 +22,7 @@ import numpy as np
 from oars_deploy.errors import DeployError
 from oars_deploy.failures import Failures
 from oars_deploy.image_files import list_images
+from oars_deploy.output_paths import output_stems
 from oars_deploy.outputs import read_image
 from oars_deploy.predictors.gan_images.config import image_grid, make_labels, make_noise, parse_attrs, side_by_side
 from oars_deploy.predictors.gan_images.predictor import GANPredictor
@@ -35,10 +36,14 @@ def sample_name(index: int) -> str:
     return f"sample_{index:03d}.png"
 
 
-def translation_names(path: str) -> list[str]:
-    """The names of one translated image's pictures: ``<stem>.png`` (the output), ``<stem>_pair.png``."""
-    stem = osp.splitext(osp.basename(path))[0]
-    return [f"{stem}.png", f"{stem}_pair.png"]
+TRANSLATION_NAMES = ("{stem}.png", "{stem}_pair.png")
+
+
+def translation_names(path: str, stem: str | None = None) -> list[str]:
+    """The names of one translated image's pictures: ``<stem>.png`` (the output), ``<stem>_pair.png``; ``stem``:
+    the output name :func:`oars_deploy.output_paths.output_stems` gave ``path`` (None: the file's own stem)."""
+    stem = osp.splitext(osp.basename(path))[0] if stem is None else stem
+    return [t.format(stem=stem) for t in TRANSLATION_NAMES]
 
 
 def write_samples(images: list[np.ndarray], out_dir: str) -> list[str]:
@@ -53,10 +58,12 @@ def write_samples(images: list[np.ndarray], out_dir: str) -> list[str]:
     return paths
 
 
-def write_translation(path: str, shown: np.ndarray, output: np.ndarray, out_dir: str) -> list[str]:
-    """``<stem>.png`` (output) and ``<stem>_pair.png`` (input as the model saw it | output)."""
+def write_translation(path: str, shown: np.ndarray, output: np.ndarray, out_dir: str,
+                      stem: str | None = None) -> list[str]:
+    """``<stem>.png`` (output) and ``<stem>_pair.png`` (input as the model saw it | output); ``stem`` as in
+    :func:`translation_names`."""
     os.makedirs(out_dir, exist_ok=True)
-    out, pair = (osp.join(out_dir, name) for name in translation_names(path))
+    out, pair = (osp.join(out_dir, name) for name in translation_names(path, stem))
     cv2.imwrite(out, output)
     cv2.imwrite(pair, side_by_side(shown, output))
     return [out, pair]
@@ -154,6 +161,7 @@ def run_gan(args: argparse.Namespace, failures: Failures | None = None,
         return written
     attrs, src = attribute_vectors(gan, args.attrs, args.src_attrs)
     paths = list_images(args.input)
+    stems = output_stems(paths, TRANSLATION_NAMES)  # x.png beside x.jpg: x_png.png and x_jpg.png, not one x.png
     step = args.batch_size or predictor.batch_size or 8
     own = failures is None
     failures = Failures() if own else failures
@@ -170,7 +178,7 @@ def run_gan(args: argparse.Namespace, failures: Failures | None = None,
             continue
         shown, outputs = predictor.translate(images, attrs, src)
         for path, a, b in zip(kept, shown, outputs):
-            pair = write_translation(path, a, b, args.output_dir)
+            pair = write_translation(path, a, b, args.output_dir, stems[path])
             results.append(translation_record(path, pair, attrs, src, gan))
             written += pair
     print(f"wrote {len(written)} pictures to {args.output_dir}")

@@ -1,6 +1,7 @@
 """``oars-infer`` for temporal localisers: a video file or every video of a folder -> timed action segments.
 
-Per video it prints the best segments, writes ``OUT_DIR/<stem>_timeline.png`` (a strip of frames over the
+Per video it prints the best segments, writes ``OUT_DIR/<stem>_timeline.png`` (``<stem>``: unique per video,
+:func:`oars_deploy.output_paths.output_stems`; a strip of frames over the
 predicted segments along the time axis, :func:`oars_deploy.draw.timeline.draw_timeline`; no ground truth at run
 time) and returns one :class:`~oars_deploy.predictors.video_segments.record.VideoSegmentsRecord`, which the CLI
 writes to results.jsonl. A video that cannot be decoded is skipped and listed at the end (exit status 2).
@@ -18,6 +19,7 @@ from oars_deploy.atomic import atomic_write
 from oars_deploy.draw.timeline import draw_timeline
 from oars_deploy.errors import DeployError
 from oars_deploy.failures import Failures
+from oars_deploy.output_paths import output_stems
 from oars_deploy.predictors.clip_classes.cli import list_videos
 from oars_deploy.predictors.video_segments.predictor import SegmentsPredictor
 from oars_deploy.predictors.video_segments.record import VideoSegmentsRecord
@@ -52,6 +54,7 @@ def run_segments(args: argparse.Namespace, failures: Failures, results: list[Res
     """
     check_segment_args(args)
     paths = list_videos(args.input)  # before loading the model: a wrong input is told at once
+    stems = output_stems(paths, ("{stem}_timeline.png",))  # x.mp4 beside x.avi: x_mp4_timeline.png, x_avi_...
     predictor = SegmentsPredictor(args.model_dir, device=args.device, backend=args.backend,
                                   batch_size=args.batch_size)
     os.makedirs(args.output_dir, exist_ok=True)
@@ -61,8 +64,7 @@ def run_segments(args: argparse.Namespace, failures: Failures, results: list[Res
         except DeployError as err:
             failures.add(path, str(err))
             continue
-        stem = osp.splitext(osp.basename(path))[0]
-        name = f"{stem}_timeline.png"
+        name = f"{stems[path]}_timeline.png"
         picture = timeline_picture(result, predictor.labels, f"{osp.basename(path)}: {result['num_snippets']} "
                                    f"snippets, {len(result['detections'])} segments")
         ok, png = cv2.imencode(".png", picture)
