@@ -2,8 +2,9 @@
 
 Accepted annotation files (JSON):
 
-- ActivityNet v1.3: ``{"database": {video_id: {"duration_second": float, "subset": "training" | "validation" |
-  "testing", "annotations": [{"segment": [start, end], "label": str}, ...]}, ...}, ...}``;
+- ActivityNet v1.3: ``{"database": {video_id: {"duration": float, "subset": "training" | "validation" |
+  "testing", "annotations": [{"segment": [start, end], "label": str}, ...]}, ...}, ...}`` (``duration_second``
+  is read first, ``duration`` when it is absent);
 - MMAction2's per-split file: ``{video_name: {"duration_second", "duration_frame", "feature_frame",
   "annotations"}, ...}`` (no ``subset``: leave ``subset`` null);
 - MMAction2's older flattened list: ``[{"video_name", "duration_second", "duration_frame", "feature_frame",
@@ -12,6 +13,11 @@ Accepted annotation files (JSON):
 Why the checks happen here, once: a segment beyond the video, a reversed segment or an unknown label in a
 20 000-video file would otherwise surface as a wrong target deep inside a training run; each message names the
 annotation file and the video id.
+
+Segments are kept as written (``GenerateLocalizationLabels`` clips the training targets to the video), because the
+official evaluation scores them so. Zero-length segments (``[0, 0]``: the v1.3 file holds some,
+activitynet/ActivityNet#56) are no target: a training set (not ``test_mode``) skips them, an evaluation set keeps
+them as the official evaluator does (ground truth nothing can match); either way one warning counts them.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import warnings
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -73,8 +80,12 @@ def _number(value: object, where: str, what: str) -> float:
     return out
 
 
+class ZeroLengthSegmentWarning(UserWarning):
+    """Zero-length ground-truth segments were skipped (training) or kept (evaluation)."""
+
+
 def parse_video(video_id: str, info: dict, class_index: dict[str, int] | None, tolerance: float,
-                where: str) -> dict:
+                where: str, keep_zero_length: bool = True) -> dict:
     """One video's checked fields.
 
     Args:
@@ -82,18 +93,27 @@ def parse_video(video_id: str, info: dict, class_index: dict[str, int] | None, t
         info: its JSON entry.
         class_index: label name -> id; None maps every label to 0 (class-agnostic proposals).
         tolerance: seconds a segment may pass the video's ends (also 1 % of the duration, whichever is larger)
-            before it is an error; within it the segment is clipped to ``[0, duration_second]``.
+            before it is an error; within it the segment is kept as written.
         where: ``'FILE video ID'`` for messages.
+        keep_zero_length: keep zero-length segments (end == start) as ground truth (evaluation) or leave them out
+            (training).
 
     Returns:
-        ``video_name``, ``duration_second``, ``duration_frame`` / ``feature_frame`` (int or None),
-        ``feature_second`` (the seconds the features cover: ``feature_frame / duration_frame *
-        duration_second`` when both are given, as MMAction2's corrected second, else ``duration_second``),
-        ``gt_segments`` (float64 [N, 2] seconds, clipped) and ``gt_labels`` (int64 [N]).
+        ``video_name``, ``duration_second`` (``duration_second`` or, in ActivityNet's own file, ``duration``),
+        ``duration_frame`` / ``feature_frame`` (int or None), ``feature_second`` (the seconds the features cover:
+        ``feature_frame / duration_frame * duration_second`` when both are given, as MMAction2's corrected second,
+        else ``duration_second``), ``gt_segments`` (float64 [N, 2] seconds, as written), ``gt_labels`` (int64 [N])
+        and ``zero_length`` (how many zero-length segments it holds, kept or not).
+
+    Raises:
+        DataError: a missing or non-positive duration, a malformed or reversed (end < start) segment, one outside
+            the video by more than the tolerance, an unknown label.
     """
-    duration = _number(info.get('duration_second'), where, "'duration_second'")
+    key = 'duration' if info.get('duration_second') is None and info.get('duration') is not None else \
+        'duration_second'
+    duration = _number(info.get(key), where, repr(key) if key in info else "'duration_second' (or 'duration')")
     if duration <= 0:
-        raise DataError(f"{where}: 'duration_second' must be positive, got {duration}")
+        raise DataError(f'{where}: {key!r} must be positive, got {duration}')
     frames = {k: info.get(k) for k in ('duration_frame', 'feature_frame')}
     for k, v in frames.items():
         if v is not None and _number(v, where, repr(k)) <= 0:
@@ -105,34 +125,53 @@ def parse_video(video_id: str, info: dict, class_index: dict[str, int] | None, t
     if not isinstance(anns, list):
         raise DataError(f"{where}: 'annotations' must be a list of {{'segment': [start, end], 'label': name}}")
     slack = max(tolerance, 0.01 * duration)
-    segments, labels = [], []
+    segments, labels, zero_length = [], [], 0
     for k, ann in enumerate(anns):
         here = f'{where} annotation {k}'
         seg = ann.get('segment') if isinstance(ann, dict) else None
         if not isinstance(seg, (list, tuple)) or len(seg) != 2:
             raise DataError(f"{here}: expected {{'segment': [start, end], 'label': name}}, got {ann!r}")
         start, end = (_number(v, here, 'segment') for v in seg)
-        if end <= start:
-            raise DataError(f'{here}: segment [{start}, {end}] ends before it starts (end <= start)')
-        if start < -slack or end > duration + slack or start >= duration:
+        if end < start:
+            raise DataError(f'{here}: segment [{start}, {end}] ends before it starts (end < start)')
+        # a segment may not start at the end (nothing of it in the video) unless it has no length at all
+        if start < -slack or end > duration + slack or (start >= duration and end > start):
             raise DataError(f'{here}: segment [{start}, {end}] lies outside the video [0, {duration}] s by more '
                             f'than the tolerance {slack:g} s (segment_tolerance)')
-        segments.append([max(start, 0.0), min(end, duration)])
         label = ann.get('label')
-        if class_index is None:
-            labels.append(0)
-        elif label not in class_index:
+        if class_index is not None and label not in class_index:
             names = list(class_index)
             raise DataError(f'{here}: label {label!r} is not one of the {len(names)} classes '
                             f'{names[:10]}{"..." if len(names) > 10 else ""}')
-        else:
-            labels.append(class_index[label])
+        if end == start:
+            zero_length += 1
+            if not keep_zero_length:
+                continue
+        segments.append([start, end])
+        labels.append(0 if class_index is None else class_index[label])
     return dict(video_name=video_id, duration_second=duration,
                 duration_frame=None if frames['duration_frame'] is None else int(frames['duration_frame']),
                 feature_frame=None if frames['feature_frame'] is None else int(frames['feature_frame']),
                 feature_second=feature_second,
                 gt_segments=np.asarray(segments, dtype=np.float64).reshape(-1, 2),
-                gt_labels=np.asarray(labels, dtype=np.int64))
+                gt_labels=np.asarray(labels, dtype=np.int64), zero_length=zero_length)
+
+
+def warn_zero_length(counts: dict[str, int], ann_file: str, owner: str, kept: bool) -> None:
+    """One warning for all the zero-length segments of a file: how many, in how many videos, the first ids.
+
+    Args:
+        counts: video id -> its zero-length segments (only videos with some).
+        ann_file: the annotation file, named in the message.
+        owner: the dataset class name.
+        kept: whether they were kept as ground truth (``test_mode``) or skipped.
+    """
+    total, ids = sum(counts.values()), list(counts)
+    shown = ', '.join(ids[:5]) + (f' and {len(ids) - 5} more' if len(ids) > 5 else '')
+    what = ('kept them as ground truth, as the official ActivityNet evaluation does: no prediction can match them '
+            '(test_mode)') if kept else 'skipped them: no training target can be made of them (not test_mode)'
+    warnings.warn(f'{owner}: {ann_file} has {total} zero-length segment(s) (end == start) in {len(ids)} video(s) '
+                  f'({shown}); {what}', ZeroLengthSegmentWarning, stacklevel=3)
 
 
 def labels_in(videos: dict[str, dict]) -> list[str]:
@@ -158,12 +197,14 @@ class ActivityNetFeatureDataset(VideoBaseDataset):
         class_agnostic: ignore the labels (one foreground class).
         feature_suffix: ``'.npy'`` or ``'.csv'``.
         segment_tolerance: seconds a segment may pass the video's ends before it is an error (1 % of the
-            duration when larger); such segments are clipped.
+            duration when larger); such segments are kept as written (the training targets are clipped by
+            ``GenerateLocalizationLabels``; the metric scores them as written, as the official code).
         filter_empty_gt: drop videos without annotations unless ``test_mode``.
         data_root, data_prefix, pipeline, test_mode, on_bad_sample, ...: as ``VideoBaseDataset``.
 
     Each sample: ``video_name``, ``feature_path``, ``duration_second``, ``duration_frame``, ``feature_frame``,
-    ``feature_second``, ``gt_segments`` (float64 [N, 2] s) and ``gt_labels`` (int64 [N]).
+    ``feature_second``, ``gt_segments`` (float64 [N, 2] s, as written) and ``gt_labels`` (int64 [N]).
+    Zero-length segments are left out unless ``test_mode`` (module docstring).
     """
 
     path_key = 'feature_path'
@@ -204,7 +245,7 @@ class ActivityNetFeatureDataset(VideoBaseDataset):
         classes = list(self.metainfo['classes'])
         class_index = None if self.class_agnostic else {c: i for i, c in enumerate(classes)}
         prefix = self.data_prefix['feature']
-        out = []
+        out, zero_length = [], {}
         for vid, info in videos.items():
             where = f'{self.ann_file} video {vid}'
             if self.subset is not None:
@@ -213,11 +254,16 @@ class ActivityNetFeatureDataset(VideoBaseDataset):
                                     'subset: null for files split per subset')
                 if info['subset'] not in self.subset:
                     continue
-            item = parse_video(vid, info, class_index, self.segment_tolerance, where)
+            item = parse_video(vid, info, class_index, self.segment_tolerance, where, keep_zero_length=self.test_mode)
+            count = item.pop('zero_length')
+            if count:
+                zero_length[vid] = count
             if self.filter_empty_gt and not self.test_mode and item['gt_segments'].shape[0] == 0:
                 continue
             item['feature_path'] = os.path.abspath(os.path.join(prefix, vid + self.feature_suffix))
             out.append(item)
+        if zero_length:
+            warn_zero_length(zero_length, self.ann_file, type(self).__name__, kept=self.test_mode)
         if not out:
             raise DataError(f'{type(self).__name__}: {self.ann_file} has no video'
                             + (f' in subset {self.subset}' if self.subset else '')

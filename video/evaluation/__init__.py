@@ -7,6 +7,7 @@ from video.evaluation.activitynet_eval import (
     detection_average_precision,
     interpolated_ap,
     segment_iou,
+    tied_score_fraction,
 )
 from video.evaluation.localization_metrics import LocalizationMetric
 from video.evaluation.multilabel import (
@@ -28,6 +29,7 @@ __all__ = [
     'hit_at_one',
     'interpolated_ap',
     'segment_iou',
+    'tied_score_fraction',
     'top_k_accuracy',
     'true_class_rank',
 ]

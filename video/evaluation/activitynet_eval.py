@@ -16,8 +16,14 @@ They follow the official ``Evaluation/eval_proposal.py`` and ``eval_detection.py
 - Detection AP: per class, predictions sorted by score (descending, stable: ties keep their input order; the
   official code's reversed quicksort leaves ties unordered) are matched greedily, at each threshold separately,
   to the not yet matched ground truth of their video with the highest tIoU among those reaching the threshold;
-  AP is VOC 2011's interpolated area (``interpolated_prec_rec``). mAP averages over the classes that have ground
-  truth.
+  of ground truths with the same tIoU the one listed last is taken, as the official ``tiou_arr.argsort()[::-1]``
+  does where numpy's sort is stable on small arrays (its insertion sort; measured with numpy 2.4.6's AVX-512 sort
+  up to 3 elements; from 4 that SIMD sort may order ties otherwise). AP is VOC 2011's interpolated area
+  (``interpolated_prec_rec``). mAP averages over the classes that have ground truth.
+
+Ground truth is scored as written: segments past the video's ends and zero-length segments (``[0, 0]`` in the
+v1.3 file) count as the official code counts them. One difference is left: the official tIoU of two zero-length
+segments is 0 / 0 = NaN, which its detection loop takes for a match; here it is 0.
 """
 
 from __future__ import annotations
@@ -66,6 +72,34 @@ def interpolated_ap(precision: np.ndarray, recall: np.ndarray) -> float:
     mprec = np.maximum.accumulate(mprec[::-1])[::-1]
     idx = np.nonzero(mrec[1:] != mrec[:-1])[0] + 1
     return float(np.sum((mrec[idx] - mrec[idx - 1]) * mprec[idx]))
+
+
+TIED_SCORES_WARNING = 0.5
+"""The share of tied scores above which :class:`LocalizationMetric` warns (see :func:`tied_score_fraction`)."""
+
+
+def tied_score_fraction(groups: Sequence[np.ndarray]) -> float:
+    """The share of scores that equal another score of their group.
+
+    Why: the official code ranks with numpy's unstable sort (``argsort()[::-1]``), whose order of ties depends on
+    the numpy version and the CPU, so on a file of mostly tied scores its numbers are not reproducible; here ties
+    keep their input order. A group is what one sort ranks: a video's proposals (AR@AN) or a class's detections
+    over all videos (mAP).
+
+    Args:
+        groups: per group, float [K] scores.
+
+    Returns:
+        tied scores / all scores, in [0, 1] (0 without scores).
+    """
+    total = tied = 0
+    for group in groups:
+        scores = np.asarray(group, dtype=np.float64).reshape(-1)
+        total += scores.size
+        if scores.size > 1:
+            _, inverse, counts = np.unique(scores, return_inverse=True, return_counts=True)
+            tied += int(np.count_nonzero(counts[inverse.reshape(-1)] > 1))
+    return tied / total if total else 0.0
 
 
 def _trapezoid(y: np.ndarray, x: np.ndarray) -> float:
@@ -154,7 +188,8 @@ def area_under_ar_an(avg_recall: np.ndarray, proposals_per_video: np.ndarray) ->
 
 def _match_video(gt: np.ndarray, preds: np.ndarray, thresholds: np.ndarray) -> np.ndarray:
     """Greedy matching inside one video and class: bool [T, P] true positives of ``preds`` (float [P, >=2],
-    already in score order) against ``gt`` (float [G, 2]); each gt matches at most one prediction per threshold.
+    already in score order) against ``gt`` (float [G, 2]); each gt matches at most one prediction per threshold,
+    the free gt of highest tIoU reaching the threshold, the last listed of equal ones (the official order).
     """
     tp = np.zeros((thresholds.size, preds.shape[0]), dtype=bool)
     if gt.shape[0] == 0 or preds.shape[0] == 0:
@@ -165,7 +200,8 @@ def _match_video(gt: np.ndarray, preds: np.ndarray, thresholds: np.ndarray) -> n
     for k in np.nonzero(reach)[0]:  # predictions below every threshold stay false positives
         cand = (tiou[k][None, :] >= thresholds[:, None]) & ~locked  # [T, G]
         has = cand.any(1)
-        best = np.where(cand, tiou[k][None, :], -1.0).argmax(1)
+        # the highest tIoU; of equal ones the last listed (argmax of the reversed row takes the first maximum)
+        best = gt.shape[0] - 1 - np.where(cand, tiou[k][None, :], -1.0)[:, ::-1].argmax(1)
         tp[has, k] = True
         locked[np.nonzero(has)[0], best[has]] = True
     return tp

@@ -3,8 +3,9 @@
 What a data sample must carry (the Evaluator hands ``to_dict()`` dicts; the samples themselves work too):
 
 - from the dataset (``PackLocalizationInputs``): ``video_name``, ``gt_segments`` (float [N, 2], seconds, the
-  annotation clipped to the video) and ``gt_labels`` (int [N]); without ``gt_segments``, ``gt_bbox`` (float
-  [N, 2] in [0, 1]) times ``feature_second`` (or ``duration_second``);
+  annotations as written, as the official code scores them) and ``gt_labels`` (int [N]); without
+  ``gt_segments``, ``gt_bbox`` (float [N, 2] in [0, 1], clipped to the video) times ``feature_second`` (or
+  ``duration_second``);
 - from the model's predict mode: ``proposals``: float [K, 3] (start_s, end_s, score) in seconds (a tensor, an
   array, or MMAction2's ``[{'segment': [s, e], 'score': x}, ...]``) and, for ``mAP``, ``segments``: float
   [K, 4] (start_s, end_s, score, class id).
@@ -12,6 +13,7 @@ What a data sample must carry (the Evaluator hands ``to_dict()`` dicts; the samp
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import Any
 
@@ -22,10 +24,12 @@ from mmengine.logging import print_log
 
 from video.evaluation.activitynet_eval import (
     NUM_GRID_POINTS,
+    TIED_SCORES_WARNING,
     TIOU_THRESHOLDS,
     area_under_ar_an,
     average_recall_vs_num_proposals,
     detection_average_precision,
+    tied_score_fraction,
 )
 from video.evaluation.activitynet_submission import write_submission
 from video.registry import METRICS
@@ -75,6 +79,23 @@ def _gt(sample: Any, name: str) -> tuple[np.ndarray, np.ndarray]:
     if labels.shape[0] != segments.shape[0]:
         raise ValueError(f'LocalizationMetric: {name}: {segments.shape[0]} gt segments but {labels.shape[0]} labels')
     return segments, labels
+
+
+def warn_tied_scores(fraction: float, what: str, group: str, measure: str) -> None:
+    """Warn when more than :data:`TIED_SCORES_WARNING` of the scores are tied (see ``tied_score_fraction``).
+
+    Args:
+        fraction: the tied share in [0, 1].
+        what: ``'proposals'`` or ``'detections'``.
+        group: what one sort ranks (``'the same video'``, ``'the same class'``).
+        measure: the numbers it affects and the official script.
+    """
+    if fraction > TIED_SCORES_WARNING:
+        print_log(f'LocalizationMetric: {fraction:.0%} of the {what} share their score with another of {group}; '
+                  'ties are ranked here in input order, while the official '
+                  f'{measure} ranks them with numpy\'s unstable sort, in an order that depends on the numpy version '
+                  'and the CPU: on such scores its numbers are not reproducible and can differ from these '
+                  '(docs/video.md, "Tied scores")', logger='current', level=logging.WARNING)
 
 
 @METRICS.register_module()
@@ -167,6 +188,8 @@ class LocalizationMetric(BaseMetric):
             names = classes if classes and top < len(classes) else [str(i) for i in range(top + 1)]
             write_submission(self.detection_file, [r[0] for r in results], [r[4] for r in results], names)
         if 'AR@AN' in self.metrics:
+            warn_tied_scores(tied_score_fraction([r[3][:, 2] for r in results]), 'proposals', 'the same video',
+                             'eval_proposal.py (AR@AN, AUC)')
             self.recall, self.avg_recall, self.proposals_per_video = average_recall_vs_num_proposals(
                 gts, [r[3] for r in results], self.max_avg_proposals, self.tiou_thresholds)
             out.update({f'AR@{k}': float(self.avg_recall[i]) for k, i in self._ar_index.items()})
@@ -176,6 +199,10 @@ class LocalizationMetric(BaseMetric):
             num_classes = len(classes) if classes else top
             if top > num_classes:
                 raise ValueError(f'LocalizationMetric: gt label {top - 1} is outside the {num_classes} classes')
+            dets = np.concatenate([r[4] for r in results]).reshape(-1, 4)
+            classes_of = np.rint(dets[:, 3])
+            warn_tied_scores(tied_score_fraction([dets[classes_of == c, 2] for c in np.unique(classes_of)]),
+                             'detections', 'the same class', 'eval_detection.py (mAP)')
             self.ap = detection_average_precision(gts, [r[2] for r in results], [r[4] for r in results],
                                                   num_classes, self.tiou_thresholds)
             with np.errstate(invalid='ignore'):

