@@ -12,6 +12,7 @@ import time
 
 import pytest
 from serve_cases import SERVER_FLAGS, TOKEN, Server, free_port, write_tiny_segmentor
+from startup_probe import StartupProbe
 
 
 @pytest.fixture(scope="session")
@@ -28,18 +29,25 @@ def launch(tiny_export: str, root, token_file) -> tuple[Server | None, str]:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "RAY_DEDUP_LOGS": "0"}
     cmd = [sys.executable, "-m", "oars_deploy.serve.cli", "--model-dir", tiny_export, "--port", str(port),
            "--token-file", str(token_file), *SERVER_FLAGS]
+    probe = StartupProbe(f"http://127.0.0.1:{port}", TOKEN)  # every answer from the first connection on
+    probe.start()
     with open(log, "w") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     deadline = time.monotonic() + 240
     while time.monotonic() < deadline:
         text = open(log).read()
         if proc.poll() is not None:
+            probe.stop.set()
             if "cannot listen on" in text:
                 return None, text[-3000:]
             pytest.fail(f"oars-serve exited with {proc.returncode}:\n{text[-3000:]}")
         if "ready on" in text:
-            return Server(f"http://127.0.0.1:{port}", proc, tiny_export, str(token_file), log), ""
+            probe.join(timeout=30)
+            srv = Server(f"http://127.0.0.1:{port}", proc, tiny_export, str(token_file), log)
+            srv.startup_answers = probe.answers
+            return srv, ""
         time.sleep(0.25)
+    probe.stop.set()
     os.killpg(proc.pid, signal.SIGKILL)
     pytest.fail(f"oars-serve did not become ready:\n{open(log).read()[-3000:]}")
 

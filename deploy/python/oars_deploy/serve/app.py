@@ -1,6 +1,6 @@
 """The Ray Serve application of ``oars-serve``: one deployment whose FastAPI ingress runs the runtime predictor.
 
-Routes (JSON errors are ``{"error": message}``):
+Routes (JSON errors are ``{"error": message}``, every failure included: :mod:`oars_deploy.serve.json_errors`):
 
 - ``POST /predict``: the input as the raw body (``image/*`` or ``application/octet-stream``; ``video/*`` for
   video models) or as the multipart/form-data field ``file`` -> the predictor plug-in's result record, the JSON of
@@ -25,7 +25,9 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
 from ray import serve
 from ray.serve.config import BackpressureConfig
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from oars_deploy.serve.json_errors import JsonErrorMiddleware, failure_status
 from oars_deploy.serve.metrics import Metrics, metrics_store
 from oars_deploy.serve.options import ServeOptions
 from oars_deploy.serve.requests import RequestError
@@ -33,6 +35,15 @@ from oars_deploy.serve.service import ModelService
 
 IMPORT_PATH = "oars_deploy.serve.app:build_app"
 fastapi_app = FastAPI(title="oars-serve", docs_url=None, redoc_url=None, openapi_url=None)
+fastapi_app.add_middleware(JsonErrorMiddleware)  # an exception of any route answers JSON, not plain text
+
+
+@fastapi_app.exception_handler(StarletteHTTPException)
+async def http_error(request: Request, err: StarletteHTTPException) -> JSONResponse:
+    """FastAPI's own refusals (unknown path 404, wrong method 405) in the application's ``{"error": ...}`` shape."""
+    routes = "POST /predict, GET /health, GET /model, GET /metrics"
+    return JSONResponse({"error": f"{request.method} {request.url.path}: {err.detail} (routes: {routes})"},
+                        status_code=err.status_code, headers=getattr(err, "headers", None))
 
 
 def keep_replica_grpc_on_loopback() -> bool:
@@ -115,8 +126,9 @@ class OarsModel:
             self.observe(err.status, start)
             return error_response(err)
         except Exception as err:  # noqa: BLE001  (one failed batch must not stop the server)
-            self.observe(500, start)
-            return JSONResponse({"error": f"prediction failed: {type(err).__name__}: {err}"}, status_code=500)
+            status, message, headers = failure_status(err, self.options.retry_after_s)  # a died Ray actor: 503
+            self.observe(status, start)
+            return JSONResponse({"error": message}, status_code=status, headers=headers)
         self.observe(200, start)
         return JSONResponse(record)
 

@@ -26,6 +26,7 @@ import urllib.error
 import urllib.request
 
 from oars_deploy.errors import DeployError, run_cli
+from oars_deploy.serve.json_errors import PROXY_CALLBACK, RETRY_AFTER_ENV
 from oars_deploy.serve.options import ServeOptions
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -78,13 +79,17 @@ def options_from_args(args: argparse.Namespace) -> ServeOptions:
 
 def check_model_dir(options: ServeOptions) -> int | None:
     """Refuse a folder the server could not serve before Ray starts; returns the export's static batch (None:
-    dynamic). Also reads the token file once, so a bad one is told now."""
+    dynamic). Also reads the token file once, so a bad one is told now, and warns on stderr when other users can
+    read it (:func:`~oars_deploy.serve.service.token_file_warning`; the server still starts)."""
     from oars_deploy.serve.models import served_class
-    from oars_deploy.serve.service import read_token
+    from oars_deploy.serve.service import read_token, token_file_warning
 
     deploy, _ = served_class(options.model_dir)
     if options.token_file:
         read_token(options.token_file)
+        warning = token_file_warning(options.token_file)
+        if warning:
+            print(warning, file=sys.stderr, flush=True)
     first = deploy["input"]["shape"][0]
     return None if first in (-1, None) else int(first)
 
@@ -129,6 +134,10 @@ def start(options: ServeOptions, host: str, port: int, num_cpus: int | None) -> 
     t0 = time.perf_counter()
     os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # Ray's node address = loopback: no socket
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # of Ray's listens beyond this machine; no telemetry
+    # the HTTP proxy answers JSON 503 + Retry-After while the app starts and JSON for its own failures
+    # (json_errors.py); Ray's workers inherit this environment
+    os.environ.setdefault("RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH", PROXY_CALLBACK)
+    os.environ[RETRY_AFTER_ENV] = str(options.retry_after_s)
     import ray
     from ray import serve
 

@@ -3,19 +3,21 @@ multipart ``file`` field, and an image's size read from its header before it is 
 
 Every refusal is a :class:`RequestError` with the HTTP status and one sentence that says what was expected; the
 server answers it as ``{"error": message}`` and keeps serving. Why header sizes: a 50 kB PNG can claim
-100000 x 100000 pixels (a decompression bomb); the pixel limit is checked before OpenCV allocates the image.
+100000 x 100000 pixels (a decompression bomb); the pixel limit is checked on the size the header declares
+(:mod:`oars_deploy.image_header`, every format OpenCV decodes here) before OpenCV allocates the image, and bytes
+whose header cannot be read are refused rather than decoded blind.
 A request never names a server path: the optional file name (multipart ``filename``, ``X-Filename`` header) is
 reduced to its base name and only labels the record's ``input``.
 """
 
 from __future__ import annotations
 
-import io
 import os.path as osp
 import re
 from email.message import Message
 
 from oars_deploy.image_files import IMAGE_SUFFIXES
+from oars_deploy.image_header import KNOWN_FORMATS, ImageHeader, ImageHeaderError, image_header
 
 RAW_IMAGE_TYPES = ("image/", "application/octet-stream")
 RAW_VIDEO_TYPES = ("video/", "application/octet-stream")
@@ -132,25 +134,32 @@ def request_payload(body: bytes, content_type: str | None, raw_types: tuple[str,
     return data, name
 
 
-def image_header_size(data: bytes) -> tuple[int, int] | None:
-    """(width, height) from an image's header without decoding its pixels (Pillow reads headers lazily); None when
-    Pillow is not installed or does not know the format (then the decoded size is checked instead)."""
-    try:
-        from PIL import Image
-    except ImportError:
-        return None
-    try:
-        with Image.open(io.BytesIO(data)) as img:
-            return int(img.size[0]), int(img.size[1])
-    except Exception:  # noqa: BLE001  (any header Pillow cannot read: OpenCV decides next)
-        return None
-
-
-def check_pixels(width: int, height: int, max_pixels: int, name: str) -> None:
-    """Raise a 413 :class:`RequestError` when ``width * height`` exceeds ``max_pixels``."""
+def check_pixels(width: int, height: int, max_pixels: int, name: str, where: str = "") -> None:
+    """Raise a 413 :class:`RequestError` when ``width * height`` exceeds ``max_pixels`` (``where``: appended, e.g.
+    '; declared in its PNG header, refused before decoding')."""
     if width * height > max_pixels:
         raise RequestError(413, f"{name}: image of {width}x{height} = {width * height} pixels exceeds the server's "
-                                f"limit of {max_pixels} pixels (--max-pixels)")
+                                f"limit of {max_pixels} pixels (--max-pixels){where}")
+
+
+def check_image_header(data: bytes, name: str, max_pixels: int) -> ImageHeader:
+    """The size ``data``'s header declares, checked against ``max_pixels`` before anything decodes the pixels.
+
+    Raises:
+        RequestError: 413 above ``max_pixels``; 400 when the header cannot be read (not an image, a format whose
+            size this server cannot check, or a truncated / corrupt header): never decoded blind.
+    """
+    try:
+        header = image_header(data)
+    except ImageHeaderError as err:
+        if err.format is None:
+            raise RequestError(400, f"{name}: could not decode the body as an image: {err}; image models take "
+                                    f"{', '.join(KNOWN_FORMATS)} (files {', '.join(IMAGE_SUFFIXES)})") from None
+        raise RequestError(400, f"{name}: could not decode the body as an image: its {err} (its size cannot be "
+                                "checked against --max-pixels, so it is not decoded)") from None
+    check_pixels(header.width, header.height, max_pixels, name,
+                 f"; declared in its {header.format} header, refused before decoding")
+    return header
 
 
 def decode_image(data: bytes, name: str, max_pixels: int):
@@ -158,15 +167,14 @@ def decode_image(data: bytes, name: str, max_pixels: int):
     a request and ``oars-infer`` on that file see the same pixels.
 
     Raises:
-        RequestError: 413 above ``max_pixels`` (from the header when it can be read, else after decoding); 400 for
-            bytes OpenCV cannot decode (not an image, truncated, unsupported).
+        RequestError: 413 above ``max_pixels``, from the header before any decoding
+            (:func:`check_image_header`; the decoded size is checked again); 400 for a header that cannot be read
+            or bytes OpenCV cannot decode (not an image, truncated, unsupported).
     """
     import cv2
     import numpy as np
 
-    size = image_header_size(data)
-    if size is not None:
-        check_pixels(size[0], size[1], max_pixels, name)
+    check_image_header(data, name, max_pixels)
     img = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR)
     if img is None or img.size == 0:
         suffix = osp.splitext(name)[1].lower()

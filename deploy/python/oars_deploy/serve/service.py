@@ -9,6 +9,8 @@ thin.
 from __future__ import annotations
 
 import hmac
+import os
+import stat
 import threading
 import traceback
 from collections.abc import AsyncIterator
@@ -35,6 +37,23 @@ def read_token(path: str) -> str:
     if not token:
         raise DeployError(f"--token-file {path}: its first line is empty; expected the bearer token")
     return token
+
+
+def token_file_warning(path: str) -> str | None:
+    """The warning for a token file other local users can read or write (as ssh warns about a private key), or None.
+
+    Why a warning and not a refusal: the token only guards this server's routes and files made by ``echo T > token``
+    get mode 0644 by default, so refusing would break the common case; the warning says the fix (ssh refuses a key,
+    but its config-file checks only warn). Group or others' write permission is reported the same way.
+    """
+    try:
+        mode = stat.S_IMODE(os.stat(path).st_mode)
+    except OSError:
+        return None  # read_token says why it cannot be read
+    if not mode & 0o077:
+        return None
+    who = "readable" if mode & 0o044 else "accessible"
+    return f"WARNING: token file {path} is {who} by other users (mode {mode:04o}); run chmod 600 {path}"
 
 
 class ModelService:
