@@ -253,7 +253,7 @@ def image_size(img_path: str) -> tuple[int, int] | None:
         with Image.open(img_path) as im:
             width, height = im.size
             orientation = im.getexif().get(0x0112, 1)
-    except (OSError, ValueError, SyntaxError):
+    except (OSError, ValueError, SyntaxError, Image.DecompressionBombError):
         return None
     if orientation in (5, 6, 7, 8):
         width, height = height, width

@@ -28,7 +28,7 @@ def read_binary_mask(path: str, threshold: float = 0) -> np.ndarray:
         try:
             with Image.open(path) as im:
                 mode = im.mode
-        except (OSError, ValueError, SyntaxError):
+        except (OSError, ValueError, SyntaxError, Image.DecompressionBombError):
             mode = None  # read_label_map below reports the file as unreadable
     if mode in _COLOUR_MODES:
         try:

@@ -389,3 +389,41 @@ def file_image_header(path: str) -> ImageHeader:
     """
     with open(path, "rb") as f:
         return read_image_header(f)
+
+
+#: the largest image (width * height) read from a file: above Pillow's own decompression-bomb error (2 x its
+#: MAX_IMAGE_PIXELS = 178,956,970 px) and below OpenCV's 2**30 px, i.e. up to 600 MB of BGR pixels; a file
+#: declaring more is refused from its header, before anything is allocated
+MAX_FILE_PIXELS = 200_000_000
+
+
+def file_size_problem(path: str, max_pixels: int = MAX_FILE_PIXELS) -> str | None:
+    """Why the image file ``path`` must not be decoded, from its header alone, or None when it may be.
+
+    The one check behind every reader of image files that a header can lie to: the predictor's
+    (:func:`oars_deploy.outputs.read_image`) and the training datasets' (``oars.data.transforms.loading``); each
+    raises its own error with this text. A file in a format this module does not read is left to the decoder
+    (None); one whose header is truncated or corrupt is a problem (a decoder may still allocate what it declares).
+
+    Args:
+        path: an existing image file.
+        max_pixels: the largest ``width * height`` allowed.
+
+    Returns:
+        None, or the message naming ``path``, what its header declares and the limit.
+    """
+    try:
+        header = file_image_header(path)
+    except ImageHeaderError as err:
+        if err.format is None:
+            return None
+        from oars_deploy.image_files import unreadable_image_message
+
+        return f"{unreadable_image_message(path)} (its {err})"
+    except OSError as err:
+        return f"could not read image {path}: {err.strerror or err}"
+    if header.pixels <= max_pixels:
+        return None
+    return (f"{path}: image of {header.width}x{header.height} = {header.pixels} pixels (declared in its "
+            f"{header.format} header) exceeds the limit of {max_pixels} pixels for an input image; refused before "
+            "decoding (a decompression bomb, or downscale it first)")

@@ -15,11 +15,7 @@ import numpy as np
 
 from oars_deploy.errors import DeployError
 from oars_deploy.image_files import unreadable_image_message
-
-#: the largest image (width * height) read from a file: above Pillow's own decompression-bomb error (2 x its
-#: MAX_IMAGE_PIXELS = 178,956,970 px) and below OpenCV's 2**30 px, i.e. up to 600 MB of BGR pixels; a file
-#: declaring more is refused from its header, before anything is allocated
-MAX_FILE_PIXELS = 200_000_000
+from oars_deploy.image_header import MAX_FILE_PIXELS, file_size_problem
 
 
 def read_image(path: str, max_pixels: int = MAX_FILE_PIXELS) -> np.ndarray:
@@ -32,22 +28,11 @@ def read_image(path: str, max_pixels: int = MAX_FILE_PIXELS) -> np.ndarray:
     Raises:
         DeployError: not found, above ``max_pixels``, a corrupt header, or not decodable (naming the file).
     """
-    from oars_deploy.image_header import ImageHeaderError, file_image_header
-
     if not osp.isfile(path):
         raise DeployError(f"image file not found: {path}")
-    try:
-        header = file_image_header(path)
-    except ImageHeaderError as err:
-        if err.format is not None:
-            raise DeployError(f"{unreadable_image_message(path)} (its {err})") from None
-        header = None
-    except OSError as err:
-        raise DeployError(f"could not read image {path}: {err.strerror or err}") from None
-    if header is not None and header.pixels > max_pixels:
-        raise DeployError(f"{path}: image of {header.width}x{header.height} = {header.pixels} pixels (declared in its "
-                          f"{header.format} header) exceeds the limit of {max_pixels} pixels for an input image; "
-                          "refused before decoding (a decompression bomb, or downscale it first)")
+    problem = file_size_problem(path, max_pixels)
+    if problem is not None:
+        raise DeployError(problem)
     img = cv2.imread(path, cv2.IMREAD_COLOR)
     if img is None:
         raise DeployError(unreadable_image_message(path))

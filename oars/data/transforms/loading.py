@@ -17,6 +17,7 @@ from PIL import Image
 from oars.errors import DataError, DataFileNotFoundError
 from oars.registry import TRANSFORMS
 from oars_deploy.image_files import unreadable_image_message
+from oars_deploy.image_header import file_size_problem
 
 _COLOR_FLAGS = {
     'color': cv2.IMREAD_COLOR,
@@ -46,7 +47,7 @@ def exif_orientation(path: str) -> int:
     try:
         with Image.open(path) as im:
             return _orientation(im)
-    except (OSError, ValueError, SyntaxError):
+    except (OSError, ValueError, SyntaxError, Image.DecompressionBombError):
         return 1
 
 
@@ -58,15 +59,25 @@ def apply_orientation(arr: np.ndarray, orientation: int) -> np.ndarray:
     return arr if op is None else np.ascontiguousarray(op(arr))
 
 
+def _check_declared_size(path: str) -> None:
+    """Refuse a file whose header declares more pixels than any image is allowed (a decompression bomb: a 50 kB
+    PNG can declare 20000 x 20000), before a decoder allocates it; the runtime's one rule
+    (:func:`oars_deploy.image_header.file_size_problem`), raised as a :class:`DataError` naming the file."""
+    problem = file_size_problem(path)
+    if problem is not None:
+        raise DataError(problem)
+
+
 def read_image(path: str, color_type: str = 'color') -> np.ndarray:
     """An image file as OpenCV decodes it (BGR for 'color'), EXIF orientation applied (see the module docstring).
 
-    Raises ``DataFileNotFoundError`` for a missing file and ``DataError`` for one OpenCV cannot decode, both
-    naming the file.
+    Raises ``DataFileNotFoundError`` for a missing file and ``DataError`` for one OpenCV cannot decode or whose
+    header declares more than ``oars_deploy.image_header.MAX_FILE_PIXELS`` pixels, both naming the file.
     """
     path = os.fspath(path)
     if not os.path.isfile(path):
         raise DataFileNotFoundError(f'image file not found: {path}')
+    _check_declared_size(path)
     img = cv2.imread(path, _COLOR_FLAGS[color_type])
     if img is None:
         raise DataError(unreadable_image_message(path))
@@ -88,6 +99,7 @@ def read_label_map(path: str) -> np.ndarray:
     path = os.fspath(path)
     if not os.path.isfile(path):
         raise DataFileNotFoundError(f'label map not found: {path}')
+    _check_declared_size(path)
     try:
         with Image.open(path) as im:
             if im.mode not in _INDEX_MODES:
@@ -95,7 +107,9 @@ def read_label_map(path: str) -> np.ndarray:
                                 f'class-index image (palette "P" or greyscale "L" PNG)')
             orientation = _orientation(im)
             seg = np.array(im)
-    except (OSError, ValueError, SyntaxError) as err:  # PIL: UnidentifiedImageError, truncated data, bad chunks
+    # PIL: UnidentifiedImageError, truncated data, bad chunks; DecompressionBombError (not an OSError) between its own
+    # limit (179 Mpx) and ours
+    except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as err:
         raise DataError(f'could not read label map (corrupt or not an image file: {err}): {path}') from None
     seg = seg.astype(np.uint8) if seg.dtype == bool else seg
     return apply_orientation(seg, orientation)
