@@ -23,14 +23,18 @@ to prune, default [backbone, neck]), ``ignore``, ``max_layer_ratio`` (default 0.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Sequence
 
 from oars.cli import base_parser, run_cli
 
 _METHOD_MODULES = {"ptq": ("oars.compress.ptq", "run_ptq"), "qat": ("oars.compress.qat", "run_qat"),
                    "distill": ("oars.compress.distill", "run_distill")}
+# the optional packages each method imports (pyproject.toml's extras; oars.extras says which one installs them)
+_METHOD_PACKAGES = {"prune": ("torch_pruning",), "qat": ("torchao",), "ptq": ("onnx", "onnxruntime"),
+                    "distill": ()}
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> None:
     parser = base_parser(__doc__)
     parser.add_argument("-w", "--weights", required=True, help="the trained checkpoint to compress")
     parser.add_argument("--method", choices=["prune", "ptq", "qat", "distill"], default=None,
@@ -50,21 +54,24 @@ def main() -> None:
     parser.add_argument("--variant", default=None, help="the variant's name in the table (default: from options)")
     parser.add_argument("--teacher-config", default=None, help="distill: the teacher's config (-c/-w are the student)")
     parser.add_argument("--teacher-weights", default=None, help="distill: the teacher's trained checkpoint")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
 
     from oars.compress.options import merged_options
-    from oars.engine.run_setup import load
+    from oars.config.check import load_checked_config
     from oars.errors import OarsError
+    from oars.extras import require_extra
 
     if not args.work_dir:
         raise OarsError("--work-dir DIR is required: the compressed variants and their table live there")
-    cfg = load(args.config, args.overrides)
+    cfg = load_checked_config(args.config, args.overrides)
     cli = {"method": args.method, "target_flops": args.target_flops, "target_params": args.target_params,
            "criterion": args.criterion, "steps": args.steps, "epochs": args.epochs, "variant": args.variant,
            "teacher_config": args.teacher_config, "teacher_weights": args.teacher_weights,
            "calib_dir": args.calib_dir}
     options = merged_options(cfg, cli)
     method = options["method"]
+    for package in _METHOD_PACKAGES[method]:  # before anything slow: one line naming the extra, not a traceback
+        require_extra(package, f"tools/compress.py --method {method}")
     if method == "prune":
         from oars.compress.prune_run import run_prune
 

@@ -46,11 +46,11 @@ def main(argv: Sequence[str] | None = None) -> None:
                         help="replace the export already in the output folder (default: stop and say what is there)")
     parser.add_argument("--device", default="cpu", help="cpu or cuda (the device the model is traced on)")
     parser.add_argument("--no-check", action="store_true", help="skip the ONNX Runtime vs PyTorch self-check")
-    from oars.config import load_config
+    from oars.config.check import load_checked_config
     from oars.task_flags import parse_task_command_line
 
     line = parse_task_command_line(parser, argv, lambda task, group: task.export_arguments(group), "export",
-                                   load_config)
+                                   load_checked_config)
     args = line.args
     stem = osp.splitext(osp.basename(args.config))[0]
     out_dir, _ = split_output_and_overrides(args.values, args.output_dir,

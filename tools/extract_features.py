@@ -16,6 +16,7 @@ import argparse
 from collections.abc import Sequence
 
 from oars.cli import run_cli
+from oars.config.check import load_checked_config
 from oars.tasks import tool_command
 
 
@@ -23,7 +24,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     command = tool_command("extract_features")  # given by the task whose recognizers read videos (oars.tasks)
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     command.add_arguments(parser)
-    command.run(parser.parse_args(argv))
+    args = parser.parse_args(argv)
+    # a misspelt type or key is named before any video is read (-o also takes the output folder: no '=')
+    load_checked_config(args.config, [v for v in args.values if "=" in v])
+    command.run(args)
 
 
 if __name__ == "__main__":

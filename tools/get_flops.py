@@ -45,9 +45,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         raise OarsError(f"-c {args.config}: no such config file")
 
     from oars.analysis.flops import count_flops, format_report
-    from oars.config import load_config
+    from oars.config.check import load_checked_config
 
-    cfg = load_config(args.config, list(args.overrides))
+    cfg = load_checked_config(args.config, args.overrides)  # a misspelt type is named here, as tools/train.py does
     target = build_count_target(cfg, shape, device=args.device)
     try:
         report = count_flops(target.module, target.inputs, target.input_names)

@@ -19,7 +19,7 @@ import argparse
 from collections.abc import Sequence
 
 from oars.cli import run_cli, split_output_and_overrides
-from oars.engine.entry import load
+from oars.config.check import load_checked_config
 from oars.errors import OarsError
 from oars.stream_inference import add_stream_arguments, infer_stream, refuse_stream_flags
 from oars.task_flags import parse_task_command_line
@@ -49,7 +49,7 @@ def common_parser(add_help: bool = True) -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> None:
     # the config's default_scope names the task whose flags the parser then takes
     line = parse_task_command_line(common_parser(), argv, lambda task, group: task.infer_arguments(group), "infer",
-                                   load)
+                                   load_checked_config)
     args, cfg, task = line.args, line.cfg, line.task
     output, _ = split_output_and_overrides(args.values, args.output_dir)
     if args.input is None and task.requires_input(cfg):  # only generative tasks make pictures from nothing

@@ -28,6 +28,12 @@ def distill_options(cfg: Config, options: dict | None) -> dict:
             raise OarsError(f"{cfg.filename}: distillation needs {key} (compress.distill.{key} or the command line)")
     if not osp.isfile(str(merged["teacher_config"])):
         raise OarsError(f"teacher_config {merged['teacher_config']}: file not found")
+    from oars.compress.distill_classes import check_class_map
+    from oars.config.check import load_checked_config
+
+    # the teacher's config is checked as the student's is (a misspelt type named, not a KeyError while loading it)
+    load_checked_config(str(merged["teacher_config"]), list(merged.get("teacher_overrides") or ()))
+    merged["class_map"] = check_class_map(merged.get("class_map"), f"{cfg.filename}: compress.distill.class_map")
     for i, spec in enumerate(merged["losses"] or []):
         missing = [k for k in ("loss", "student_layer", "teacher_layer") if not (spec or {}).get(k)]
         if missing:
@@ -39,6 +45,7 @@ def distill_options(cfg: Config, options: dict | None) -> dict:
 def distill_config(cfg: Config, checkpoint: str | None, opts: dict) -> Config:
     """The training config: ``type: DistillModel`` with the student's model section, the teacher and the
     losses; ``opts['iters']`` iterations when given, else the student's own schedule."""
+    from oars.compress.distill_classes import config_classes
     from oars.compress.qat import capture_shape, short_schedule
 
     out = copy.deepcopy(cfg)
@@ -49,7 +56,9 @@ def distill_config(cfg: Config, checkpoint: str | None, opts: dict) -> Config:
     out.model = {"type": "DistillModel", "student": dict(out.model), "sample_shape": shape,
                  "teacher": {"config": str(opts["teacher_config"]), "checkpoint": str(opts["teacher_weights"]),
                              "overrides": list(opts.get("teacher_overrides") or [])},
-                 "losses": [copy.deepcopy(dict(s)) for s in opts["losses"]]}
+                 "losses": [copy.deepcopy(dict(s)) for s in opts["losses"]],
+                 # the teacher's classes must be these, in this order, or mapped by class_map (distill_classes)
+                 "student_classes": config_classes(cfg), "class_map": copy.deepcopy(opts.get("class_map"))}
     if opts.get("iters"):
         iters = int(opts["iters"])
         short_schedule(out, iters, val_interval=iters + 1)

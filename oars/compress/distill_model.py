@@ -19,9 +19,20 @@ import torch
 from mmengine.model import BaseModel
 from torch import nn
 
+from oars.compress.distill_classes import (
+    ClassMap,
+    check_class_map,
+    checkpoint_classes,
+    class_counts,
+    permute_classes,
+    teacher_classes_of,
+    teacher_order,
+)
 from oars.compress.distill_losses import DistillShapeError
 from oars.errors import OarsError
 from oars.registry import MODELS
+
+_CLASS_MAP = "compress.distill.class_map"  # the option's name where users write it (DistillModel's class_map)
 
 
 def load_teacher(config: str, checkpoint: str, overrides: Sequence[str] = ()) -> nn.Module:
@@ -60,13 +71,22 @@ class DistillModel(BaseModel):
             FeatureImitationLoss | ChannelWiseDistillLoss, ...its own arguments}}]``.
         sample_shape: ``[B, C, H, W]`` of the dry run that checks every layer pair and sizes the adapters
             (``export.input_shape``).
+        student_classes: the student's class names in channel order (its config's dataset's; None: unknown, or
+            a built student's ``dataset_meta``).
+        teacher_classes: the teacher's (None: its config's dataset's, else its checkpoint's ``dataset_meta``).
+        class_map: which teacher class teaches each student class (``oars.compress.distill_classes``): None (the
+            class lists must be equal), a list of teacher indices, or ``{student class: teacher class}``. It
+            applies to the layer pairs whose outputs have one channel per class (the logits), whose teacher
+            channels are permuted into the student's order before the loss.
     """
 
     def __init__(self, student: dict | nn.Module, teacher: dict | nn.Module, losses: Sequence[dict],
-                 sample_shape: Sequence[int] = (2, 3, 64, 64)) -> None:
+                 sample_shape: Sequence[int] = (2, 3, 64, 64), student_classes: Sequence[str] | None = None,
+                 teacher_classes: Sequence[str] | None = None, class_map: ClassMap = None) -> None:
         student = student if isinstance(student, nn.Module) else MODELS.build(copy.deepcopy(dict(student)))
         super().__init__(data_preprocessor=student.data_preprocessor)
         self.student = student
+        teacher_spec = None if isinstance(teacher, nn.Module) else teacher  # its config names the teacher's classes
         if not isinstance(teacher, nn.Module):
             if not isinstance(teacher, dict) or not teacher.get("config") or not teacher.get("checkpoint"):
                 raise OarsError(f"model.teacher must be {{config: <teacher YAML>, checkpoint: <its weights>}}, got "
@@ -83,6 +103,13 @@ class DistillModel(BaseModel):
         self.pairs = [(self._layer(self.student, "student", spec), self._layer(teacher, "teacher", spec))
                       for spec in losses]
         self.weights = [float(spec.get("weight", 1.0)) for spec in losses]
+        if student_classes is None:
+            student_classes = checkpoint_classes(student)
+        self._classes = {"student": (list(student_classes) if student_classes else None, "the student's config"),
+                         "teacher": teacher_classes_of(teacher_spec, teacher, teacher_classes)}
+        self.class_map = check_class_map(class_map, _CLASS_MAP)
+        self.class_pairs = [False] * len(self.pairs)  # which pairs compare class logits (set by the dry run)
+        self.register_buffer("teacher_order", None, persistent=False)
         self.features: dict[str, dict[str, torch.Tensor]] = {"student": {}, "teacher": {}}
         self._hook(self.student, "student", {s for s, _ in self.pairs})
         self._hook(teacher, "teacher", {t for _, t in self.pairs})
@@ -107,6 +134,26 @@ class DistillModel(BaseModel):
                             f"({type(model).__name__}; its top-level modules: {top})") from None
         return name
 
+    def _match_classes(self) -> None:
+        """After the dry run: mark the pairs whose outputs have one channel per class (the logits), check the
+        class lists of both sides on them and set ``teacher_order`` (see ``oars.compress.distill_classes``)."""
+        (student, student_source), (teacher, teacher_source) = self._classes["student"], self._classes["teacher"]
+        n_student, n_teacher = class_counts(student, teacher, self.class_map)
+        for i, (s_name, t_name) in enumerate(self.pairs):
+            s, t = self._pair(s_name, t_name)
+            self.class_pairs[i] = n_student is not None and s.dim() >= 2 and t.dim() >= 2 and \
+                s.shape[1] == n_student and t.shape[1] == n_teacher
+        if not any(self.class_pairs):
+            if self.class_map is not None:
+                raise OarsError(f"{_CLASS_MAP}: given, but no distillation loss compares class logits: no "
+                                f"student_layer/teacher_layer pair outputs one channel per class ({n_student} "
+                                f"student, {n_teacher} teacher classes) on axis 1; name the layers that output the "
+                                "logits (e.g. decode_head.conv_seg)")
+            if student is not None or teacher is not None:
+                return  # features only: the classes do not meet channel by channel
+        order = teacher_order(student, teacher, self.class_map, student_source, teacher_source, _CLASS_MAP)
+        self.teacher_order = None if order is None else torch.tensor(order, dtype=torch.long)
+
     def _hook(self, model: nn.Module, who: str, names: set[str]) -> None:
         store = self.features[who]
         for name in names:
@@ -118,10 +165,11 @@ class DistillModel(BaseModel):
         """Dry run (teacher and student, no grad) to check the pairs and give FeatureImitationLoss its widths."""
         x = torch.randn(*[max(2, int(sample_shape[0]))] + [int(v) for v in sample_shape[1:]])
         self._run_both(x, train_student=False)
+        self._match_classes()
         built = []
-        for spec, (s_name, t_name) in zip(losses, self.pairs):
+        for spec, (s_name, t_name), logits in zip(losses, self.pairs, self.class_pairs):
             args = dict(spec["loss"])
-            s, t = self._pair(s_name, t_name)
+            s, t = self._pair(s_name, t_name, logits)
             if args.get("type") == "FeatureImitationLoss" and s.dim() == 4 and t.dim() == 4:
                 args.setdefault("student_channels", int(s.shape[1]))
                 args.setdefault("teacher_channels", int(t.shape[1]))
@@ -145,14 +193,16 @@ class DistillModel(BaseModel):
             self.student.train(was)
         return None
 
-    def _pair(self, s_name: str, t_name: str) -> tuple[torch.Tensor, torch.Tensor]:
+    def _pair(self, s_name: str, t_name: str, logits: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+        """The pair's collected outputs; for a pair of class logits (``logits``) the teacher's class channels
+        are in the student's order (``teacher_order``)."""
         s, t = self.features["student"].get(s_name), self.features["teacher"].get(t_name)
         for who, name, value in (("student", s_name, s), ("teacher", t_name, t)):
             if not isinstance(value, torch.Tensor):
                 raise OarsError(f"model.losses: {who}_layer {name!r} " + (
                     "was not run by the export-mode forward" if value is None else
                     f"returns {type(value).__name__}, not a tensor; name a module that returns one"))
-        return s, t
+        return s, (permute_classes(t, self.teacher_order) if logits else t)
 
     @staticmethod
     def _apply_loss(loss: nn.Module, s_name: str, t_name: str, s: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
@@ -167,8 +217,9 @@ class DistillModel(BaseModel):
         if mode != "loss":
             return self.student(inputs, data_samples, mode=mode)
         losses = dict(self._run_both(inputs, train_student=True, data_samples=data_samples))
-        for i, (loss, (s_name, t_name), w) in enumerate(zip(self.distill_losses, self.pairs, self.weights)):
-            s, t = self._pair(s_name, t_name)
+        for i, (loss, (s_name, t_name), w, logits) in enumerate(zip(self.distill_losses, self.pairs, self.weights,
+                                                                     self.class_pairs)):
+            s, t = self._pair(s_name, t_name, logits)
             losses[f"distill.{i}.loss_{type(loss).__name__}"] = w * self._apply_loss(loss, s_name, t_name, s, t)
         return losses
 

@@ -25,12 +25,19 @@ import torch
 from torch import nn
 
 from oars.errors import OarsError
+from oars.extras import require_extra
 
 from .measure import ForwardFn, count_flops, count_params, tensor_forward
 
 CRITERIA = ("l1", "l2", "taylor")
 LossFn = Callable[[nn.Module], torch.Tensor]
 _BISECT_ROUNDS = 7
+PRUNE_FEATURE = "structured pruning (tools/compress.py --method prune)"
+
+
+def torch_pruning() -> Any:
+    """The ``torch_pruning`` module (the ``compress`` extra), or the one-line error saying how to install it."""
+    return require_extra("torch_pruning", PRUNE_FEATURE)
 
 
 @dataclass
@@ -69,7 +76,7 @@ class PruneReport:
 
 
 def _importance(criterion: str):
-    import torch_pruning as tp
+    tp = torch_pruning()
 
     if criterion == "l1":
         return tp.importance.MagnitudeImportance(p=1)
@@ -92,7 +99,7 @@ def scope_layers(model: nn.Module, settings: PruneSettings,
     Raises:
         OarsError: no scope prefix names a module of the model, or an ``ignore`` path is not a module (named).
     """
-    import torch_pruning as tp
+    tp = torch_pruning()
 
     names = dict(model.named_modules())
     prefixes = [p for p in settings.scope if p in names]
@@ -115,7 +122,7 @@ def check_supported(model: nn.Module, prefixes: list[str]) -> None:
     Raises:
         OarsError: naming each layer (path and type) whose weights the pruner would leave at the old width.
     """
-    import torch_pruning as tp
+    tp = torch_pruning()
 
     from .prune_layers import custom_pruners
 
@@ -167,7 +174,7 @@ def trace_forwards(model: nn.Module) -> Iterator[None]:
 def kept_layers(model: nn.Module, inputs: Any, forward_fn: ForwardFn, prefixes: list[str]) -> dict[str, str]:
     """In-scope layers that keep their output width although the graph could prune them (their outputs reach RoI
     pooling: :mod:`oars.compress.prune_kept`), each with the reason; traced once, on the unpruned model."""
-    import torch_pruning as tp
+    tp = torch_pruning()
 
     from .prune_kept import roi_pooled_layers
     from .prune_layers import custom_pruners
@@ -184,7 +191,7 @@ def kept_layers(model: nn.Module, inputs: Any, forward_fn: ForwardFn, prefixes: 
 
 def _build_pruner(model: nn.Module, inputs: Any, forward_fn: ForwardFn, settings: PruneSettings, ratio: float,
                   ignored: list[nn.Module]):
-    import torch_pruning as tp
+    tp = torch_pruning()
 
     from .prune_layers import custom_pruners
 
@@ -250,7 +257,7 @@ def _measure(model: nn.Module, inputs: Any, forward_fn: ForwardFn, what: str) ->
 def tied_layers(model: nn.Module, pruner: Any, prefixes: list[str], ignored: list[nn.Module]) -> dict[str, str]:
     """In-scope layers whose output channels could not be pruned, each with the reason (the kept layer it is tied
     to through the dependency graph, e.g. a head's output convolution fed by a residual sum)."""
-    import torch_pruning as tp
+    tp = torch_pruning()
 
     names = {m: n for n, m in model.named_modules()}
     ignored_set = set(ignored)

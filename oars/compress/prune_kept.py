@@ -23,7 +23,7 @@ from typing import Any
 
 from torch import nn
 
-from .prune import _in_scope
+from .prune import _in_scope, torch_pruning
 
 # torchvision's RoI pooling operators, as their names appear in the grad_fn of their outputs
 ROI_OPS = ("roi_align", "roi_pool", "ps_roi_align", "ps_roi_pool")
@@ -48,7 +48,7 @@ def roi_pooled_layers(model: nn.Module, graph: Any, prefixes: list[str]) -> dict
         contains a RoI pooling node (for an R-CNN with FPN: the neck's output convs, coupled across levels through
         the RPN's shared conv, and any extra level read from them). Empty when the model pools no RoIs.
     """
-    import torch_pruning as tp
+    tp = torch_pruning()
 
     roi_nodes = {node for node in graph.module2node.values() if _is_roi_op(node)}
     if not roi_nodes:

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import torch_pruning as tp
 from torch import nn
 from torchvision.ops.misc import FrozenBatchNorm2d
+
+from .prune import torch_pruning
+
+tp = torch_pruning()  # imported only by the pruning functions, once they have the package
 
 
 class FrozenBatchNormPruner(tp.pruner.function.BasePruningFunc):

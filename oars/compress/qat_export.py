@@ -124,8 +124,10 @@ def runtime_ops(path: str) -> Counter:
     """Op types of the graph ONNX Runtime actually runs for ``path`` (after its Q/DQ fusions), counting the
     quantised kernels (:data:`QUANTIZED_KERNELS`) and the float Conv/MatMul/Gemm left; how one proves the INT8
     graph runs in INT8 rather than as dequantise -> float op."""
-    import onnx
-    import onnxruntime as ort
+    from oars.extras import require_extra
+
+    onnx = require_extra("onnx", "the INT8 export of quantisation-aware training")
+    ort = require_extra("onnxruntime", "the INT8 export of quantisation-aware training")
 
     with tempfile.TemporaryDirectory(prefix="oars-qat-") as tmp:
         so = ort.SessionOptions()

@@ -31,11 +31,13 @@ import torch
 from torch import nn
 
 from oars.errors import OarsError
+from oars.extras import require_extra
 from oars.registry import MODELS
 
 log = logging.getLogger(__name__)
 QAT_STATE_PREFIX = "qat_graphs."
 QUANTIZERS = ("xnnpack", "x86")
+QAT_FEATURE = "quantisation-aware training (tools/compress.py --method qat)"
 _QUANTIZABLE = (nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.Linear, nn.ConvTranspose2d)
 
 
@@ -50,16 +52,12 @@ def make_quantizer(name: str) -> Any:
         A ``torchao.quantization.pt2e.quantizer.Quantizer``.
     """
     if name == "xnnpack":
-        from torchao.testing.pt2e._xnnpack_quantizer import XNNPACKQuantizer, get_symmetric_quantization_config
-
-        return XNNPACKQuantizer().set_global(get_symmetric_quantization_config(is_per_channel=True, is_qat=True))
+        xnnpack = require_extra("torchao.testing.pt2e._xnnpack_quantizer", QAT_FEATURE)
+        config = xnnpack.get_symmetric_quantization_config(is_per_channel=True, is_qat=True)
+        return xnnpack.XNNPACKQuantizer().set_global(config)
     if name == "x86":
-        from torchao.quantization.pt2e.quantizer.x86_inductor_quantizer import (
-            X86InductorQuantizer,
-            get_default_x86_inductor_quantization_config,
-        )
-
-        return X86InductorQuantizer().set_global(get_default_x86_inductor_quantization_config(is_qat=True))
+        x86 = require_extra("torchao.quantization.pt2e.quantizer.x86_inductor_quantizer", QAT_FEATURE)
+        return x86.X86InductorQuantizer().set_global(x86.get_default_x86_inductor_quantization_config(is_qat=True))
     raise OarsError(f"model.qat.quantizer must be one of {list(QUANTIZERS)}, got {name!r}")
 
 
@@ -90,7 +88,7 @@ class QATGraph(nn.Module):
 
     def refresh(self) -> None:
         """Observers on in training mode, off in eval mode; in eval mode with ``convert``, re-convert."""
-        from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e
+        convert_pt2e = require_extra("torchao.quantization.pt2e.quantize_pt2e", QAT_FEATURE).convert_pt2e
 
         for child in self.children():
             for fq in child.modules():
@@ -115,9 +113,8 @@ def _set_graph_mode(graph: torch.fx.GraphModule, training: bool) -> None:
     names = {str(n.target) for n in graph.graph.nodes if n.op == "call_function"}
     if not any("dropout" in n or "batch_norm" in n for n in names):
         return
-    from torchao.quantization.pt2e import move_exported_model_to_eval, move_exported_model_to_train
-
-    (move_exported_model_to_train if training else move_exported_model_to_eval)(graph)
+    pt2e = require_extra("torchao.quantization.pt2e", QAT_FEATURE)
+    (pt2e.move_exported_model_to_train if training else pt2e.move_exported_model_to_eval)(graph)
 
 
 class QATGraphs(nn.Module):
@@ -217,7 +214,7 @@ def _dynamic_shapes(args: tuple) -> tuple:
 
 def _capture(module: nn.Module, args: tuple, quantizer: Any) -> torch.fx.GraphModule:
     """``prepare_qat_pt2e`` of ``module`` captured (training mode) on ``args``."""
-    from torchao.quantization.pt2e.quantize_pt2e import prepare_qat_pt2e
+    prepare_qat_pt2e = require_extra("torchao.quantization.pt2e.quantize_pt2e", QAT_FEATURE).prepare_qat_pt2e
 
     was_training = module.training
     module.train()

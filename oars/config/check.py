@@ -19,7 +19,7 @@ import argparse
 import importlib
 import inspect
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from mmengine.config import Config
@@ -172,6 +172,28 @@ def check_config(cfg: Config | Mapping) -> None:
         raise ConfigError(f"{len(problems)} problems in the config:\n" + "\n".join(f"- {p}" for p in problems))
 
 
+def load_checked_config(config: str, overrides: Sequence[str] = ()) -> Config:
+    """Load ``config`` with its ``-o`` overrides and check it (:func:`check_config`) before anything is built.
+
+    Why: every tool that builds from a config (tools/get_flops.py, export.py, infer.py, compress.py, ...) must
+    name a misspelt ``type`` or argument the way tools/train.py does (file, key path, closest names), not end in
+    mmengine's ``KeyError`` from the registry; this is the one function they call for it.
+
+    Args:
+        config: the YAML file.
+        overrides: ``key=value`` strings (``-o``).
+
+    Returns:
+        The loaded config.
+
+    Raises:
+        ConfigError: the file cannot be loaded, or :func:`check_config` found problems (all of them listed).
+    """
+    cfg = load_config(config, list(overrides))
+    check_config(cfg)
+    return cfg
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Check a YAML config, or list registered names.")
     parser.add_argument("config", nargs="?", help="YAML config to check")
@@ -185,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if not args.config:
             parser.error("give a config file or --list REGISTRY")
-        check_config(load_config(args.config, args.overrides))
+        load_checked_config(args.config, args.overrides)
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -10,7 +10,6 @@ show every added backend with its source (the flag or the config key).
 from __future__ import annotations
 
 import copy
-import importlib.util
 import os.path as osp
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -22,6 +21,7 @@ import oars.visualization.tracking_backends as _backends  # noqa: F401 - registe
 from oars.config import cfg_provenance, source_of
 from oars.config.resolved import record
 from oars.errors import OarsError
+from oars.extras import is_installed
 
 LOGGERS_FILE = osp.join(osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__)))), "configs", "_base_",
                         "loggers.yaml")
@@ -88,11 +88,7 @@ def missing_package_message(name: str, entry: dict[str, Any], source: str) -> st
         One line naming the package and the pip command, or None.
     """
     module = entry["module"]
-    try:
-        found = importlib.util.find_spec(module) is not None
-    except (ImportError, ValueError):  # a broken install, or sys.modules[module] = None
-        found = False
-    if found:
+    if is_installed(module):  # False for a broken install, or sys.modules[module] = None
         return None
     return f"{source}: {name} needs the Python package {module!r}, which is not installed: {entry['install']}"
 
