@@ -123,3 +123,28 @@ def test_recognizer_windows_over_a_stream(infer_main, tmp_path):
     with pytest.raises(OarsError, match="--track applies to detection models"):
         infer_main(["-c", cfg, "-w", ckpt, "-i", video, "-o", str(tmp_path / "t"), *opts, "--window", "8",
                     "--track"])
+
+
+def test_a_truncated_video_is_predicted_then_reported(infer_main, demo_data, tmp_path):
+    """tools/infer.py on a file cut short (its header declares 24 frames): the frames it holds are predicted and
+    written, the last record says so, then the run ends with the runtime's failure summary (exit status 2)."""
+    from oars_deploy.failures import FolderFailuresError
+
+    rng = np.random.default_rng(0)
+    full = str(tmp_path / "full.mp4")
+    with VideoWriter(full, FPS, faststart=True) as writer:  # the index in front: a cut keeps it, loses frames
+        for _ in range(24):
+            writer.write(rng.integers(0, 256, (64, 64, 3), dtype=np.uint8))
+    data = open(full, "rb").read()
+    cut = tmp_path / "in" / "cut.mp4"
+    cut.parent.mkdir()
+    cut.write_bytes(data[: len(data) // 3])
+    opts = demo_overrides(demo_data) + ["model.backbone.base_channels=4"]
+    ckpt = random_checkpoint(DEMO_CFG, opts, tmp_path)
+    out = tmp_path / "out"
+    with pytest.raises(FolderFailuresError, match=r"cut.mp4: ended after \d+ of the 24 frames its header declares"):
+        infer_main(["-c", DEMO_CFG, "-w", ckpt, "-i", str(cut), "-o", str(out), *opts])
+    records = read_records(out)
+    assert 0 < len(records) < 24 and records[-1]["truncated"] is True and records[-1]["declared_frames"] == 24
+    infer_main(["-c", DEMO_CFG, "-w", ckpt, "-i", full, "-o", str(tmp_path / "whole"), *opts])  # intact: no error
+    assert len(read_records(tmp_path / "whole")) == 24

@@ -60,6 +60,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         if run is not None:
             write_results(run.records, output)
             print(f"wrote {len(run.records)} frame records to {output}/results.jsonl")
+            run.failures.raise_if_any(total=run.total)  # a file that ended before its declared length: exit 2
             return
     refuse_stream_flags(args, f"-i {args.input} is read as this model's own input")
     failures = Failures()  # images that cannot be read: the others are written, then one summary, exit 2

@@ -128,10 +128,10 @@ class Model:
     @property
     def cfg(self):
         """The loaded config (overrides applied), an mmengine ``Config``."""
-        if self._cfg is None:
-            from oars.engine.entry import load
+        if self._cfg is None:  # checked as the tools check it: a misspelt type named with did-you-mean
+            from oars.config.check import load_checked_config
 
-            self._cfg = load(self.config, self.overrides)
+            self._cfg = load_checked_config(self.config, self.overrides)
         return self._cfg
 
     def _need_weights(self, what: str) -> str:

@@ -109,6 +109,9 @@ def test_keyword_overrides_and_missing_weights(tmp_path):
         Model(DEMO_CFG, work_dir=str(tmp_path / "w")).train(train_cfg__max_epochz=1)
     with pytest.raises(OarsError, match="not found"):
         Model(str(tmp_path / "nope.yaml"))
+    # a misspelt type is named as tools/train.py names it, not mmengine's KeyError at build time
+    with pytest.raises(OarsError, match=r"model.backbone.type: unknown model type 'UNett'. Did you mean: UNet"):
+        _ = Model(DEMO_CFG, overrides=["model.backbone.type=UNett"]).cfg
 
 
 def test_detection_predict_matches_tools_infer(demo_data, tmp_path, monkeypatch):
