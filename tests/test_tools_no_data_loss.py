@@ -6,7 +6,6 @@ The tools are run as a user runs them: from the user's own folder (``cwd``), wit
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import json
 import os
@@ -20,6 +19,7 @@ import pytest
 import torch
 import yaml
 from demo_utils import DEMO_CFG, ROOT, demo_overrides, random_checkpoint
+from file_digests import digest
 
 from oars.export.errors import ExportError
 from oars.export.guards import DEFAULT_OPSET, MIN_OPSET, check_opset, max_opset
@@ -43,16 +43,6 @@ def assert_user_error(proc: subprocess.CompletedProcess, *needles: str) -> None:
     assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
     for needle in needles:
         assert needle in proc.stderr, (needle, proc.stderr[-3000:])
-
-
-def digest(folder) -> dict[str, str]:
-    """Every file under ``folder`` and the sha1 of its bytes: what must not change."""
-    out = {}
-    for base, _, files in os.walk(folder):
-        for name in files:
-            with open(osp.join(base, name), "rb") as f:
-                out[osp.relpath(osp.join(base, name), folder)] = hashlib.sha1(f.read()).hexdigest()
-    return out
 
 
 @pytest.fixture()

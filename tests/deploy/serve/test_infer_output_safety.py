@@ -15,7 +15,6 @@ instance (the ``server`` fixture) for the three together, run as a user runs it 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import os.path as osp
@@ -26,6 +25,7 @@ import sys
 import cv2
 import numpy as np
 import pytest
+from file_digests import digest
 from serve_cases import write_images, write_tiny_segmentor
 
 from oars_deploy.cli import run as infer_main
@@ -33,16 +33,6 @@ from oars_deploy.output_paths import OutputPathError, check_output_folder, outpu
 from oars_deploy.predictors.semantic_labels import SemanticLabels
 from oars_deploy.records import RESULTS_FILE, read_results
 from oars_deploy.serve.ray_data import RESOLVED_KEY, done_inputs, plan_inputs, resume_key
-
-
-def digest(folder) -> dict[str, str]:
-    """Every file under ``folder`` and the sha1 of its bytes: what must not change."""
-    out = {}
-    for base, _, files in os.walk(folder):
-        for name in files:
-            with open(osp.join(base, name), "rb") as f:
-                out[osp.relpath(osp.join(base, name), folder)] = hashlib.sha1(f.read()).hexdigest()
-    return out
 
 
 @pytest.fixture()
