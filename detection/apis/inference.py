@@ -13,6 +13,8 @@ from detection.evaluation.gt_utils import predicted_masks, predictions
 from oars.inference import batched_predict, build_test_pipeline, check_output_folder, init_model, list_images
 from oars_deploy.draw import draw_detection_sample, get_palette
 from oars_deploy.failures import Failures
+from oars_deploy.output_paths import output_stems
+from oars_deploy.predictors.detection_boxes import DetectionBoxes
 from oars_deploy.records import detection_result, detections_json, write_records, write_results
 
 ANNOTATION_LOADERS = ("LoadAnnotations",)
@@ -25,26 +27,31 @@ def run_inference(cfg: Config, checkpoint: str, inputs: str, out_dir: str, devic
     ``detections.json`` (every kept detection, original pixels, xyxy; masks as RLE) and ``results.jsonl`` (one
     :class:`oars_deploy.records.DetectionBoxesRecord` / ``InstanceMasksRecord`` per image, as oars-infer writes it).
 
+    ``<stem>`` is the name oars-infer gives the same file (:func:`oars_deploy.output_paths.output_stems` with the
+    deployed predictor's own file names): the file's stem, or ``x_png`` / ``x_jpg`` for ``x.png`` beside ``x.jpg``
+    (one picture would otherwise replace the other); a name that still collides is refused before the model is
+    loaded (:class:`oars_deploy.output_paths.OutputPathError`, naming both inputs).
+
     An image that cannot be read is skipped and recorded in ``failures``; without ``failures`` their summary is
     raised (:class:`oars_deploy.failures.FolderFailuresError`) after everything readable was written.
     """
     check_output_folder(out_dir, inputs)
     own = failures is None
     failures = Failures() if own else failures
+    paths = list_images(inputs)
+    stems = output_stems(paths, DetectionBoxes.output_names)  # a name collision is told before the model loads
     model = init_model(cfg, checkpoint, device)
     classes = list(model.dataset_meta.get("classes") or [str(i) for i in range(model.num_classes)])
     palette = get_palette(len(classes), model.dataset_meta.get("palette"))
     pipeline = build_test_pipeline(cfg, drop=ANNOTATION_LOADERS)
-    paths = list_images(inputs)
     os.makedirs(out_dir, exist_ok=True)
     written, results = [], []
     for path, sample in tqdm(batched_predict(model, pipeline, paths, failures=failures), total=len(paths),
                              desc="infer"):
-        stem = osp.splitext(osp.basename(path))[0]
         pred = predictions(sample)
         masks = predicted_masks(sample)
         img = cv2.imread(path, cv2.IMREAD_COLOR)
-        out = osp.join(out_dir, f"{stem}_vis.png")
+        out = osp.join(out_dir, f"{stems[path]}_vis.png")
         drawn = pred if masks is None else {**pred, "masks": masks}
         cv2.imwrite(out, draw_detection_sample(img, drawn, classes, palette, draw_threshold))
         written.append(out)

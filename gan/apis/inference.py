@@ -21,9 +21,11 @@ from oars.inference import check_output_folder, init_model
 from oars_deploy.errors import DeployError
 from oars_deploy.failures import Failures
 from oars_deploy.image_files import list_images
+from oars_deploy.output_paths import output_stems
 from oars_deploy.outputs import read_image
 from oars_deploy.predictors.gan_images.cli import (
     DEFAULT_NUM,
+    TRANSLATION_NAMES,
     attribute_vectors,
     check_gan_args,
     noise_records,
@@ -45,6 +47,11 @@ def run_inference(cfg: Config, checkpoint: str, inputs: str | None, out_dir: str
     ``inputs`` (``attrs``/``src_attrs`` as ``"Black_Hair=1,Male=0"`` for attribute models); returns the written
     paths (noise: ``sample_XXX.png`` + ``grid.png``; images: ``<stem>.png`` + ``<stem>_pair.png``); also writes
     ``results.jsonl`` (one ``oars_deploy.records.GANImagesRecord`` per sample / image, as oars-infer does).
+
+    ``<stem>`` is the name oars-infer gives the same file (:func:`oars_deploy.output_paths.output_stems` with
+    ``TRANSLATION_NAMES``): the file's stem, or ``x_png`` / ``x_jpg`` for ``x.png`` beside ``x.jpg`` (one output
+    would otherwise replace the other); a name that still collides (``x_pair.png`` beside ``x.png``) is refused
+    before any image is read (:class:`oars_deploy.output_paths.OutputPathError`, naming both inputs).
 
     An image that cannot be read is skipped and recorded in ``failures``; without ``failures`` their summary is
     raised after everything readable was written.
@@ -77,6 +84,7 @@ def run_inference(cfg: Config, checkpoint: str, inputs: str | None, out_dir: str
     vectors = {k: v for k, v in (("attrs", attr_vec), ("src_attrs", src_vec)) if v is not None}
     steps = preprocess_steps(cfg, gan["input_size"])
     paths = list_images(inputs)
+    stems = output_stems(paths, TRANSLATION_NAMES)  # x.png beside x.jpg: x_png.png and x_jpg.png, not one x.png
     written: list[str] = []
     results: list[GANImagesRecord] = []
     for start in range(0, len(paths), BATCH):
@@ -92,7 +100,7 @@ def run_inference(cfg: Config, checkpoint: str, inputs: str | None, out_dir: str
         x = np.concatenate(arrays)
         feeds = {"image": x, **{k: np.repeat(v[None], len(x), axis=0) for k, v in vectors.items()}}
         for path, shown, out in zip(kept, to_bgr_images(x), run(feeds)):
-            pair = write_translation(path, shown, out, out_dir)
+            pair = write_translation(path, shown, out, out_dir, stems[path])
             results.append(translation_record(path, pair, attr_vec, src_vec, gan))
             written += pair
     write_results(results, out_dir)

@@ -20,6 +20,8 @@ from tqdm import tqdm
 from oars.inference import batched_predict, build_test_pipeline, check_output_folder, init_model, list_images
 from oars_deploy.draw import draw_sample, get_palette, save_label_png
 from oars_deploy.failures import Failures
+from oars_deploy.output_paths import output_stems
+from oars_deploy.predictors.semantic_labels import SemanticLabels
 from oars_deploy.records import semantic_labels_result, write_results
 from segmentation.apis.labels import upsample_argmax
 
@@ -59,22 +61,28 @@ def run_inference(cfg: Config, checkpoint: str, inputs: str, out_dir: str, devic
     with a legend), ``<stem>.png`` (class ids) and ``results.jsonl`` (one
     :class:`oars_deploy.records.SemanticLabelsRecord` per image, as oars-infer writes it); returns the picture paths.
 
+    ``<stem>`` is the name oars-infer gives the same file (:func:`oars_deploy.output_paths.output_stems` with the
+    deployed predictor's own file names): the file's stem, or ``x_png`` / ``x_jpg`` for ``x.png`` beside ``x.jpg``
+    (one label map would otherwise replace the other); a name that still collides is refused before the model is
+    loaded (:class:`oars_deploy.output_paths.OutputPathError`, naming both inputs).
+
     An image that cannot be read is skipped and recorded in ``failures``; without ``failures`` their summary is
     raised (:class:`oars_deploy.failures.FolderFailuresError`) after everything readable was written.
     """
     check_output_folder(out_dir, inputs)
     own = failures is None
     failures = Failures() if own else failures
+    paths = list_images(inputs)
+    stems = output_stems(paths, SemanticLabels.output_names)  # a name collision is told before the model loads
     model = init_model(cfg, checkpoint, device)
     classes = model.dataset_meta.get("classes") or [str(i) for i in range(model.num_classes)]
     palette = get_palette(len(classes), model.dataset_meta.get("palette"))
     pipeline = build_test_pipeline(cfg, drop=ANNOTATION_LOADERS)
-    paths = list_images(inputs)
     os.makedirs(out_dir, exist_ok=True)
     written, records = [], []
     for path, sample in tqdm(batched_predict(model, pipeline, paths, failures=failures, predict=predict_labels),
                              total=len(paths), desc="infer"):
-        stem = osp.splitext(osp.basename(path))[0]
+        stem = stems[path]
         label = sample.pred_sem_seg.data[0].cpu().numpy()
         del sample
         save_label_png(label, palette, osp.join(out_dir, f"{stem}.png"))

@@ -27,12 +27,14 @@ from oars.inference import build_test_pipeline, check_output_folder, init_model
 from oars_deploy.atomic import atomic_write
 from oars_deploy.errors import UserError
 from oars_deploy.failures import Failures
+from oars_deploy.output_paths import output_stems
 from oars_deploy.predictors.clip_classes.cli import PREDICTIONS_FILE, list_videos, record
 from oars_deploy.records import ClipClassesRecord, write_results
 from video.engine.clip_pictures import clip_frames, clip_strip
 from video.visualization import top_predictions
 
 CLIP_LOADERS = ("VideoInit",)  # a test pipeline must start from a video file to classify files
+STRIP_NAMES = ("{stem}_strip.png",)  # the file written per video, as a template of its output stem
 
 
 def _check_pipeline(cfg: Config) -> None:
@@ -77,10 +79,16 @@ def run_inference(cfg: Config, checkpoint: str, inputs: str, out_dir: str, devic
     still image
     named like a video among them) is skipped and recorded in ``failures`` (the others are predicted); without
     ``failures`` their summary is raised (:class:`oars_deploy.failures.FolderFailuresError`) at the end.
+
+    ``<stem>`` follows the rule of every oars output name (:func:`oars_deploy.output_paths.output_stems`): the
+    file's stem, or ``x_mp4`` / ``x_avi`` for ``x.mp4`` beside ``x.avi`` (one strip would otherwise replace the
+    other); a name that still collides is refused before the model is loaded
+    (:class:`oars_deploy.output_paths.OutputPathError`, naming both inputs).
     """
     check_output_folder(out_dir, inputs)
     _check_pipeline(cfg)
     paths = list_videos(inputs)  # a still image, a feature file or a folder without videos: refused before loading
+    stems = output_stems(paths, STRIP_NAMES)  # a name collision too
     own = failures is None
     failures = Failures(what="videos") if own else failures
     failures.what = "videos"  # the caller's summary counts videos, not images
@@ -88,7 +96,7 @@ def run_inference(cfg: Config, checkpoint: str, inputs: str, out_dir: str, devic
     classes: Sequence[str] = model.dataset_meta.get("classes") or [str(i) for i in range(model.num_classes)]
     pipeline = build_test_pipeline(cfg)
     os.makedirs(out_dir, exist_ok=True)
-    written, records, results, stems = [], [], [], {}
+    written, records, results = [], [], []
     for path in paths:
         try:
             sample, clip = predict_video(model, pipeline, path)
@@ -103,10 +111,7 @@ def run_inference(cfg: Config, checkpoint: str, inputs: str, out_dir: str, devic
         records.append(record(result))
         results.append(ClipClassesRecord.from_result(result))
         print(f"{path}: {classes[best[0][0]]} ({best[0][1]:.4f})")
-        stem = osp.splitext(osp.basename(path))[0]
-        stems[stem] = stems.get(stem, -1) + 1
-        name = stem if stems[stem] == 0 else f"{stem}_{stems[stem]}"
-        out = osp.join(out_dir, f"{name}_strip.png")
+        out = osp.join(out_dir, STRIP_NAMES[0].format(stem=stems[path]))
         cv2.imwrite(out, clip_strip(sample, clip_frames(sample, clip), classes))
         written.append(out)
     atomic_write(osp.join(out_dir, PREDICTIONS_FILE), json.dumps(records, indent=1))
