@@ -1,19 +1,20 @@
-"""Optional extras: import a package that only an extra of the ``oars`` distribution installs, or say which extra.
+"""Optional extras of the ``oars`` distribution: import a package that only an extra installs, or say which extra.
 
-Why one module: a feature that needs ``torchao``, ``torch_pruning``, ``onnx`` or ``mlflow`` must fail with one
+Why this module: a feature that needs ``torchao``, ``torch_pruning``, ``onnx`` or ``mlflow`` must fail with one
 line naming the feature, the package and the pip command (``pip install -e '.[compress]'``), not with
-``ModuleNotFoundError`` and a traceback; every such import goes through :func:`require_extra`, so the message and
-the table of which extra installs which package exist once (the extras themselves: pyproject.toml's
-``[project.optional-dependencies]``).
+``ModuleNotFoundError`` and a traceback; every such import goes through :func:`require_extra`. The mechanism is the
+runtime's (:class:`oars_deploy.extras.Extras`, which ``oars-serve`` and the video readers use with the runtime's
+own extras); this module brings oars' table (pyproject.toml's ``[project.optional-dependencies]``), its install
+command and its error class.
 """
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 from types import ModuleType
 
 from oars.errors import OarsError
+from oars_deploy.extras import Extras
+from oars_deploy.extras import is_installed as is_installed  # re-exported: oars' callers import it from here
 
 # top-level module -> (the distribution pip installs, the extra of pyproject.toml that pins it)
 EXTRA_PACKAGES: dict[str, tuple[str, str]] = {
@@ -34,6 +35,14 @@ class MissingExtraError(OarsError):
     command that installs it."""
 
 
+def _extra_command(extra: str) -> str:
+    """``pip install -e '.[extra]'``, quoted so that the brackets survive zsh (oars is installed from its checkout)."""
+    return f"pip install -e '.[{extra}]'"
+
+
+OARS_EXTRAS = Extras(packages=EXTRA_PACKAGES, install=_extra_command, error=MissingExtraError, distribution="oars")
+
+
 def install_command(module: str) -> str:
     """The pip command that installs ``module``'s extra (``pip install -e '.[compress]'``), or the package alone
     for a module no extra names.
@@ -44,10 +53,7 @@ def install_command(module: str) -> str:
     Returns:
         One shell command, quoted so that the brackets survive zsh.
     """
-    top = module.split(".")[0]
-    if top in EXTRA_PACKAGES:
-        return f"pip install -e '.[{EXTRA_PACKAGES[top][1]}]'"
-    return f"pip install {top}"
+    return OARS_EXTRAS.install_command(module)
 
 
 def missing_extra_message(module: str, feature: str) -> str:
@@ -60,19 +66,7 @@ def missing_extra_message(module: str, feature: str) -> str:
     Returns:
         ``"tools/compress.py --method qat needs torchao, from the 'compress' extra: pip install -e '.[compress]'"``.
     """
-    top = module.split(".")[0]
-    if top in EXTRA_PACKAGES:
-        return f"{feature} needs {top}, from the '{EXTRA_PACKAGES[top][1]}' extra: {install_command(top)}"
-    return f"{feature} needs {top}, which is not installed: {install_command(top)}"
-
-
-def is_installed(module: str) -> bool:
-    """Whether ``module`` can be found without importing it (False too for ``sys.modules[name] = None``, how
-    tests hide a package, and for a broken install whose spec cannot be read)."""
-    try:
-        return importlib.util.find_spec(module) is not None
-    except (ImportError, ValueError):
-        return False
+    return OARS_EXTRAS.message(module, feature)
 
 
 def require_extra(module: str, feature: str) -> ModuleType:
@@ -86,18 +80,9 @@ def require_extra(module: str, feature: str) -> ModuleType:
         The imported module.
 
     Raises:
-        MissingExtraError: the package (or the submodule, in an installed version that lacks it) cannot be
-            imported. An ImportError of another package that ``module`` imports is not caught: that is a broken
-            install of that package, and its own message names it.
+        MissingExtraError: the package (or another package of the same extra that it imports, or the submodule,
+            in an installed version that lacks it) cannot be imported. An ImportError of a package of another
+            extra is not caught: that is a broken install of that package, and its own message names it
+            (:meth:`oars_deploy.extras.Extras.require`).
     """
-    try:
-        return importlib.import_module(module)
-    except ImportError as err:
-        missing = err.name or module
-        top = module.split(".")[0]
-        if missing.split(".")[0] != top:
-            raise
-        if missing != top and is_installed(top):  # the package is there, this version lacks the submodule
-            raise MissingExtraError(f"{feature} needs {missing}, which the installed {top} lacks; install the "
-                                    f"version oars pins: {install_command(top)}") from None
-        raise MissingExtraError(missing_extra_message(top, feature)) from None
+    return OARS_EXTRAS.require(module, feature)

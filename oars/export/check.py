@@ -22,6 +22,7 @@ import torch
 
 from oars.export.errors import ExportCheckError, ExportError
 from oars.export.spec import ExportSpec
+from oars.extras import require_extra
 from oars_deploy.preprocess import preprocess_one
 
 PREPROCESS_ATOL = 1e-6
@@ -128,8 +129,7 @@ def torch_outputs(spec: ExportSpec, inputs: torch.Tensor | Sequence[torch.Tensor
 
 
 def ort_session(onnx_path: str, providers: Sequence[str] = ("CPUExecutionProvider",)) -> Any:
-    import onnxruntime as ort
-
+    ort = require_extra("onnxruntime", "running the exported ONNX graph")
     opts = ort.SessionOptions()
     opts.log_severity_level = 3
     return ort.InferenceSession(onnx_path, sess_options=opts, providers=list(providers))

@@ -34,7 +34,13 @@ from oars.export.check import (
 )
 from oars.export.deploy_config import EXPORT_EXAMPLE, export_input_hw, write_deploy_yaml
 from oars.export.errors import ExportError
-from oars.export.guards import DEFAULT_OPSET, check_export_target, exported_at
+from oars.export.guards import (
+    DEFAULT_OPSET,
+    EXPORT_FEATURE,
+    check_export_target,
+    exported_at,
+    require_export_packages,
+)
 from oars.export.labels import dataset_labels
 from oars.export.precision import (
     CALIB_METHODS,
@@ -49,6 +55,7 @@ from oars.export.precision import (
     quantize_int8,
 )
 from oars.export.spec import ExportOptions, ExportSpec
+from oars.extras import require_extra
 from oars.tasks import ENTRY_POINT_GROUP, TASKS, Task, find_task, known_tasks
 from oars_deploy.deploy_config import validate_deploy
 from oars_deploy.plugins import PREDICTOR_KEY
@@ -96,6 +103,7 @@ def export_model(config: str | Config, checkpoint: str, out_dir: str, *, fmt: st
     if fmt == "tensorrt" and importlib.util.find_spec("tensorrt") is None:
         raise ExportError("--format tensorrt needs the `tensorrt` Python package (pip install tensorrt, on a machine "
                           "with an NVIDIA GPU); --format onnx works without it")
+    require_export_packages(check, precision)
     check_export_target(out_dir, overwrite, opset)
     check_checkpoint_file(checkpoint)
     cfg = load_export_config(config, overrides)
@@ -362,8 +370,7 @@ def _image_input(spec: ExportSpec, options: ExportOptions) -> dict:
 
 def onnx_opset(path: str) -> int | None:
     """The default-domain opset of the ONNX file ``path`` (what deploy.yaml records), or None when it has none."""
-    import onnx
-
+    onnx = require_extra("onnx", EXPORT_FEATURE)
     model = onnx.load(path, load_external_data=False)
     return next((int(o.version) for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
 

@@ -33,10 +33,13 @@ from typing import Any
 import numpy as np
 
 from oars.export.errors import ExportCheckError, ExportError
+from oars.extras import require_extra
 from oars_deploy.atomic import temp_path
 
 PRECISIONS = ("fp32", "fp16", "int8")
 CALIB_METHODS = ("entropy", "minmax", "percentile")
+# what a missing package of the deploy extra is told to be needed by (oars.extras.require_extra)
+HALF_FEATURE, INT8_FEATURE = "tools/export.py --half", "tools/export.py --int8"
 # agreement with the FP32 graph below which a reduced-precision export fails (see `check_agreement`)
 MIN_AGREEMENT = {"fp16": 0.99, "int8": 0.9}
 CALIB_GROUP = 8  # calibration batches whose activations are held at once
@@ -73,13 +76,13 @@ def _quiet() -> Iterator[None]:
 # ----------------------------------------------------------------------------- FP16
 def convert_fp16(src: str, dst: str) -> str:
     """Write an FP16 copy of the ONNX model ``src`` to ``dst`` (float32 inputs/outputs kept); returns ``dst``."""
-    import onnx
-    from onnxruntime.transformers.float16 import DEFAULT_OP_BLOCK_LIST, convert_float_to_float16
-
+    onnx = require_extra("onnx", HALF_FEATURE)
+    float16 = require_extra("onnxruntime.transformers.float16", HALF_FEATURE)
     try:
         with _quiet():
-            model = convert_float_to_float16(onnx.load(src), keep_io_types=True,
-                                             op_block_list=sorted(set(DEFAULT_OP_BLOCK_LIST) | set(FP32_OPS)))
+            model = float16.convert_float_to_float16(
+                onnx.load(src), keep_io_types=True,
+                op_block_list=sorted(set(float16.DEFAULT_OP_BLOCK_LIST) | set(FP32_OPS)))
     except Exception as err:  # the converter raises many types; name the file and the reason
         raise ExportError(f"FP16 conversion of {src} failed: {type(err).__name__}: {err}") from err
     _save_atomically(model, dst)
@@ -192,8 +195,9 @@ def quantize_int8(src: str, dst: str, batches: Sequence[np.ndarray], input_name:
     The calibrator sees the batches in groups of at most ``CALIB_GROUP`` (its histograms are merged group by group),
     so memory does not grow with the number of calibration inputs.
     """
-    import onnxruntime.quantization as q
     from mmengine.utils import ProgressBar
+
+    q = require_extra("onnxruntime.quantization", INT8_FEATURE)
 
     if method not in CALIB_METHODS:
         raise ExportError(f"calibration method must be one of {list(CALIB_METHODS)}, got {method!r}")
@@ -247,8 +251,7 @@ def quantize_int8(src: str, dst: str, batches: Sequence[np.ndarray], input_name:
 
 def layers_reading_inputs(path: str) -> list[str]:
     """Names of the quantizable nodes that read a graph input directly (the first conv of an image model)."""
-    import onnx
-
+    onnx = require_extra("onnx", INT8_FEATURE)
     model = onnx.load(path, load_external_data=False)
     inputs = {i.name for i in model.graph.input}
     unnamed = [n for n in model.graph.node if n.op_type in QUANTIZED_OPS and not n.name and inputs & set(n.input)]
@@ -259,8 +262,7 @@ def layers_reading_inputs(path: str) -> list[str]:
 
 
 def _save_atomically(model: Any, dst: str) -> None:
-    import onnx
-
+    onnx = require_extra("onnx", HALF_FEATURE)
     tmp = temp_path(dst)
     try:
         onnx.save(model, tmp)

@@ -14,6 +14,8 @@ one implementation and the arrow never runs from the predictor back into trainin
 - ``outputs``, ``records`` (detections.json and results.jsonl), ``image_files``, ``failures``: the files a
   prediction run reads and writes;
 - ``atomic``, ``errors``: atomic file writing and the user-error base with its command-line printing;
+- ``extras``: an optional package (Ray, PyAV, TensorRT, CuPy) imported or refused in one line naming its extra
+  (``oars.extras`` is the same mechanism with oars' table);
 - ``clips``: reading video files and frame folders, frame sampling and clip pre-processing (task-neutral);
 - ``moved``: the old flat names of modules that moved into a plug-in's package keep importing.
 

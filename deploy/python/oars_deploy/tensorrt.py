@@ -13,20 +13,13 @@ from typing import Any
 import numpy as np
 
 from oars_deploy.errors import DeployError
+from oars_deploy.extras import require_extra
 
 
 def _import_runtime() -> tuple[Any, Any]:
-    try:
-        import tensorrt as trt
-    except ImportError as err:
-        raise DeployError(f"--backend tensorrt needs the tensorrt Python package (pip install tensorrt) and a CUDA "
-                          f"GPU: {err}") from None
-    try:
-        import cupy
-    except ImportError as err:
-        raise DeployError(f"--backend tensorrt keeps its buffers in CuPy arrays: pip install cupy-cuda12x "
-                          f"(oars-deploy[cupy]): {err}") from None
-    return trt, cupy
+    """(tensorrt, cupy), or a DeployError naming the runtime's extra that installs the missing one (a CUDA GPU is
+    needed as well: a tensorrt that cannot load its CUDA libraries is told as installed but not importing)."""
+    return require_extra("tensorrt", "--backend tensorrt"), require_extra("cupy", "--backend tensorrt")
 
 
 class TensorRTRunner:

@@ -8,8 +8,8 @@ never in memory. Frames are HxWx3 uint8 BGR, converted by one ``VideoReformatter
 
 Why one implementation: the deployed predictor must see the frames evaluation saw, so
 ``video.datasets.decoders.PyAVReader`` (the training decoder) is this class with ``oars.errors`` error classes;
-this module never imports training code. PyAV is optional for oars_deploy (``pip install av``) and is imported
-when a video is opened.
+this module never imports training code. PyAV is optional for oars_deploy (its ``video`` extra) and is imported
+when a video is opened (:func:`oars_deploy.extras.require_extra`: one line naming the extra when it is missing).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import numpy as np
 
 from oars_deploy.clips.inputs import not_a_video, still_image_demuxer, still_image_message
 from oars_deploy.errors import DeployError, UserError
+from oars_deploy.extras import require_extra
 
 
 def check_frame_indices(inds: Sequence[int] | np.ndarray, total_frames: int, path: str,
@@ -80,11 +81,7 @@ class VideoFile:
         reason = not_a_video(self.path)
         if reason is not None:
             raise self.data_error(reason)
-        try:
-            import av
-        except ImportError as err:
-            raise self.setup_error(f"decoding videos with PyAV needs the av package (pip install 'av>=18.1,<19'): "
-                                   f"{err}") from None
+        av = require_extra("av", "decoding videos", self.setup_error)
         self._av_error = av.FFmpegError
         try:
             self._container = av.open(self.path, metadata_errors="ignore")

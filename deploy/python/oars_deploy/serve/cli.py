@@ -26,6 +26,7 @@ import urllib.error
 import urllib.request
 
 from oars_deploy.errors import DeployError, run_cli
+from oars_deploy.extras import check_extra
 from oars_deploy.serve.json_errors import PROXY_CALLBACK, RETRY_AFTER_ENV
 from oars_deploy.serve.options import ServeOptions
 
@@ -34,6 +35,8 @@ START_TIMEOUT_S = 300.0
 # Ports the local Ray instance binds itself whatever we ask (its dashboard agent's HTTP port is fixed): an HTTP
 # server asked to listen there would lose the race to Ray's own process.
 RAY_FIXED_PORTS = {52365: "Ray's dashboard agent"}
+# what the server imports from the serve extra (ray first: a missing Ray is named as such, not as its fastapi)
+SERVE_MODULES = ("ray", "fastapi", "starlette", "uvicorn")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -172,6 +175,9 @@ def run(argv: list[str] | None = None) -> None:
     from oars_deploy.serve.config_file import write_serve_config
 
     args = parse_args(argv)
+    # before anything imports the app (oars_deploy.serve.app imports Ray at its top); checked, not imported: Ray
+    # reads the environment start() sets when it is first imported
+    check_extra(SERVE_MODULES, "oars-serve")
     options = options_from_args(args)
     static = check_model_dir(options)
     if static is not None:

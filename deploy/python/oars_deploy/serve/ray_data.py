@@ -34,6 +34,7 @@ import numpy as np
 
 from oars_deploy.atomic import atomic_write
 from oars_deploy.errors import DeployError, UserError
+from oars_deploy.extras import check_extra
 from oars_deploy.failures import Failures
 from oars_deploy.image_files import input_form, listed_files
 from oars_deploy.plugins import PredictorPlugin
@@ -41,6 +42,8 @@ from oars_deploy.records import RESULTS_FILE
 
 #: the key each --ray record adds: the input's resolved path (:func:`resume_key`), what a resumed run compares
 RESOLVED_KEY = "resolved_input"
+#: what --ray imports from the serve extra (ray first: a missing Ray is named as such, not as its pyarrow)
+RAY_DATA_MODULES = ("ray", "pandas", "pyarrow")
 
 
 def list_inputs(spec: str, plugin: PredictorPlugin) -> list[str]:
@@ -210,9 +213,14 @@ def run_ray(args: argparse.Namespace, deploy: dict, plugin: PredictorPlugin) -> 
         (records written now, files skipped as done before, the failures).
 
     Raises:
-        DeployError: a predictor kind batch inference does not run (GAN generators), a bad ``--num-workers``.
+        DeployError: Ray Data is not installed (the serve extra), a predictor kind batch inference does not run
+            (GAN generators), a bad ``--num-workers``.
     """
     from oars_deploy.serve.models import served_models
+
+    # before any output is written: one line naming the extra, not a traceback; checked, not imported: Ray reads
+    # RAY_AUTH_MODE (start_ray) when it is first imported
+    check_extra(RAY_DATA_MODULES, "oars-infer --ray")
 
     batchable = [name for name, cls in served_models().items() if cls.batch_inference]
     if plugin.name not in batchable:

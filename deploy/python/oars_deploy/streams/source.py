@@ -19,6 +19,7 @@ import numpy as np
 
 from oars_deploy.clips.inputs import VIDEO_SUFFIXES, not_a_video
 from oars_deploy.errors import DeployError
+from oars_deploy.extras import require_extra
 from oars_deploy.streams.ending import StreamEnd
 
 URL_SCHEMES = ("http", "https", "rtsp", "rtsps", "rtmp", "udp", "tcp", "srt")
@@ -98,11 +99,7 @@ class FrameStream:
 
     def __init__(self, source: StreamSource, timeout_s: float = 10.0) -> None:
         self.source = source
-        try:
-            import av
-        except ImportError as err:
-            raise DeployError(f"reading video streams needs the av package (pip install 'av>=18.1,<19'): "
-                              f"{err}") from None
+        av = require_extra("av", "reading video streams")
         self._av_error = av.FFmpegError
         options: dict[str, str] = {}
         fmt = None

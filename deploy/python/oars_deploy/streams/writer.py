@@ -13,11 +13,12 @@ from pathlib import Path
 import numpy as np
 
 from oars_deploy.errors import DeployError
+from oars_deploy.extras import require_extra
 
 
 def available_codec() -> str:
     """``'libx264'`` when PyAV's FFmpeg has it, else ``'mpeg4'`` (every FFmpeg build has that one)."""
-    import av
+    av = require_extra("av", "writing videos")
 
     return "libx264" if "libx264" in av.codecs_available else "mpeg4"
 
@@ -51,11 +52,7 @@ class VideoWriter:
 
     def __init__(self, path: str | Path, fps: float, codec: str | None = None, gop: int = 8, crf: int = 18,
                  faststart: bool = False) -> None:
-        try:
-            import av
-        except ImportError as err:
-            raise DeployError(f"writing videos with PyAV needs the av package (pip install 'av>=18.1,<19'): "
-                              f"{err}") from None
+        av = require_extra("av", "writing videos")
         self._av = av
         self.path = str(path)
         self.codec = codec or available_codec()
