@@ -397,7 +397,7 @@ def file_image_header(path: str) -> ImageHeader:
 MAX_FILE_PIXELS = 200_000_000
 
 
-def file_size_problem(path: str, max_pixels: int = MAX_FILE_PIXELS) -> str | None:
+def file_size_problem(path: str, max_pixels: int = MAX_FILE_PIXELS, corrupt_is_problem: bool = True) -> str | None:
     """Why the image file ``path`` must not be decoded, from its header alone, or None when it may be.
 
     The one check behind every reader of image files that a header can lie to: the predictor's
@@ -408,6 +408,8 @@ def file_size_problem(path: str, max_pixels: int = MAX_FILE_PIXELS) -> str | Non
     Args:
         path: an existing image file.
         max_pixels: the largest ``width * height`` allowed.
+        corrupt_is_problem: a truncated or corrupt header is a problem (OpenCV, which decodes what it can); False
+            leaves it to a reader that says so itself (PIL, which also guards its own allocations).
 
     Returns:
         None, or the message naming ``path``, what its header declares and the limit.
@@ -415,7 +417,7 @@ def file_size_problem(path: str, max_pixels: int = MAX_FILE_PIXELS) -> str | Non
     try:
         header = file_image_header(path)
     except ImageHeaderError as err:
-        if err.format is None:
+        if err.format is None or not corrupt_is_problem:
             return None
         from oars_deploy.image_files import unreadable_image_message
 

@@ -59,11 +59,11 @@ def apply_orientation(arr: np.ndarray, orientation: int) -> np.ndarray:
     return arr if op is None else np.ascontiguousarray(op(arr))
 
 
-def _check_declared_size(path: str) -> None:
+def _check_declared_size(path: str, corrupt_is_problem: bool = True) -> None:
     """Refuse a file whose header declares more pixels than any image is allowed (a decompression bomb: a 50 kB
     PNG can declare 20000 x 20000), before a decoder allocates it; the runtime's one rule
     (:func:`oars_deploy.image_header.file_size_problem`), raised as a :class:`DataError` naming the file."""
-    problem = file_size_problem(path)
+    problem = file_size_problem(path, corrupt_is_problem=corrupt_is_problem)
     if problem is not None:
         raise DataError(problem)
 
@@ -99,7 +99,7 @@ def read_label_map(path: str) -> np.ndarray:
     path = os.fspath(path)
     if not os.path.isfile(path):
         raise DataFileNotFoundError(f'label map not found: {path}')
-    _check_declared_size(path)
+    _check_declared_size(path, corrupt_is_problem=False)  # PIL names a corrupt label map itself
     try:
         with Image.open(path) as im:
             if im.mode not in _INDEX_MODES:
