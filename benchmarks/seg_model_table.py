@@ -2,11 +2,12 @@
 
 For each model (its Cityscapes config, 19 classes, random weights): the parameter count of the deployed network
 (backbone, neck, decode head) and with the auxiliary (training-only) heads, and the latency of the exported graph
-(``oars.export.export_model``: normalised image in, argmax labels out, at 1x3x512x1024 unless ``--size``) on ONNX
-Runtime's CPU provider: ``--warmup`` untimed runs (1), then ``--repeats`` timed runs (3), median (and min/max).
-Each model is exported once to a temporary folder (with the export's own onnxruntime-vs-PyTorch self-check unless
-``--no-check``); nothing is kept. A family whose config or classes are not in this checkout is skipped with a
-message; a model that fails is reported and the script exits with status 1 after the table.
+(``oars.pipelines.export.export_model``: normalised image in, argmax labels out, at 1x3x512x1024 unless
+``--size``) on ONNX Runtime's CPU provider: ``--warmup`` untimed runs (1), then ``--repeats`` timed runs (3),
+median (and min/max). Each model is exported once to a temporary folder (with the export's own
+onnxruntime-vs-PyTorch self-check unless ``--no-check``); nothing is kept. A family whose config or classes are not
+in this checkout is skipped with a message; a model that fails is reported and the script exits with status 1 after
+the table.
 
     python benchmarks/seg_model_table.py [--models icnet_r18,bisenetv2] [--repeats 3] [--warmup 1]
                                          [--size 512x1024] [--threads 0] [--no-check]
@@ -144,7 +145,8 @@ def measure(cfg_path: str, hw: tuple[int, int], workdir: str, *, warmup: int = 1
             threads: int = 0, check: bool = True) -> dict[str, Any]:
     """One table row: ``{params, params_train, onnx_mb, times (s, list), median_ms, input}`` for ``cfg_path``
     exported at 1x3xHxW into ``workdir`` (random weights, saved there as the checkpoint export_model reads)."""
-    from oars.export import export_model, read_deploy_yaml
+    from oars.export import read_deploy_yaml
+    from oars.pipelines.export import export_model
 
     h, w = hw
     cfg = load_sized_config(cfg_path, hw)

@@ -9,7 +9,8 @@ import numpy as np
 
 from detection.evaluation.mask_rle import as_numpy_masks
 from oars.visualization.browse import enlarge, packed_image, upscale_factor
-from oars_deploy.draw import draw_boxes, draw_instance_masks, get_palette, side_by_side
+from oars_deploy.draw import draw_boxes, get_palette, side_by_side
+from oars_deploy.predictors.detection_boxes.draw_masks import draw_instance_masks
 
 
 def _instances(sample: Any, field: str) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:

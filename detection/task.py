@@ -239,7 +239,7 @@ def _run_labelme(args: argparse.Namespace) -> None:
 
 
 def _run_torchvision(args: argparse.Namespace) -> None:
-    from detection.models.convert_torchvision import convert_checkpoint_file
+    from detection.models.convert_checkpoint import convert_checkpoint_file
 
     print(convert_checkpoint_file(args.input, args.out, args.classes, args.config, args.overrides))
 

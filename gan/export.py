@@ -11,8 +11,8 @@ normalisation and its inverse inside, so a deployed predictor feeds plain number
 
 The graph inputs are whatever ``model.export_inputs(batch, img_size)`` names (``img`` is called ``image`` in the
 graph), so a new generator exports without a change here. The export itself is the core's
-(``oars.export.export_model``, as for every task): :func:`build_export_spec` gives it the module, the named graph
-inputs, the self-check's sample feeds (:func:`sample_feeds`) and deploy.yaml's ``gan`` section.
+(``oars.pipelines.export.export_model``, as for every task): :func:`build_export_spec` gives it the module, the
+named graph inputs, the self-check's sample feeds (:func:`sample_feeds`) and deploy.yaml's ``gan`` section.
 """
 
 from __future__ import annotations

@@ -46,7 +46,7 @@ def parse_task_command_line(parser: argparse.ArgumentParser, argv: Sequence[str]
         argv: the command line (None: ``sys.argv[1:]``).
         add_flags: adds a task's flags, e.g. ``lambda task, group: task.infer_arguments(group)``.
         tool: the tool's file name without ``.py``, for messages (``infer``).
-        load: loads the config with overrides (``oars.engine.entry.load``).
+        load: loads the config with overrides (``oars.config.check.load_checked_config``).
 
     Returns:
         :class:`TaskCommandLine`.

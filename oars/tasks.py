@@ -10,8 +10,8 @@ installed distribution) register one with :meth:`TaskRegistry.register`.
 What a task declares here (each method says who calls it and why):
 
 - export (always through the core exporter, any number of named graph inputs): :meth:`Task.build_export_spec`
-  (abstract), :meth:`Task.export_options`, :meth:`Task.preprocess_steps`, :meth:`Task.check_export`, and the
-  task's ``tools/export.py`` flags :meth:`Task.export_arguments`;
+  (abstract), :meth:`Task.export_options`, :meth:`Task.preprocess_steps` (None by default: the exporter's image
+  defaults), :meth:`Task.check_export`, and the task's ``tools/export.py`` flags :meth:`Task.export_arguments`;
 - ``tools/infer.py``: :meth:`Task.infer_arguments` (its own flags), :meth:`Task.requires_input`,
   :meth:`Task.infer` (abstract);
 - registries, data checks and the report: :meth:`Task.import_registries` (abstract), :meth:`Task.check_dataset`,
@@ -24,6 +24,8 @@ What a task declares here (each method says who calls it and why):
 
 This module imports nothing heavy (no torch): ``tools/convert.py --help`` lists the commands of every task
 without loading a model library; a task's ``task.py`` imports its own code inside the methods, for the same reason.
+It is a leaf of the core: its defaults call nothing above it (the exporter asks a task and falls back to its own
+defaults, :mod:`oars.export.options`), so everything may import it and it closes no import circle.
 """
 
 from __future__ import annotations
@@ -87,7 +89,7 @@ class Task(TaskToolHooks, abc.ABC):
         ONNX Runtime with PyTorch (``ExportSpec.compare``, ``atol``, ``sample_inputs``).
 
         Args:
-            model: the model built from ``cfg`` with the checkpoint loaded (``oars.inference.init_model``).
+            model: the model built from ``cfg`` with the checkpoint loaded (``oars.pipelines.model.init_model``).
             cfg: the resolved config.
             options: what :meth:`export_options` made of the user's flags and ``cfg.export``.
 
@@ -98,12 +100,13 @@ class Task(TaskToolHooks, abc.ABC):
             oars.export.ExportError: a model or config the task cannot export, naming the config and the fix.
         """
 
-    def export_options(self, cfg: Config, dynamic: bool, opset: int) -> ExportOptions:
+    def export_options(self, cfg: Config, dynamic: bool, opset: int) -> ExportOptions | None:
         """The export's fixed input shape and options from ``cfg.export`` (called before the model is built, so
         a missing or wrong export section is a cheap error).
 
-        The default reads an image model's ``export.input_shape`` ``[B, 3, H, W]``; a task whose input is not one
-        image (clips, features, noise) overrides it.
+        The default returns None: the exporter then reads an image model's ``export.input_shape`` ``[B, 3, H, W]``
+        itself (:func:`oars.export.options.task_export_options`; the contract calls nothing above it). A task
+        whose input is not one image (clips, features, noise) overrides it.
 
         Args:
             cfg: the resolved config.
@@ -111,22 +114,21 @@ class Task(TaskToolHooks, abc.ABC):
             opset: ``--opset``.
 
         Returns:
-            :class:`oars.export.spec.ExportOptions`.
+            :class:`oars.export.spec.ExportOptions`, or None for the exporter's image default.
         """
-        from oars.export.onnx_export import export_options
+        return None
 
-        return export_options(cfg, dynamic=dynamic, opset=opset)
-
-    def preprocess_steps(self, cfg: Config) -> list[dict]:
+    def preprocess_steps(self, cfg: Config) -> list[dict] | None:
         """deploy.yaml's ``preprocess`` steps from the config's test pipeline (called before the model is built:
-        a pipeline that cannot be exported is an early error). The default handles image pipelines.
+        a pipeline that cannot be exported is an early error).
+
+        The default returns None: the exporter then derives an image pipeline's steps itself
+        (:func:`oars.export.options.task_preprocess_steps`).
 
         Returns:
-            The steps, in the schema of ``oars.export.deploy_config``.
+            The steps, in the schema of ``oars.export.deploy_config``, or None for the exporter's image default.
         """
-        from oars.export.deploy_config import preprocess_steps
-
-        return preprocess_steps(cfg)
+        return None
 
     def check_export(self, cfg: Config, fmt: str, precision: str) -> None:
         """Refuse an export the task cannot make (a format or a precision its graphs do not support), before the

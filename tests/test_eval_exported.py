@@ -20,7 +20,7 @@ SEG_SHRINK = ["model.backbone.base_channels=4", "model.decode_head.channels=4", 
 
 def _random_export(tmp_path, cfg_path: str, shrink: list[str]) -> tuple[str, str]:
     from deploy.test_deploy_python_predictor import _random_checkpoint
-    from oars.export.onnx_export import export_model
+    from oars.pipelines.export import export_model
 
     ckpt = _random_checkpoint(cfg_path, shrink, str(tmp_path / "model.pth"))
     out = str(tmp_path / "export")

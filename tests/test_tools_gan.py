@@ -73,7 +73,7 @@ def test_eval_writes_metrics_pictures_and_report(trained, tmp_path):
 def test_export_generator_and_deployed_predictor(trained, tmp_path):
     data, _, ckpt, opts = trained
     # oars.export.export_model (what tools/export.py calls) hands a GAN config to gan.export
-    from oars.export import export_model
+    from oars.pipelines.export import export_model
 
     result = export_model(CFG, ckpt, str(tmp_path / "export"), overrides=opts)
     assert os.path.isfile(result["onnx"]) and os.path.isfile(result["deploy"])
@@ -105,7 +105,7 @@ def test_eval_model_dir_gives_the_checkpoints_metrics(trained, tmp_path):
     """tools/eval.py --model-dir on the generator export: the same PSNR / SSIM as the checkpoint on the same pairs
     (the graph's outputs rounded to whole pixel values as deployed: PSNR within 0.05 dB, SSIM within 2e-3)."""
     from oars.engine.entry import evaluate
-    from oars.export import export_model
+    from oars.pipelines.export import export_model
 
     _, _, ckpt, opts = trained
     export_model(CFG, ckpt, str(tmp_path / "export"), overrides=opts)

@@ -132,7 +132,8 @@ def test_infer_predict_keeps_logits_at_the_model_size(seg_case, demo_data):
     """tools/infer.py's predict path gives model.predict's labels without the full-size C x H x W logits."""
     from mmengine.dataset import pseudo_collate
 
-    from oars.inference import build_test_pipeline, init_model
+    from oars.inference import build_test_pipeline
+    from oars.pipelines.model import init_model
     from segmentation.apis.inference import ANNOTATION_LOADERS, predict_labels
 
     opts, ckpt = seg_case

@@ -57,7 +57,7 @@ def shared_localizer_export(tmp_path_factory, name: str, config: str, overrides:
     'recognizer_weights', weights_key: the localiser's checkpoint}``. ``write_weights(folder)`` writes the
     localiser's random checkpoint into ``folder`` and returns its path (its file name must not change)."""
     from oars.config import load_config
-    from oars.export import export_model
+    from oars.pipelines.export import export_model
 
     base = tmp_path_factory.getbasetemp() / name
     out = base / "export"

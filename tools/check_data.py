@@ -13,9 +13,9 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=None,
                         help="DataLoader workers per split (default: the split's num_workers, at least 1)")
     args = parser.parse_args()
-    from oars.config import load_config
+    from oars.config.check import load_checked_config
 
-    reports = check_config(load_config(args.config, args.overrides), args.split, args.workers)
+    reports = check_config(load_checked_config(args.config, args.overrides), args.split, args.workers)
     print(format_reports(reports))
     bad = sum(len(r.failures) for r in reports)
     if bad:

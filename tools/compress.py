@@ -22,22 +22,19 @@ to prune, default [backbone, neck]), ``ignore``, ``max_layer_ratio`` (default 0.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Sequence
 
 from oars.cli import base_parser, run_cli
-
-_METHOD_MODULES = {"ptq": ("oars.compress.ptq", "run_ptq"), "qat": ("oars.compress.qat", "run_qat"),
-                   "distill": ("oars.compress.distill", "run_distill")}
-# the optional packages each method imports (pyproject.toml's extras; oars.extras says which one installs them)
-_METHOD_PACKAGES = {"prune": ("torch_pruning",), "qat": ("torchao",), "ptq": ("onnx", "onnxruntime"),
-                    "distill": ()}
+from oars.compress.options import merged_options
+from oars.config.check import load_checked_config
+from oars.errors import OarsError
+from oars.pipelines.compress import METHODS, compress
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = base_parser(__doc__)
     parser.add_argument("-w", "--weights", required=True, help="the trained checkpoint to compress")
-    parser.add_argument("--method", choices=["prune", "ptq", "qat", "distill"], default=None,
+    parser.add_argument("--method", choices=list(METHODS), default=None,
                         help="compression method (or compress.method in the config)")
     parser.add_argument("--target-flops", type=float, default=None,
                         help="prune: keep at most this fraction of the original FLOPs (0.5 = -50%%)")
@@ -56,11 +53,6 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--teacher-weights", default=None, help="distill: the teacher's trained checkpoint")
     args = parser.parse_args(argv)
 
-    from oars.compress.options import merged_options
-    from oars.config.check import load_checked_config
-    from oars.errors import OarsError
-    from oars.extras import require_extra
-
     if not args.work_dir:
         raise OarsError("--work-dir DIR is required: the compressed variants and their table live there")
     cfg = load_checked_config(args.config, args.overrides)
@@ -68,46 +60,7 @@ def main(argv: Sequence[str] | None = None) -> None:
            "criterion": args.criterion, "steps": args.steps, "epochs": args.epochs, "variant": args.variant,
            "teacher_config": args.teacher_config, "teacher_weights": args.teacher_weights,
            "calib_dir": args.calib_dir}
-    options = merged_options(cfg, cli)
-    method = options["method"]
-    for package in _METHOD_PACKAGES[method]:  # before anything slow: one line naming the extra, not a traceback
-        require_extra(package, f"tools/compress.py --method {method}")
-    if method == "prune":
-        from oars.compress.prune_run import run_prune
-
-        run_prune(cfg, args.weights, args.work_dir, options, args.overrides)
-        return
-    module_name, fn_name = _METHOD_MODULES[method]
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as err:
-        if err.name != module_name:
-            raise
-        raise OarsError(f"--method {method}: {module_name} is not installed in this checkout") from None
-    extra = {"overrides": args.overrides} if method == "ptq" else {}
-    result = getattr(module, fn_name)(cfg, args.weights, args.work_dir, options, **extra)
-    _record(args.work_dir, result, cfg.filename, args.weights, args.overrides, options)
-
-
-def _record(work_dir: str, result: object, config: str, weights: str, overrides: list, options: dict) -> None:
-    """A method's returned row (``result['row']``) goes into the table, replacing the row of an earlier run of the
-    same variant, and the original model's row is measured once for every method (the row each variant is
-    compared with)."""
-    import os.path as osp
-
-    from oars.compress.table import add_row, format_rows, has_row, read_rows
-    from oars.compress.variants import measure_variant
-
-    if not has_row(work_dir, "original"):
-        add_row(work_dir, measure_variant(config, weights, osp.join(work_dir, "original"), "original", "-",
-                                          overrides, options))
-
-    row = result.get("row") if isinstance(result, dict) else None
-    if isinstance(row, dict) and row.get("variant"):  # a re-run replaces its row (measured again, e.g. resumed)
-        add_row(work_dir, row)
-    rows = read_rows(work_dir)
-    if rows:
-        print(format_rows(rows))
+    compress(cfg, args.weights, args.work_dir, merged_options(cfg, cli), args.overrides)
 
 
 if __name__ == "__main__":

@@ -2,8 +2,8 @@
 (FP32/FP16/INT8/pruned ONNX through the torch-free predictor, as deployed): tools/eval.py -c CONFIG --model-dir DIR."""
 
 from oars.cli import base_parser, run_cli
-from oars.engine.entry import evaluate
 from oars.evaluation.report import format_metrics
+from oars.pipelines.evaluate import evaluate
 
 
 def main() -> None:

@@ -56,7 +56,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     out_dir, _ = split_output_and_overrides(args.values, args.output_dir,
                                                     default=osp.join("work_dirs", stem, "export"))
 
-    from oars.export import export_model
+    from oars.pipelines.export import export_model
 
     result = export_model(line.cfg, args.weights, out_dir, fmt=args.format, dynamic=args.dynamic,
                           opset=args.opset, half=args.half, int8=args.int8, calib_dir=args.calib_dir,

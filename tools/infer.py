@@ -12,7 +12,7 @@ one list of the files it could not read (exit status 2).
 For a model that predicts images (detection, instance or semantic segmentation), ``-i`` may also be a video file,
 a URL FFmpeg opens or a camera index: a stream, predicted frame by frame (``--every N``, ``--max-frames``,
 ``--track`` for detectors) into results.jsonl (each frame's index and time) and ``<name>_vis.mp4``, by the same
-code as ``oars-infer`` on an export (oars.stream_inference).
+code as ``oars-infer`` on an export (oars.pipelines.infer).
 """
 
 import argparse
@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from oars.cli import run_cli, split_output_and_overrides
 from oars.config.check import load_checked_config
 from oars.errors import OarsError
-from oars.stream_inference import add_stream_arguments, infer_stream, refuse_stream_flags
+from oars.pipelines.infer import add_stream_arguments, infer_stream, refuse_stream_flags
 from oars.task_flags import parse_task_command_line
 from oars.tasks import known_tasks
 from oars_deploy.failures import Failures

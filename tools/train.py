@@ -4,8 +4,8 @@
 import argparse
 
 from oars.cli import base_parser, run_cli
-from oars.engine.entry import print_config, train
 from oars.engine.tracking import logger_names
+from oars.pipelines.train import print_config, train
 
 
 def main() -> None:

@@ -13,7 +13,7 @@ kind of folder as BMN's (:mod:`video.export_localizer`), run by the torch-free `
 - ``recognizer.onnx`` and deploy.yaml as for BMN, with ``labels`` = C-TCN's own classes (it names its segments;
   there is no pairing with the recognizer's classes) and in ``segments``: ``localizer: ctcn``, ``anchors`` (the
   file), ``num_anchors``, ``num_classes``, ``decode`` (``variances`` and ``model.test_cfg``'s thresholds and caps,
-  :data:`oars_deploy.segments.ctcn_decode.DECODE_KEYS`) and ``max_proposals``.
+  :data:`oars_deploy.predictors.video_segments.segments.ctcn_decode.DECODE_KEYS`) and ``max_proposals``.
 
 A C-TCN of several streams (RGB + flow) is refused before anything is built
 (:func:`video.export_localizer.refuse_unexportable_localizer`): the predictor extracts RGB features only.
@@ -30,6 +30,7 @@ from torch import nn
 
 from oars.export.errors import ExportError
 from oars.export.spec import ExportOptions, ExportSpec
+from video.export_localizer import REC_FILE, export_with_recognizer, localizer_spec
 
 ANCHORS_FILE = "anchors.npy"
 CTCN_OUTPUTS = ("offsets", "probs")
@@ -37,13 +38,14 @@ CTCN_OUTPUTS = ("offsets", "probs")
 
 def decode_section(cfg: Config, model: nn.Module) -> dict:
     """deploy.yaml's ``segments.decode``: the offsets' ``variances`` and every threshold and cap of
-    :func:`oars_deploy.segments.ctcn_decode.ctcn_detections`, ``model.test_cfg``'s values over that function's
+    :func:`oars_deploy.predictors.video_segments.segments.ctcn_decode.ctcn_detections`, ``model.test_cfg``'s values
+    over that function's
     defaults (what ``CTCN.predict`` runs with).
 
     Raises:
         ExportError: ``model.test_cfg`` has a key the decoding does not take.
     """
-    from oars_deploy.segments.ctcn_decode import DECODE_KEYS, ctcn_detections
+    from oars_deploy.predictors.video_segments.segments.ctcn_decode import DECODE_KEYS, ctcn_detections
     from video.models.localizers.ctcn_anchors import VARIANCES
 
     given = dict(model.test_cfg)
@@ -73,7 +75,6 @@ def build_ctcn_export_spec(model: nn.Module, cfg: Config, options: ExportOptions
             not take, or the recognizer's refusals (:func:`video.export_localizer.load_recognizer`).
     """
     from oars.export.labels import dataset_labels
-    from video.export_localizer import REC_FILE, export_with_recognizer, localizer_spec
 
     if options.extra.get("top_k") is not None:
         raise ExportError(f"{cfg.filename}: --top-k pairs BMN's proposals with the recognizer's top classes; C-TCN "

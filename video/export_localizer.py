@@ -1,4 +1,5 @@
-"""Export of a temporal action localiser (BMN; C-TCN through :mod:`video.export_ctcn`) together with the recognizer
+"""Export of a temporal action localiser (BMN here; C-TCN in :mod:`video.export_ctcn`, which shares this module's
+helpers; :mod:`video.export_segments` picks one) together with the recognizer
 that extracts its features: one folder that the torch-free ``video_segments`` predictor runs from a video file to
 timed action segments.
 
@@ -199,7 +200,7 @@ def load_recognizer(cfg: Config, options: ExportOptions, device: torch.device) -
     from oars.config import load_config
     from oars.engine.checkpoint import check_checkpoint_file
     from oars.errors import OarsError
-    from oars.inference import init_model
+    from oars.pipelines.model import init_model
     from video.features.pooled import check_recognizer
 
     rcfg_path, weights = _flag(options, "recognizer_config"), _flag(options, "recognizer_weights")
@@ -261,8 +262,9 @@ def sample_feature_inputs(cfg: Config, model: nn.Module, batch: int, seed: int) 
                                                                                            float]:
     """Feature sequences of other lengths than ``tscale`` through the training pipeline's ``ResizeTemporal`` +
     ``PackLocalizationInputs`` + data preprocessor (torch) and through the predictor's resize and layout (numpy,
-    :func:`oars_deploy.segments.resize_temporal`, transposed to [C, T]); returns both and their max abs diff."""
-    from oars_deploy.segments import resize_temporal
+    :func:`oars_deploy.predictors.video_segments.segments.resize_temporal`, transposed to [C, T]); returns both and
+    their max abs diff."""
+    from oars_deploy.predictors.video_segments.segments import resize_temporal
     from video.transforms import PackLocalizationInputs, ResizeTemporal
 
     rng = np.random.default_rng(seed)
@@ -356,15 +358,12 @@ def localizer_spec(model: nn.Module, cfg: Config, options: ExportOptions, output
                       labels=labels, predictor="video_segments", extra_files=extra_files)
 
 
-def build_localizer_export_spec(model: nn.Module, cfg: Config, options: ExportOptions) -> ExportSpec:
-    """The export spec of a BMN (or, through :func:`video.export_ctcn.build_ctcn_export_spec`, a C-TCN) with its
-    recognizer (see the module docstring)."""
+def build_bmn_export_spec(model: nn.Module, cfg: Config, options: ExportOptions) -> ExportSpec:
+    """The export spec of a BMN with its recognizer (see the module docstring; a C-TCN's is
+    :func:`video.export_ctcn.build_ctcn_export_spec`, the two chosen by
+    :func:`video.export_segments.build_localizer_export_spec`)."""
     from oars.export.labels import dataset_labels
 
-    if localizer_kind(cfg) == "ctcn":
-        from video.export_ctcn import build_ctcn_export_spec
-
-        return build_ctcn_export_spec(model, cfg, options)
     top_k = _positive(_flag(options, "top_k"), "--top-k", str(cfg.filename)) or model.classify_top_k \
         or ACTIVITYNET_TOP_K
     section, content, rcfg, recognizer = export_with_recognizer(model, cfg, options)

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from oars_deploy.records import ClipClassesRecord
+from oars_deploy.predictors.clip_classes.records import ClipClassesRecord
 from video.evaluation.fields import gt_class_ids, has_gt, pred_scores, sample_name
 
 TOPK = 5

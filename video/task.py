@@ -86,9 +86,10 @@ class VideoTask(Task):
 
     def build_export_spec(self, model: torch.nn.Module, cfg: Config, options: ExportOptions) -> ExportSpec:
         """:func:`video.export.build_export_spec` (clips -> scores, with the ``sampling`` section); a localiser
-        with its recognizer: :func:`video.export_localizer.build_localizer_export_spec` (``video_segments``)."""
+        with its recognizer: :func:`video.export_segments.build_localizer_export_spec` (``video_segments``)."""
         from video.export import build_export_spec
-        from video.export_localizer import build_localizer_export_spec, is_localizer_config, refuse_localizer_flags
+        from video.export_localizer import is_localizer_config, refuse_localizer_flags
+        from video.export_segments import build_localizer_export_spec
 
         if is_localizer_config(cfg):
             return build_localizer_export_spec(model, cfg, options)
@@ -159,7 +160,7 @@ class VideoTask(Task):
 
         from oars.errors import OarsError
         from oars.inference import build_test_pipeline
-        from oars_deploy.records import ClipClassesRecord
+        from oars_deploy.predictors.clip_classes.records import ClipClassesRecord
         from video.apis.inference import _check_pipeline, predict_video
         from video.engine.clip_pictures import clip_frames, clip_strip
         from video.visualization import top_predictions

@@ -10,12 +10,15 @@ from mmengine.config import Config
 from tqdm import tqdm
 
 from detection.evaluation.gt_utils import predicted_masks, predictions
-from oars.inference import batched_predict, build_test_pipeline, check_output_folder, init_model, list_images
-from oars_deploy.draw import draw_detection_sample, get_palette
+from oars.inference import batched_predict, build_test_pipeline, check_output_folder, list_images
+from oars.pipelines.model import init_model
+from oars_deploy.draw import get_palette
 from oars_deploy.failures import Failures
 from oars_deploy.output_paths import output_stems
 from oars_deploy.predictors.detection_boxes import DetectionBoxes
-from oars_deploy.records import detection_result, detections_json, write_records, write_results
+from oars_deploy.predictors.detection_boxes.draw import draw_detection_sample
+from oars_deploy.predictors.detection_boxes.records import detection_result, detections_json
+from oars_deploy.records import write_records, write_results
 
 ANNOTATION_LOADERS = ("LoadAnnotations",)
 
@@ -25,7 +28,8 @@ def run_inference(cfg: Config, checkpoint: str, inputs: str, out_dir: str, devic
     """Predict every image under ``inputs``; writes ``<stem>_vis.png`` (boxes with class names and scores
     at or above ``draw_threshold``, instance masks filled in the class colour for mask models) and
     ``detections.json`` (every kept detection, original pixels, xyxy; masks as RLE) and ``results.jsonl`` (one
-    :class:`oars_deploy.records.DetectionBoxesRecord` / ``InstanceMasksRecord`` per image, as oars-infer writes it).
+    :class:`oars_deploy.predictors.detection_boxes.records.DetectionBoxesRecord` / ``InstanceMasksRecord`` per image,
+    as oars-infer writes it).
 
     ``<stem>`` is the name oars-infer gives the same file (:func:`oars_deploy.output_paths.output_stems` with the
     deployed predictor's own file names): the file's stem, or ``x_png`` / ``x_jpg`` for ``x.png`` beside ``x.jpg``

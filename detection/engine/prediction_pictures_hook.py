@@ -9,7 +9,7 @@ import numpy as np
 from detection.evaluation.gt_utils import sample_for_drawing
 from detection.registry import HOOKS
 from oars.engine.hooks.prediction_pictures import PredictionPicturesHookBase
-from oars_deploy.draw import draw_detection_sample
+from oars_deploy.predictors.detection_boxes.draw import draw_detection_sample
 
 
 @HOOKS.register_module()

@@ -17,7 +17,8 @@ from detection.evaluation.gt_utils import has_gt, image_record
 from detection.evaluation.mask_rle import decode_masks
 from detection.registry import HOOKS
 from oars.visualization import ReportSection, plot_confusion_matrix, plot_pr_curves, write_html_report
-from oars_deploy.draw import draw_detection_sample, get_palette
+from oars_deploy.draw import get_palette
+from oars_deploy.predictors.detection_boxes.draw import draw_detection_sample
 
 # worst-image panels: longest side shrunk to at most 640 px (small report) and grown to at least 320 px
 # (readable captions on tiny images)

@@ -2,7 +2,7 @@
 ``ssdlite320_mobilenet_v3_large``) and RetinaNet / FCOS (``retinanet_resnet50_fpn``, ``fcos_resnet50_fpn``).
 
 Beside the R-CNN conversion (:mod:`detection.models.convert_torchvision`, whose class selection, errors and file
-writing these share); :func:`detection.models.convert_torchvision.convert_checkpoint_file` recognises each
+writing these share); :func:`detection.models.convert_checkpoint.convert_checkpoint_file` recognises each
 architecture and calls the matching function here.
 """
 

@@ -17,7 +17,8 @@ import torch
 from mmengine.config import Config
 
 from gan.export import build_export_spec, export_options, preprocess_steps
-from oars.inference import check_output_folder, init_model
+from oars.inference import check_output_folder
+from oars.pipelines.model import init_model
 from oars_deploy.errors import DeployError
 from oars_deploy.failures import Failures
 from oars_deploy.image_files import list_images
@@ -34,8 +35,9 @@ from oars_deploy.predictors.gan_images.cli import (
     write_translation,
 )
 from oars_deploy.predictors.gan_images.config import make_labels, make_noise, to_bgr_images
+from oars_deploy.predictors.gan_images.records import GANImagesRecord
 from oars_deploy.preprocess import preprocess_one
-from oars_deploy.records import GANImagesRecord, write_results
+from oars_deploy.records import write_results
 
 BATCH = 8
 

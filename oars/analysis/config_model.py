@@ -72,11 +72,12 @@ def build_count_target(cfg: Config, shape: tuple[int, int] | None = None, device
     from mmengine.registry import MODELS, DefaultScope
 
     from oars.export.guards import DEFAULT_OPSET
+    from oars.export.options import task_export_options
     from oars.tasks import get_task
 
     task = get_task(cfg.get("default_scope"), cfg.filename)
     task.import_registries()
-    options = task.export_options(cfg, dynamic=False, opset=DEFAULT_OPSET)
+    options = task_export_options(task, cfg, dynamic=False, opset=DEFAULT_OPSET)
     image_input = len(options.input_shape) == 4
     if shape is not None and image_input:  # the graph itself may depend on it (fixed-size decoding)
         options = replace(options, input_shape=(*options.input_shape[:2], *shape))

@@ -1,10 +1,10 @@
 """``oars.Model``: train, evaluate, predict and export from Python in a few lines.
 
 A thin layer over what the tools run, so a notebook and the command line give the same runs, files and numbers:
-``train`` is ``tools/train.py`` (:func:`oars.engine.entry.train`), ``val`` is ``tools/eval.py``
-(:func:`oars.engine.entry.evaluate`), ``export`` is ``tools/export.py`` (:func:`oars.export.onnx_export.export_model`)
-and ``predict`` runs the config's test pipeline and model through the task's
-:meth:`oars.tasks.Task.predict_inputs`, then draws and records each result with the runtime predictor plug-in
+``train`` is ``tools/train.py`` (:func:`oars.pipelines.train.train`), ``val`` is ``tools/eval.py``
+(:func:`oars.pipelines.evaluate.evaluate`), ``export`` is ``tools/export.py``
+(:func:`oars.pipelines.export.export_model`) and ``predict`` runs the config's test pipeline and model through the
+task's :meth:`oars.tasks.Task.predict_inputs`, then draws and records each result with the runtime predictor plug-in
 ``oars-infer`` uses (:class:`oars.api.result.Result`).
 
 Config overrides: ``Model(cfg, overrides=["train_cfg.max_epochs=2"])`` holds ``-o`` style ``key=value`` strings for
@@ -153,8 +153,8 @@ class Model:
         Returns:
             ``{'work_dir', 'weights', 'metrics'}``: ``metrics`` the last validation's numbers (empty without one).
         """
-        from oars.engine.entry import train
         from oars.engine.work_dir import latest_checkpoint
+        from oars.pipelines.train import train
 
         run_overrides = self.overrides + keyword_overrides(overrides)
         runner = train(self.config, run_overrides, work_dir=self.work_dir)
@@ -175,9 +175,9 @@ class Model:
         ``<work_dir>/metrics.json``).
 
         Returns:
-            ``{'metrics': {name: value}, 'metrics_file', ...}`` (:func:`oars.engine.entry.evaluate`).
+            ``{'metrics': {name: value}, 'metrics_file', ...}`` (:func:`oars.pipelines.evaluate.evaluate`).
         """
-        from oars.engine.entry import evaluate
+        from oars.pipelines.evaluate import evaluate
 
         return evaluate(self.config, self._need_weights("val"), self.overrides + keyword_overrides(overrides),
                         work_dir=self.work_dir, device=self.device)
@@ -185,7 +185,7 @@ class Model:
     # ------------------------------------------------------------------------------------------------- prediction
     def _torch_model(self):
         """The model with :attr:`weights`, built once per (weights, device) and kept for the next calls."""
-        from oars.inference import init_model
+        from oars.pipelines.model import init_model
 
         key = (self._need_weights("predict"), self.device)
         if self._model is None or self._model_key != key:
@@ -239,13 +239,13 @@ class Model:
             format: ``onnx`` or ``tensorrt``.
             out_dir: the export folder (default ``export/`` beside the weights); an existing export is refused
                 unless ``overwrite=True``.
-            **kwargs: :func:`oars.export.onnx_export.export_model`'s options (``dynamic``, ``opset``, ``half``,
+            **kwargs: :func:`oars.pipelines.export.export_model`'s options (``dynamic``, ``opset``, ``half``,
                 ``int8``, ``calib_dir``, ``check``, ``overwrite``, ``task_options``).
 
         Returns:
             The export folder, for ``oars_deploy.Predictor(folder)`` or ``oars-infer --model-dir``.
         """
-        from oars.export.onnx_export import export_model
+        from oars.pipelines.export import export_model
 
         weights = self._need_weights("export")
         out_dir = out_dir or osp.join(osp.dirname(osp.abspath(weights)), "export")

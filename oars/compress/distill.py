@@ -134,7 +134,7 @@ def run_distill(cfg: Config, checkpoint: str | None, work_dir: Path, options: di
     if reused is not None:
         record.update(reused)
     elif opts["export"]:
-        from oars.export import export_model
+        from oars.pipelines.export import export_model
 
         cfg_for_export = copy.deepcopy(cfg)
         result = export_model(cfg_for_export, student_path, str(work_dir / "export"),

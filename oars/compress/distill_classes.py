@@ -79,7 +79,7 @@ def _built_classes(cfg: Any, dataset: Mapping) -> list[str] | None:
 
 def checkpoint_classes(model: torch.nn.Module) -> list[str] | None:
     """The classes a loaded model's checkpoint recorded (``meta.dataset_meta.classes``, kept by
-    ``oars.inference.init_model`` as ``model.dataset_meta``), or None."""
+    ``oars.pipelines.model.init_model`` as ``model.dataset_meta``), or None."""
     classes = (getattr(model, "dataset_meta", None) or {}).get("classes")
     return [str(c) for c in classes] if classes else None
 

@@ -47,7 +47,7 @@ def load_teacher(config: str, checkpoint: str, overrides: Sequence[str] = ()) ->
         The frozen teacher (an mmengine ``BaseModel``).
     """
     from oars.config import load_config
-    from oars.inference import init_model
+    from oars.pipelines.model import init_model
 
     cfg = load_config(config, list(overrides))
     return freeze(init_model(cfg, checkpoint, "cpu"))

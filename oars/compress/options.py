@@ -15,7 +15,6 @@ from oars.errors import OarsError
 
 from .prune import CRITERIA, PruneSettings
 
-METHODS = ("prune", "ptq", "qat", "distill")
 # Keys the pruning method and the tool itself read (the other methods read their own sections).
 PRUNE_KEYS = ("target_flops", "target_params", "criterion", "steps", "scope", "ignore", "max_layer_ratio",
               "round_to", "global_pruning")
@@ -24,7 +23,8 @@ OTHER_METHOD_SECTIONS = ("ptq", "qat", "distill")  # compress.ptq / .qat / .dist
 
 
 def merged_options(cfg: Config, cli: dict[str, Any]) -> dict[str, Any]:
-    """``cfg.compress`` updated with the command-line values that were given (not None).
+    """``cfg.compress`` updated with the command-line values that were given (not None); the method's name is
+    checked where the methods are registered (:func:`oars.pipelines.compress.compress`).
 
     Raises:
         OarsError: ``compress`` is not a mapping.
@@ -34,9 +34,6 @@ def merged_options(cfg: Config, cli: dict[str, Any]) -> dict[str, Any]:
         raise OarsError(f"{cfg.filename}: compress: expected a mapping of options, got {section!r}")
     out = dict(section)
     out.update({k: v for k, v in cli.items() if v is not None})
-    if out.get("method") not in METHODS:
-        raise OarsError(f"--method must be one of {list(METHODS)} (or compress.method in the config), "
-                        f"got {out.get('method')!r}")
     return out
 
 

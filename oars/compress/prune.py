@@ -25,19 +25,16 @@ import torch
 from torch import nn
 
 from oars.errors import OarsError
-from oars.extras import require_extra
 
 from .measure import ForwardFn, count_flops, count_params, tensor_forward
+from .prune_base import PRUNE_FEATURE as PRUNE_FEATURE  # re-exported: part of this module's interface
+from .prune_base import in_scope
+from .prune_base import torch_pruning as torch_pruning  # re-exported: part of this module's interface
+from .prune_kept import roi_pooled_layers
 
 CRITERIA = ("l1", "l2", "taylor")
 LossFn = Callable[[nn.Module], torch.Tensor]
 _BISECT_ROUNDS = 7
-PRUNE_FEATURE = "structured pruning (tools/compress.py --method prune)"
-
-
-def torch_pruning() -> Any:
-    """The ``torch_pruning`` module (the ``compress`` extra), or the one-line error saying how to install it."""
-    return require_extra("torch_pruning", PRUNE_FEATURE)
 
 
 @dataclass
@@ -87,10 +84,6 @@ def _importance(criterion: str):
     raise OarsError(f"compress.criterion must be one of {list(CRITERIA)}, got {criterion!r}")
 
 
-def _in_scope(path: str, prefixes: list[str]) -> bool:
-    return any(path == p or path.startswith(p + ".") for p in prefixes)
-
-
 def scope_layers(model: nn.Module, settings: PruneSettings,
                  kept: Sequence[str] = ()) -> tuple[list[str], list[nn.Module]]:
     """The scope prefixes that exist in ``model`` and the layers pruning must keep whole at their outputs: those
@@ -112,7 +105,7 @@ def scope_layers(model: nn.Module, settings: PruneSettings,
             raise OarsError(f"compress.ignore: {path!r} is not a module of {type(model).__name__}")
     roots = (tp.ops.TORCH_CONV, tp.ops.TORCH_LINEAR)
     ignored = [m for n, m in model.named_modules()
-               if isinstance(m, roots) and (not _in_scope(n, prefixes) or _in_scope(n, settings.ignore) or n in kept)]
+               if isinstance(m, roots) and (not in_scope(n, prefixes) or in_scope(n, settings.ignore) or n in kept)]
     return prefixes, ignored
 
 
@@ -131,7 +124,7 @@ def check_supported(model: nn.Module, prefixes: list[str]) -> None:
         graph.register_customized_layer(layer_type, rule)
     bad = []
     for path, module in model.named_modules():
-        if not _in_scope(path, prefixes):
+        if not in_scope(path, prefixes):
             continue
         own = list(module.parameters(recurse=False)) + [b for b in module.buffers(recurse=False) if b is not None]
         rule = graph.get_pruner_of_module(module)
@@ -176,8 +169,7 @@ def kept_layers(model: nn.Module, inputs: Any, forward_fn: ForwardFn, prefixes: 
     pooling: :mod:`oars.compress.prune_kept`), each with the reason; traced once, on the unpruned model."""
     tp = torch_pruning()
 
-    from .prune_kept import roi_pooled_layers
-    from .prune_layers import custom_pruners
+    from .prune_layers import custom_pruners  # needs the optional torch_pruning at import
 
     try:
         with trace_forwards(model):
@@ -263,7 +255,7 @@ def tied_layers(model: nn.Module, pruner: Any, prefixes: list[str], ignored: lis
     ignored_set = set(ignored)
     out = {}
     for path, module in model.named_modules():
-        if not (_in_scope(path, prefixes) and isinstance(module, (tp.ops.TORCH_CONV, tp.ops.TORCH_LINEAR))):
+        if not (in_scope(path, prefixes) and isinstance(module, (tp.ops.TORCH_CONV, tp.ops.TORCH_LINEAR))):
             continue
         if module in ignored_set or module not in pruner.DG.module2node:
             continue

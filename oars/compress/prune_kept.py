@@ -23,7 +23,7 @@ from typing import Any
 
 from torch import nn
 
-from .prune import _in_scope, torch_pruning
+from .prune_base import in_scope, torch_pruning
 
 # torchvision's RoI pooling operators, as their names appear in the grad_fn of their outputs
 ROI_OPS = ("roi_align", "roi_pool", "ps_roi_align", "ps_roi_pool")
@@ -60,7 +60,7 @@ def roi_pooled_layers(model: nn.Module, graph: Any, prefixes: list[str]) -> dict
     for path, module in model.named_modules():
         if module in decided or module not in graph.module2node:
             continue
-        if not (_in_scope(path, prefixes) and isinstance(module, roots)):
+        if not (in_scope(path, prefixes) and isinstance(module, roots)):
             continue
         pruner = graph.get_pruner_of_module(module)
         group = graph.get_pruning_group(module, pruner.prune_out_channels, [0])
@@ -71,7 +71,7 @@ def roi_pooled_layers(model: nn.Module, graph: Any, prefixes: list[str]) -> dict
             continue
         for out in outs:
             name = names.get(out)
-            if name is not None and isinstance(out, roots) and _in_scope(name, prefixes):
+            if name is not None and isinstance(out, roots) and in_scope(name, prefixes):
                 kept[name] = ("its output channels reach RoI pooling (torchvision roi_align/roi_pool), whose readers "
                               "(the RoI heads) keep their input width")
     return kept

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from torch import nn
 from torchvision.ops.misc import FrozenBatchNorm2d
 
-from .prune import torch_pruning
+from .prune_base import torch_pruning
 
 tp = torch_pruning()  # imported only by the pruning functions, once they have the package
 

@@ -30,6 +30,8 @@ from oars_deploy.atomic import atomic_write
 from .options import prune_settings, variant_name
 from .prune import PruneReport, prune_to_target
 from .pruned_model import pruned_shapes
+from .table import read_rows
+from .variants import measure_variant
 
 PRUNED_CONFIG, PRUNED_INIT, PRUNE_REPORT = "pruned_config.yaml", "pruned_init.pth", "prune_report.json"
 _RUN_KEYS = ("resume", "load_from", "launcher", "experiment_name", "model_wrapper_cfg", "work_dir", "compress",
@@ -38,7 +40,9 @@ _RUN_KEYS = ("resume", "load_from", "launcher", "experiment_name", "model_wrappe
 
 def run_prune(cfg: Config, checkpoint: str, work_dir: str, options: dict[str, Any],
               overrides: Sequence[str] = ()) -> dict[str, Any]:
-    """Prune, fine-tune, measure; returns ``{'variant', 'config', 'checkpoint', 'report', 'rows'}``.
+    """Prune, fine-tune, measure; returns ``{'variant', 'config', 'checkpoint', 'report', 'row'}`` (``row``: the
+    variant's table row, None when the table holds one of this checkpoint already), which
+    :func:`oars.pipelines.compress.record` adds to the table beside the original's.
 
     Args:
         cfg: the loaded (not yet resolved) config of the trained model, ``-o`` overrides applied.
@@ -63,28 +67,19 @@ def run_prune(cfg: Config, checkpoint: str, work_dir: str, options: dict[str, An
         _write_pruned(cfg, model, pruned, report, checkpoint, folder)
         print(_report_text(report))
     final = finetune(config_path, init_path, folder, options, overrides)
-    from .table import add_row, format_rows, has_row, read_rows
-    from .variants import measure_variant
-
-    if not has_row(work_dir, "original"):
-        add_row(work_dir, measure_variant(cfg.filename, checkpoint, osp.join(work_dir, "original"), "original",
-                                          "-", overrides, options))
+    row = None
     if _row_is_current(work_dir, variant, final):
         print(f"{variant}: the table already measured {final}; not measuring again")
     else:
         row = measure_variant(config_path, final, folder, variant, "prune", _variant_overrides(overrides), options)
-        add_row(work_dir, {**row, "checkpoint_mtime": osp.getmtime(final)})
-    rows = read_rows(work_dir)
-    print(format_rows(rows))
+        row = {**row, "checkpoint_mtime": osp.getmtime(final)}
     with open(osp.join(folder, PRUNE_REPORT), encoding="utf-8") as f:
         report = json.load(f)
-    return {"variant": variant, "config": config_path, "checkpoint": final, "rows": rows, "report": report}
+    return {"variant": variant, "config": config_path, "checkpoint": final, "row": row, "report": report}
 
 
 def _row_is_current(work_dir: str, variant: str, checkpoint: str) -> bool:
     """Whether the table's row of ``variant`` measured this very checkpoint file (a finished run re-run)."""
-    from .table import read_rows
-
     return any(r["variant"] == variant and r.get("checkpoint") == checkpoint
                and r.get("checkpoint_mtime") == osp.getmtime(checkpoint) for r in read_rows(work_dir))
 
@@ -94,7 +89,7 @@ def _model_and_batch(cfg: Config, checkpoint: str) -> tuple[nn.Module, dict]:
     from mmengine.registry import DefaultScope
     from mmengine.runner import Runner
 
-    from oars.inference import init_model
+    from oars.pipelines.model import init_model
     from oars.tasks import activate
 
     model = init_model(cfg, checkpoint)
@@ -208,8 +203,8 @@ def finetune(config_path: str, init_path: str, folder: str, options: dict[str, A
     ``max_iters`` for an iteration-based loop; the learning-rate schedule is fitted to it, :func:`rescaled_schedule`);
     0 skips it (the pruned weights are the result)."""
     from oars.config import load_config
-    from oars.engine.entry import train
     from oars.engine.work_dir import latest_checkpoint
+    from oars.pipelines.train import train
 
     epochs = options.get("epochs")
     if epochs is not None and int(epochs) == 0:

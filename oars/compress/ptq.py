@@ -65,9 +65,9 @@ def run_ptq(cfg: Config, checkpoint: str, work_dir: Path | str, options: dict,
     from oars.compress.measure import count_params
     from oars.compress.qat import reused_export, table_row
     from oars.engine.checkpoint import check_checkpoint_file
-    from oars.engine.entry import evaluate
-    from oars.export import export_model
-    from oars.inference import init_model
+    from oars.pipelines.evaluate import evaluate
+    from oars.pipelines.export import export_model
+    from oars.pipelines.model import init_model
 
     opts = ptq_options(cfg, options)
     check_checkpoint_file(checkpoint)

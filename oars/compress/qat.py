@@ -31,6 +31,7 @@ from typing import Any
 
 from mmengine.config import Config
 
+from oars.compress.qat_export import capture_shape as capture_shape  # re-exported: its old home
 from oars.compress.qat_export import export_qat
 from oars.errors import OarsError
 
@@ -133,22 +134,6 @@ def validation_metrics(runner: Any) -> dict[str, float]:
     return metrics
 
 
-def capture_shape(cfg: Config) -> list[int]:
-    """The input shape QAT captures the model on: the export's (the task's ``export_options``: an image model's
-    ``export.input_shape``, a video model's clip shape from its test pipeline), with a batch of at least 2 (a
-    batch of 1 would capture batch-norm-free shapes). Raises :class:`OarsError` naming the config when the export
-    section cannot give one."""
-    from oars.tasks import get_task
-
-    task = get_task(cfg.get("default_scope"), cfg.filename)
-    try:
-        shape = [int(v) for v in task.export_options(cfg, dynamic=False, opset=17).input_shape]
-    except OarsError as err:
-        raise OarsError(f"{cfg.filename}: QAT captures the model on the export input shape, which the config does "
-                        f"not give: {err}") from None
-    return [max(2, shape[0]), *shape[1:]]
-
-
 def qat_config(cfg: Config, checkpoint: str | None, opts: dict) -> Config:
     """The training config of QAT: ``type: QATModel`` around the float model, ``opts['iters']`` iterations at a
     constant, reduced learning rate, one checkpoint at the end, no EMA (it would average the quantisers'
@@ -237,7 +222,7 @@ def _deployed_metrics(record: dict, config_path: str, work_dir: str) -> None:
     (its data and overrides); its metrics become the record's (the fake-quantised model's are kept as
     ``metrics_fake_quant``). Why: the table compares QAT with PTQ, whose metric exists only as its INT8 export's;
     the deployed graph is also what the fake quantisers only simulate."""
-    from oars.engine.entry import evaluate
+    from oars.pipelines.evaluate import evaluate
 
     evaluated = evaluate(config_path, None, work_dir=osp.join(work_dir, "export_eval"),
                          model_dir=osp.dirname(record["export"]))

@@ -22,6 +22,8 @@ import numpy as np
 from mmengine.config import Config
 
 from oars.errors import OarsError
+from oars.export.options import task_export_options
+from oars.tasks import get_task
 
 QUANTIZED_KERNELS = ("QLinearConv", "QLinearMatMul", "ConvInteger", "MatMulInteger")
 
@@ -43,12 +45,12 @@ def export_qat(cfg: Config, float_cfg: Config, checkpoint: str, out_dir: str, op
         ``{export: deploy.yaml path, onnx_fp32, onnx_int8, agreement: {output: value}, min_agreement,
         int8_ops: {op type: count} of the graph ONNX Runtime runs}``.
     """
-    from oars.export import export_model
     from oars.export.check import ort_outputs, ort_session
     from oars.export.guards import DEFAULT_OPSET
     from oars.export.onnx_export import export_spec_to_onnx
     from oars.export.precision import calibration_batches, calibration_files, check_agreement
-    from oars.inference import init_model
+    from oars.pipelines.export import export_model
+    from oars.pipelines.model import init_model
     from oars.tasks import find_task
     from oars_deploy.atomic import temp_path
     from oars_deploy.deploy_config import read_deploy_yaml, validate_deploy
@@ -62,7 +64,7 @@ def export_qat(cfg: Config, float_cfg: Config, checkpoint: str, out_dir: str, op
 
     int8_cfg = _with_qat(cfg, convert=True)
     task = find_task(cfg.get("default_scope"))
-    options = task.export_options(int8_cfg, dynamic=False, opset=DEFAULT_OPSET)
+    options = task_export_options(task, int8_cfg, dynamic=False, opset=DEFAULT_OPSET)
     if model is None:
         model = init_model(int8_cfg, checkpoint, "cpu")
     else:
@@ -120,6 +122,20 @@ def export_qat(cfg: Config, float_cfg: Config, checkpoint: str, out_dir: str, op
             "int8_ops": dict(ops), "self_check": result.get("check")}
 
 
+def capture_shape(cfg: Config) -> list[int]:
+    """The input shape QAT captures the model on: the export's (the task's ``export_options``: an image model's
+    ``export.input_shape``, a video model's clip shape from its test pipeline), with a batch of at least 2 (a
+    batch of 1 would capture batch-norm-free shapes). Raises :class:`OarsError` naming the config when the export
+    section cannot give one."""
+    task = get_task(cfg.get("default_scope"), cfg.filename)
+    try:
+        shape = [int(v) for v in task_export_options(task, cfg, dynamic=False, opset=17).input_shape]
+    except OarsError as err:
+        raise OarsError(f"{cfg.filename}: QAT captures the model on the export input shape, which the config does "
+                        f"not give: {err}") from None
+    return [max(2, shape[0]), *shape[1:]]
+
+
 def runtime_ops(path: str) -> Counter:
     """Op types of the graph ONNX Runtime actually runs for ``path`` (after its Q/DQ fusions), counting the
     quantised kernels (:data:`QUANTIZED_KERNELS`) and the float Conv/MatMul/Gemm left; how one proves the INT8
@@ -146,7 +162,6 @@ def float_checkpoint(float_cfg: Config, checkpoint: str, path: str) -> str:
     import torch
     from mmengine.registry import MODELS, DefaultScope
 
-    from oars.compress.qat import capture_shape
     from oars.compress.qat_model import unfold_state_dict
     from oars.engine.checkpoint import load_checkpoint_file, state_dict_from_checkpoint
     from oars.tasks import activate

@@ -52,8 +52,8 @@ def measure_variant(config: str, checkpoint: str, folder: str, variant: str, met
         'metric', 'metric_value', 'config', 'checkpoint', 'export_check'}`` (None where not measured).
     """
     from oars.config import load_config
-    from oars.engine.entry import evaluate
-    from oars.inference import init_model
+    from oars.pipelines.evaluate import evaluate
+    from oars.pipelines.model import init_model
     from oars.tasks import activate
 
     options = options or {}
@@ -67,7 +67,7 @@ def measure_variant(config: str, checkpoint: str, folder: str, variant: str, met
     row["metric"], row["metric_value"] = main_metric(cfg, result["metrics"])
     onnx = None
     if options.get("export", True):
-        from oars.export import export_model
+        from oars.pipelines.export import export_model
 
         out = osp.join(folder, "export")
         try:

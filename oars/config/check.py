@@ -172,16 +172,20 @@ def check_config(cfg: Config | Mapping) -> None:
         raise ConfigError(f"{len(problems)} problems in the config:\n" + "\n".join(f"- {p}" for p in problems))
 
 
-def load_checked_config(config: str, overrides: Sequence[str] = ()) -> Config:
-    """Load ``config`` with its ``-o`` overrides and check it (:func:`check_config`) before anything is built.
+def load_checked_config(config: str, overrides: Sequence[str] = (), *, check: bool = True) -> Config:
+    """Load ``config`` with its ``-o`` overrides and check it (:func:`check_config`) before anything is built: the
+    one function every tool loads its config through.
 
     Why: every tool that builds from a config (tools/get_flops.py, export.py, infer.py, compress.py, ...) must
     name a misspelt ``type`` or argument the way tools/train.py does (file, key path, closest names), not end in
-    mmengine's ``KeyError`` from the registry; this is the one function they call for it.
+    mmengine's ``KeyError`` from the registry.
 
     Args:
         config: the YAML file.
         overrides: ``key=value`` strings (``-o``).
+        check: False only for a run that validates the config itself once it is complete (a training or
+            evaluation run, ``oars.engine.run_setup``: the same check plus its datasets, after the flags changed
+            the config), so that the check runs once.
 
     Returns:
         The loaded config.
@@ -190,7 +194,8 @@ def load_checked_config(config: str, overrides: Sequence[str] = ()) -> Config:
         ConfigError: the file cannot be loaded, or :func:`check_config` found problems (all of them listed).
     """
     cfg = load_config(config, list(overrides))
-    check_config(cfg)
+    if check:
+        check_config(cfg)
     return cfg
 
 

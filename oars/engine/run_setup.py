@@ -12,16 +12,18 @@ from collections.abc import Sequence
 
 from mmengine.config import Config
 
+from oars.config.check import load_checked_config
+
 from .resolve import RunOptions, resolve_engine
 from .runner import config_file_text
 from .validate import ALL_SPLITS, validate_config
 
 
 def load(config: str, overrides: Sequence[str] = ()) -> Config:
-    """Load a YAML config with ``-o`` overrides (errors name file, key and fix)."""
-    from oars.config import load_config
-
-    return load_config(config, list(overrides))
+    """Load a YAML config with ``-o`` overrides (errors name file, key and fix) through the tools' one loader,
+    :func:`oars.config.check.load_checked_config`; its check is left to :func:`validated_and_resolved`, which runs
+    it once on the config the run will use."""
+    return load_checked_config(config, overrides, check=False)
 
 
 def validated_and_resolved(cfg: Config, options: RunOptions, splits: Sequence[str] = ALL_SPLITS) -> Config:

@@ -19,7 +19,10 @@ from typing import Any
 import cv2
 import numpy as np
 import torch
+from mmengine.dataset import pseudo_collate
 
+from oars.data.test_pipeline import build_test_pipeline
+from oars.export.deploy_config import test_pipeline_cfg
 from oars.export.errors import ExportCheckError, ExportError
 from oars.export.spec import ExportSpec
 from oars.extras import require_extra
@@ -55,11 +58,6 @@ def sample_inputs(cfg: Any, model: torch.nn.Module, steps: Sequence[dict], batch
     ``preprocess_steps``, so the image region is what this compares). Returns both inputs and their max abs
     difference; raises
     :class:`ExportCheckError` when they differ beyond 1e-6 (relative to the values)."""
-    from mmengine.dataset import pseudo_collate
-
-    from oars.export.deploy_config import test_pipeline_cfg
-    from oars.inference import build_test_pipeline
-
     h, w = hw
     drop = [s.get("type") for s in test_pipeline_cfg(cfg) if "Annotation" in str(s.get("type"))]
     pipeline = build_test_pipeline(cfg, drop=drop)

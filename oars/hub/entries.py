@@ -8,17 +8,15 @@ Which converter the state dict needs (if any) comes from ``oars/hub/torchvision.
 
 from __future__ import annotations
 
-import difflib
 import functools
 import os.path as osp
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 import yaml
 
 from .download import HubError, cache_dir, hash_prefix_of
-from .local import LOCAL_SCHEME, read_registry
+from .local import LOCAL_SCHEME, close_names, read_registry, registered_record
 
 TORCHVISION_SCHEME = "torchvision://"
 SCHEMES = (TORCHVISION_SCHEME, LOCAL_SCHEME)
@@ -68,12 +66,6 @@ def curated() -> dict[str, dict[str, Any]]:
         return yaml.safe_load(f)
 
 
-def close_names(name: str, candidates: Iterable[str]) -> str:
-    """``"; close names: a, b"`` for the candidates most like ``name`` (empty when none is close)."""
-    found = difflib.get_close_matches(name, list(candidates), n=5, cutoff=0.6)
-    return f"; close names: {', '.join(found)}" if found else ""
-
-
 def _builders() -> list[str]:
     import torchvision.models
 
@@ -119,13 +111,7 @@ def local_entry(name: str) -> HubEntry:
     Raises:
         HubError: the name is not registered (close names listed).
     """
-    registry = read_registry()
-    if name not in registry:
-        from .local import registry_path
-
-        raise HubError(f"{LOCAL_SCHEME}{name} is not registered in {registry_path()}{close_names(name, registry)}; "
-                       "add it with: python tools/hub.py register NAME PATH")
-    rec = registry[name]
+    rec = registered_record(name)
     use = f"trained with {rec['config']}" if rec.get("config") else "registered checkpoint"
     return HubEntry(name=f"{LOCAL_SCHEME}{name}", url=None, path=rec["path"], sha256=rec.get("sha256"),
                     converter=None, num_params=rec.get("num_params"), use=use, task=rec.get("task"))

@@ -4,7 +4,8 @@ and listed in the log.
 
 ``oars.engine.checkpoint.load_checkpoint_file`` calls :func:`load_hub_checkpoint` for hub names (so backbones'
 ``init: {checkpoint: torchvision://resnet50}``, ``tools/eval.py -w`` and mmengine's ``CheckpointLoader`` schemes all
-take this one path), and ``OarsRunner.load_checkpoint`` calls :func:`load_into_runner` for ``load_from``.
+take this one path), and ``OarsRunner.load_checkpoint`` calls :func:`load_into_runner` for ``load_from``. The file
+itself is read by :func:`oars.checkpoint_file.load_local_checkpoint`, below both: the engine imports this module.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from typing import Any
 
 from mmengine.logging import print_log
 from torch import nn
+
+from oars.checkpoint_file import load_local_checkpoint
 
 from .converters import get_converter
 from .download import HubError, fetch
@@ -59,10 +62,8 @@ def load_hub_checkpoint(name: str, map_location: Any = "cpu") -> Any:
         HubError: see :func:`hub_file`; a converter that rejects the file (message names entry and converter).
         CheckpointError: an unreadable file.
     """
-    from oars.engine.checkpoint import load_checkpoint_file
-
     entry, path = hub_file(name, progress=sys.stderr.isatty())  # a long download on a terminal shows its progress
-    raw = load_checkpoint_file(path, map_location)
+    raw = load_local_checkpoint(path, map_location)
     if entry.converter is None:
         return raw
     converter = get_converter(entry.converter)

@@ -8,10 +8,12 @@ its parameter count and, when given, the config it was trained with. Written ato
 from __future__ import annotations
 
 import datetime
+import difflib
 import json
 import os
 import os.path as osp
 import re
+from collections.abc import Iterable
 from typing import Any
 
 from oars_deploy.atomic import atomic_write
@@ -56,7 +58,7 @@ def _num_params(path: str) -> int | None:
     """Elements of every tensor in the checkpoint's state dict (memory-mapped, nothing copied); None if unreadable."""
     import torch
 
-    from oars.engine.checkpoint import state_dict_from_checkpoint
+    from oars.checkpoint_file import state_dict_from_checkpoint
 
     try:
         ckpt = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
@@ -94,10 +96,10 @@ def register(name: str, path: str, config: str | None = None, force: bool = Fals
     if name in registry and not force:
         raise HubError(f"register: {name!r} is already registered ({registry[name]['path']}); pass --force to "
                        f"replace it, or choose another name (registry: {registry_path()})")
-    from oars.engine.checkpoint import CheckpointError, check_checkpoint_file  # torch: after the cheap checks
+    from oars.checkpoint_file import CheckpointError, check_local_checkpoint  # torch: after the cheap checks
 
     try:
-        path = osp.abspath(check_checkpoint_file(path))
+        path = osp.abspath(check_local_checkpoint(path))
     except CheckpointError as err:
         raise HubError(f"register {name}: {err}") from None
     record: dict[str, Any] = {"path": path, "sha256": sha256_file(path), "num_params": _num_params(path),
@@ -113,6 +115,26 @@ def register(name: str, path: str, config: str | None = None, force: bool = Fals
     return record
 
 
+def close_names(name: str, candidates: Iterable[str]) -> str:
+    """``"; close names: a, b"`` for the candidates most like ``name`` (empty when none is close)."""
+    found = difflib.get_close_matches(name, list(candidates), n=5, cutoff=0.6)
+    return f"; close names: {', '.join(found)}" if found else ""
+
+
+def registered_record(name: str) -> dict[str, Any]:
+    """The registry's record of ``name`` (``path``, ``sha256``, ``config``, ...), as ``tools/hub.py register`` wrote
+    it; nothing is checked on disk here.
+
+    Raises:
+        HubError: the name is not registered (close names listed, and how to register one).
+    """
+    registry = read_registry()
+    if name not in registry:
+        raise HubError(f"{LOCAL_SCHEME}{name} is not registered in {registry_path()}{close_names(name, registry)}; "
+                       "add it with: python tools/hub.py register NAME PATH")
+    return registry[name]
+
+
 def local_file(name: str) -> str:
     """The registered checkpoint of ``name``, its sha256 checked against the one recorded
     (:func:`oars.hub.verify.check_hash`, the check every named load goes through).
@@ -121,13 +143,7 @@ def local_file(name: str) -> str:
         HubError: unknown name (close names listed), a file that is gone, or a record without its sha256.
         WeightsHashError: the file changed since registering.
     """
-    registry = read_registry()
-    if name not in registry:
-        from .entries import close_names
-
-        raise HubError(f"{LOCAL_SCHEME}{name} is not registered in {registry_path()}{close_names(name, registry)}; "
-                       "add it with: python tools/hub.py register NAME PATH")
-    record = registry[name]
+    record = registered_record(name)
     path = record["path"]
     if not osp.isfile(path):
         raise HubError(f"{LOCAL_SCHEME}{name}: its file {path} no longer exists (registry: {registry_path()})")

@@ -17,12 +17,15 @@ from mmengine.config import Config
 from mmengine.structures import PixelData
 from tqdm import tqdm
 
-from oars.inference import batched_predict, build_test_pipeline, check_output_folder, init_model, list_images
-from oars_deploy.draw import draw_sample, get_palette, save_label_png
+from oars.inference import batched_predict, build_test_pipeline, check_output_folder, list_images
+from oars.pipelines.model import init_model
+from oars_deploy.draw import get_palette, save_label_png
 from oars_deploy.failures import Failures
 from oars_deploy.output_paths import output_stems
 from oars_deploy.predictors.semantic_labels import SemanticLabels
-from oars_deploy.records import semantic_labels_result, write_results
+from oars_deploy.predictors.semantic_labels.draw import draw_sample
+from oars_deploy.predictors.semantic_labels.records import semantic_labels_result
+from oars_deploy.records import write_results
 from segmentation.apis.labels import upsample_argmax
 
 ANNOTATION_LOADERS = ("LoadSegAnnotations",)
@@ -59,7 +62,8 @@ def run_inference(cfg: Config, checkpoint: str, inputs: str, out_dir: str, devic
                   failures: Failures | None = None) -> list[str]:
     """Predict every image under ``inputs``; writes ``<stem>_vis.png`` (image | prediction | overlay,
     with a legend), ``<stem>.png`` (class ids) and ``results.jsonl`` (one
-    :class:`oars_deploy.records.SemanticLabelsRecord` per image, as oars-infer writes it); returns the picture paths.
+    :class:`oars_deploy.predictors.semantic_labels.records.SemanticLabelsRecord` per image, as oars-infer writes it);
+    returns the picture paths.
 
     ``<stem>`` is the name oars-infer gives the same file (:func:`oars_deploy.output_paths.output_stems` with the
     deployed predictor's own file names): the file's stem, or ``x_png`` / ``x_jpg`` for ``x.png`` beside ``x.jpg``

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from oars.engine.hooks.prediction_pictures import PredictionPicturesHookBase
-from oars_deploy.draw import draw_sample
+from oars_deploy.predictors.semantic_labels.draw import draw_sample
 from segmentation.registry import HOOKS
 
 

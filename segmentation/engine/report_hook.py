@@ -19,7 +19,7 @@ from oars.visualization import ReportSection, plot_per_class_bars, write_html_re
 from oars.visualization.html_report import confusion_section
 from oars_deploy.draw import draw_legend, get_palette, overlay_mask, side_by_side
 from oars_deploy.draw.layout import enlarge, enlarge_factor
-from oars_deploy.draw.segmentation import MIN_SIDE
+from oars_deploy.predictors.semantic_labels.draw import MIN_SIDE
 from segmentation.evaluation.agreement import batch_confusions, per_image_miou
 from segmentation.registry import HOOKS
 

@@ -61,7 +61,7 @@ def images(tmp_path_factory) -> str:
 def _export(config: str, folder: str, overrides: list[str] = (), dynamic: bool = False, half: bool = False) -> str:
     """Shrunk model of ``config`` with random weights (varied BN statistics, a strong classifier so that the
     labels are not all one class) exported at 1x3x64x64 with oars' export_model; returns the model folder."""
-    from oars.export.onnx_export import export_model
+    from oars.pipelines.export import export_model
 
     cfg, ckpt = shrunk_export_case(config, folder, SIZE, overrides=overrides, standardise_logits=True)
     out = os.path.join(folder, "export")

@@ -57,7 +57,7 @@ def _spread_retina_scores(ckpt: str) -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list(CASES))
 def test_cpp_onnxruntime_one_stage_matches_python_predictor(name, oars_infer_ort, images, tmp_path):
-    from oars.export.onnx_export import export_model
+    from oars.pipelines.export import export_model
     from oars_deploy.predictor import Predictor
 
     config, overrides = CASES[name]

@@ -26,7 +26,7 @@ BOX_ATOL, SCORE_ATOL, MIN_MASK_IOU, MAX_DIFFER = 1e-2, 1e-3, 0.98, 0.002
 
 
 def _rle_to_mask(rle: dict) -> np.ndarray:
-    from oars_deploy.records import rle_to_mask
+    from oars_deploy.predictors.detection_boxes.rle import rle_to_mask
 
     return rle_to_mask(rle)
 
@@ -34,7 +34,7 @@ def _rle_to_mask(rle: dict) -> np.ndarray:
 @pytest.mark.slow
 def test_cpp_onnxruntime_mask_rcnn_matches_python_predictor(oars_infer_ort, tmp_path):
     from oars.export import write_deploy_yaml
-    from oars.export.onnx_export import export_model
+    from oars.pipelines.export import export_model
     from oars_deploy.deploy_config import read_deploy_yaml
 
     cfg, model = build_case("mask")

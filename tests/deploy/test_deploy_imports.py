@@ -18,9 +18,17 @@ RUNTIME = {"numpy", "cv2", "yaml", "onnxruntime"}
 OPTIONAL = {"cupy", "tensorrt", "av"}  # imported only inside the functions that need them (av: video models)
 ALLOWED = set(sys.stdlib_module_names) | RUNTIME | OPTIONAL | {"oars_deploy", "__future__"}
 # the serve extra (pip install deploy/python[serve]): only oars_deploy.serve may import it, and nothing else imports
-# oars_deploy.serve at module level (oars-infer --ray imports it inside its branch)
+# oars_deploy.serve at module level (oars-infer --ray imports it inside its branch). A plug-in's server model (its
+# package's served.py, a ServedModel subclass) belongs to the server: only the server imports it, through the
+# plug-in's served_model(), inside that method
 SERVE_EXTRA = {"ray", "fastapi", "starlette", "PIL"}
 SERVE_PACKAGE = osp.join(PACKAGE, "serve")
+
+
+def _server_side(path: str) -> bool:
+    """oars_deploy.serve, or a plug-in's server model (``predictors/<kind>/served.py``)."""
+    return path.startswith(SERVE_PACKAGE + os.sep) or (
+        path.startswith(osp.join(PACKAGE, "predictors") + os.sep) and osp.basename(path) == "served.py")
 
 
 def _imports(path: str) -> list[tuple[str, int, bool]]:
@@ -49,10 +57,15 @@ def test_runtime_modules_import_only_the_runtime():
 
 
 def test_only_the_cli_branch_imports_the_server():
-    eager = [f"{osp.relpath(p, ROOT)}:{line}" for p in _modules() if not p.startswith(SERVE_PACKAGE + os.sep)
-             for name, line, at_top in _imports(p) if at_top and name == "oars_deploy"
-             and "oars_deploy.serve" in open(p).read().splitlines()[line - 1]]
+    def eager_imports(of: str) -> list[str]:
+        return [f"{osp.relpath(p, ROOT)}:{line}" for p in _modules() if not _server_side(p)
+                for name, line, at_top in _imports(p) if at_top and name == "oars_deploy"
+                and of in open(p).read().splitlines()[line - 1]]
+
+    eager = eager_imports("oars_deploy.serve")
     assert not eager, "oars_deploy.serve (Ray) may be imported at module level only inside itself:\n" + "\n".join(eager)
+    eager = eager_imports(".served ")
+    assert not eager, "a plug-in's served.py is the server's: import it inside served_model():\n" + "\n".join(eager)
 
 
 def test_optional_packages_are_imported_lazily():

@@ -9,8 +9,9 @@ from pycocotools import mask as mask_utils
 
 from oars_deploy.errors import DeployError
 from oars_deploy.mask_paste import paste_masks
-from oars_deploy.postprocess import detection
-from oars_deploy.records import detection_record, mask_to_rle, rle_to_mask
+from oars_deploy.predictors.detection_boxes.postprocess import detection
+from oars_deploy.predictors.detection_boxes.records import detection_record
+from oars_deploy.predictors.detection_boxes.rle import mask_to_rle, rle_to_mask
 
 
 def _masks() -> np.ndarray:

@@ -87,7 +87,7 @@ def _random_checkpoint(cfg_path: str, overrides: list[str], path: str) -> str:
 
 
 def _export(tmp, cfg_path: str, overrides: list[str]) -> tuple[str, str]:
-    from oars.export.onnx_export import export_model
+    from oars.pipelines.export import export_model
 
     ckpt = _random_checkpoint(cfg_path, overrides, str(tmp / "model.pth"))
     out = str(tmp / "export")

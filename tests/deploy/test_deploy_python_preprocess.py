@@ -27,6 +27,8 @@ from oars_deploy import postprocess as post
 from oars_deploy.arrays import cupy_or_none
 from oars_deploy.errors import DeployError
 from oars_deploy.nms import multiclass_nms
+from oars_deploy.predictors.detection_boxes.postprocess import detection
+from oars_deploy.predictors.semantic_labels.postprocess import segmentation
 from oars_deploy.preprocess import check_steps, preprocess
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
@@ -112,8 +114,8 @@ def test_cupy_preprocess_and_postprocess_equal_numpy():
     np.testing.assert_array_equal(cp.asnumpy(got), ref)
     logits = np.random.default_rng(0).normal(size=(2, 4, 64, 64)).astype(np.float32)
     settings = {"type": "segmentation", "output_op": "none"}
-    a = post.segmentation({"logits": logits}, ref_metas, settings)
-    b = post.segmentation({"logits": cp.asarray(logits)}, ref_metas, settings)
+    a = segmentation({"logits": logits}, ref_metas, settings)
+    b = segmentation({"logits": cp.asarray(logits)}, ref_metas, settings)
     for x, y in zip(a, b):
         np.testing.assert_array_equal(x["label"], y["label"])
 
@@ -180,7 +182,7 @@ def test_detection_raw_postprocess_matches_yolov3_predict(tmp_path):
     settings = {"type": "detection", "inside_graph": ["decode"], "score_thr": test_cfg["score_thr"],
                 "conf_thr": test_cfg["conf_thr"], "iou_threshold": test_cfg["nms"]["iou_threshold"],
                 "max_per_img": test_cfg["max_per_img"], "nms_pre": test_cfg["nms_pre"]}
-    got = post.detection({"boxes": boxes.numpy(), "scores": scores.numpy()}, metas, settings)
+    got = detection({"boxes": boxes.numpy(), "scores": scores.numpy()}, metas, settings)
     for res, ref in zip(got, samples):
         assert len(res["labels"]) == len(ref.labels) > 0
         np.testing.assert_allclose(res["bboxes"], ref.bboxes.numpy(), rtol=0, atol=1e-3)
@@ -193,11 +195,11 @@ def test_detection_in_graph_postprocess_rescales_and_clips():
     outputs = {"num_dets": np.array([2]), "boxes": np.array([[[64, 64, 128, 128], [-5, 0, 140, 20], [0, 0, 0, 0]]],
                                                                 np.float32),
                "scores": np.array([[0.9, 0.5, 0]], np.float32), "labels": np.array([[1, 0, -1]])}
-    res = post.detection(outputs, metas, {"type": "detection", "inside_graph": ["decode", "nms"]})[0]
+    res = detection(outputs, metas, {"type": "detection", "inside_graph": ["decode", "nms"]})[0]
     np.testing.assert_allclose(res["bboxes"], [[100, 50, 200, 100], [0, 0, 200, 15.625]], atol=1e-4)
     np.testing.assert_array_equal(res["labels"], [1, 0])
     with pytest.raises(DeployError, match="needs outputs"):
-        post.detection({"boxes": outputs["boxes"]}, metas, {"type": "detection", "inside_graph": ["decode", "nms"]})
+        detection({"boxes": outputs["boxes"]}, metas, {"type": "detection", "inside_graph": ["decode", "nms"]})
 
 
 def test_segmentation_postprocess_matches_encoder_decoder(tmp_path):
@@ -212,11 +214,11 @@ def test_segmentation_postprocess_matches_encoder_decoder(tmp_path):
     with torch.no_grad():
         logits = model.encode_decode(torch.from_numpy(batch)).numpy()
         ref = model.predict(inputs, [SegDataSample(metainfo=meta)])[0].pred_sem_seg.data[0].numpy()
-    exact = post.segmentation({"logits": logits}, metas, {"type": "segmentation", "output_op": "none"})[0]["label"]
+    exact = segmentation({"logits": logits}, metas, {"type": "segmentation", "output_op": "none"})[0]["label"]
     np.testing.assert_array_equal(exact, ref)
-    label = post.segmentation({"label": logits.argmax(1)}, metas,
+    label = segmentation({"label": logits.argmax(1)}, metas,
                              {"type": "segmentation", "output_op": "argmax"})[0]["label"]
     assert label.shape == ref.shape == (128, 128)
     assert (label != ref).mean() < 0.05
     with pytest.raises(DeployError, match="output_op must be one of"):
-        post.segmentation({"logits": logits}, metas, {"type": "segmentation", "output_op": "sigmoid"})
+        segmentation({"logits": logits}, metas, {"type": "segmentation", "output_op": "sigmoid"})

@@ -69,7 +69,7 @@ def _images(folder: str) -> str:
 
 def _export_and_reference(config: str, folder: str, overrides: list[str], images: str) -> str:
     """Shrunk random-weight model exported to ``folder``/export; tools/infer.py's files in ``folder``/torch."""
-    from oars.export.onnx_export import export_model
+    from oars.pipelines.export import export_model
 
     cfg, ckpt = shrunk_export_case(config, folder, SIZE, overrides=overrides, standardise_logits=True)
     model_dir = osp.join(folder, "export")

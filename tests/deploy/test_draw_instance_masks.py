@@ -4,7 +4,8 @@ detection picture with masks under the boxes."""
 import numpy as np
 import pytest
 
-from oars_deploy.draw import draw_detection_sample, draw_instance_masks, instance_index_map
+from oars_deploy.predictors.detection_boxes.draw import draw_detection_sample
+from oars_deploy.predictors.detection_boxes.draw_masks import draw_instance_masks, instance_index_map
 
 NAMES = ['cat', 'dog', 'bird']
 PALETTE = np.array([[255, 0, 0], [0, 255, 0], [0, 0, 200]], dtype=np.uint8)  # RGB

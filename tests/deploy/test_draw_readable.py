@@ -4,9 +4,11 @@ panels with their boxes scaled) and box captions that avoid each other."""
 import numpy as np
 import pytest
 
-from oars_deploy.draw import draw_boxes, draw_detection_sample, draw_sample
+from oars_deploy.draw import draw_boxes
 from oars_deploy.draw.boxes import _caption_rect
 from oars_deploy.draw.layout import enlarge, enlarge_factor
+from oars_deploy.predictors.detection_boxes.draw import draw_detection_sample
+from oars_deploy.predictors.semantic_labels.draw import draw_sample
 
 PALETTE = np.array([[0, 0, 0], [255, 0, 0], [0, 255, 0]], dtype=np.uint8)  # RGB
 NAMES = ['background', 'circle', 'square']

@@ -82,7 +82,7 @@ def test_enlarged_drawing_equals_drawing_the_enlarged_inputs():
     """Colours and overlay drawn at the image's size then enlarged are the pixels of drawing the enlarged image and
     label map (the cheaper order draw_sample uses); ids_present is np.unique."""
     from oars_deploy.draw import get_palette
-    from oars_deploy.draw.segmentation import draw_sample, ids_present
+    from oars_deploy.predictors.semantic_labels.draw import draw_sample, ids_present
 
     rng = np.random.default_rng(0)
     img = rng.integers(0, 256, (60, 90, 3), dtype=np.uint8)

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from oars_deploy.draw.palette import get_palette
-from oars_deploy.draw.timeline import assign_lanes, draw_timeline
+from oars_deploy.predictors.video_segments.timeline import assign_lanes, draw_timeline
 
 NAMES = ['left', 'right', 'grow']
 

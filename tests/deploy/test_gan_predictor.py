@@ -28,7 +28,7 @@ PIX2PIX = {"type": "Pix2Pix", "generator": {"type": "UNetGenerator", "ngf": 8, "
 def test_image_model_predictor_matches_pytorch(tmp_path):
     from gan.apis import run_inference
     from gan.registry import MODELS
-    from oars.export import export_model
+    from oars.pipelines.export import export_model
 
     with DefaultScope.overwrite_default_scope("gan"):
         model = MODELS.build(PIX2PIX)

@@ -34,19 +34,13 @@ from oars_deploy.plugins import (
     predictor_names,
     register_predictor,
 )
-from oars_deploy.records import (
-    RESULTS_FILE,
-    ClipClassesRecord,
-    FeatureClassesRecord,
-    GANImagesRecord,
-    ResultRecord,
-    detection_result,
-    detections_json,
-    read_results,
-    rle_to_mask,
-    semantic_labels_result,
-    write_results,
-)
+from oars_deploy.predictors.clip_classes.records import ClipClassesRecord
+from oars_deploy.predictors.detection_boxes.records import detection_result, detections_json
+from oars_deploy.predictors.detection_boxes.rle import rle_to_mask
+from oars_deploy.predictors.feature_classes.records import FeatureClassesRecord
+from oars_deploy.predictors.gan_images.records import GANImagesRecord
+from oars_deploy.predictors.semantic_labels.records import semantic_labels_result
+from oars_deploy.records import RESULTS_FILE, ResultRecord, read_results, write_results
 
 KINDS = ["clip_classes", "detection_boxes", "feature_classes", "gan_images", "instance_masks", "semantic_labels",
          "video_segments"]

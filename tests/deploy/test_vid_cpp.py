@@ -55,7 +55,7 @@ def _compare(lines: list[str], model_dir: str, videos: str) -> None:
 
 @pytest.mark.parametrize("name,crop", [("tsm", "CenterCrop"), ("tsn", "ThreeCrop")])
 def test_cpp_onnxruntime_matches_python_predictor(oars_infer_ort, videos, tmp_path, name, crop):
-    from oars.export import export_model
+    from oars.pipelines.export import export_model
 
     cfg = video_config(str(tmp_path), name, crop)
     model_dir = str(tmp_path / "export")
@@ -72,7 +72,7 @@ def test_cpp_onnxruntime_matches_python_predictor(oars_infer_ort, videos, tmp_pa
 
 
 def test_cpp_refuses_3d_exports(oars_infer_ort, videos, tmp_path):
-    from oars.export import export_model
+    from oars.pipelines.export import export_model
 
     cfg = video_config(str(tmp_path), "r2plus1d")
     model_dir = str(tmp_path / "export")
@@ -86,7 +86,7 @@ def test_cpp_refuses_still_images_and_one_frame_videos(oars_infer_ort, tmp_path)
     image, not a one-frame video; fewer frames than deploy.yaml's sampling.min_frames (default 2) is refused."""
     import cv2
 
-    from oars.export import export_model
+    from oars.pipelines.export import export_model
     from video.demo_data import render_clip, write_video
 
     cfg = video_config(str(tmp_path), "tsn", "CenterCrop")

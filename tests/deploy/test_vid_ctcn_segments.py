@@ -22,14 +22,14 @@ from test_vid_segments_predictor import BLOCK_TORCH, FPS, FRAMES, INFER
 from video_ctcn_export import CTCN_CFG, CTCN_CLASSES, CTCN_SHRINK, TEMPORAL_DIM, ctcn_export
 
 from oars_deploy.errors import DeployError
-from oars_deploy.segments import ctcn_segments
+from oars_deploy.predictors.video_segments.segments import ctcn_segments
 
 
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
     """(export info, the C-TCN in eval mode, videos folder with one 30-frame video, the predictor's result)."""
     from oars.config import load_config
-    from oars.inference import init_model
+    from oars.pipelines.model import init_model
     from oars_deploy.predictors.video_segments.predictor import SegmentsPredictor
     from video.demo_data import render_clip, write_video
 

@@ -18,8 +18,9 @@ from mmengine.config import Config
 from mmengine.dataset import pseudo_collate
 from vid_export_cases import CLASSES, checkpoint, video_config
 
-from oars.export import export_model
-from oars.inference import build_test_pipeline, init_model
+from oars.inference import build_test_pipeline
+from oars.pipelines.export import export_model
+from oars.pipelines.model import init_model
 from oars_deploy.cli import run
 from oars_deploy.clips.decode import VideoFile
 from oars_deploy.failures import FolderFailuresError

@@ -74,7 +74,7 @@ def test_proposals_and_detections_equal_bmn_predict(setup):
     ``BMN.predict`` (ResizeTemporal, data preprocessor, the model with classify.top_k) give the same proposals and
     detections: one implementation of proposals, Soft-NMS and the class pairing."""
     from oars.config import load_config
-    from oars.inference import init_model
+    from oars.pipelines.model import init_model
     from video.structures import ActionDataSample
     from video.transforms import PackLocalizationInputs, ResizeTemporal
 

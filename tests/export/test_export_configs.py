@@ -16,7 +16,8 @@ from demo_utils import DEMO_CFG, ROOT
 from export_cases import shrunk_export_case
 
 from oars.config import load_config
-from oars.export import export_model, preprocess_steps, read_deploy_yaml
+from oars.export import preprocess_steps, read_deploy_yaml
+from oars.pipelines.export import export_model
 
 # Image configs: video exports take their clip shape from the test pipeline (no export section needed) and are
 # exported with parity per architecture in tests/video/export/test_vid_export.py; GAN generators (several inputs:

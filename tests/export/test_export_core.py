@@ -18,9 +18,10 @@ from demo_utils import DEMO_CFG, ROOT
 
 from oars.config import apply_overrides, load_config
 from oars.engine.checkpoint import CheckpointError
-from oars.export import ExportCheckError, ExportError, export_model, preprocess_steps, read_deploy_yaml
+from oars.export import ExportCheckError, ExportError, preprocess_steps, read_deploy_yaml
 from oars.export.check import sample_inputs, synthetic_image
 from oars.export.deploy_config import write_deploy_yaml
+from oars.pipelines.export import export_model
 from oars_deploy.errors import DeployError
 from oars_deploy.preprocess import preprocess
 
@@ -99,7 +100,8 @@ def test_preprocess_steps_of_yolov3():
 def test_preprocess_reproduces_pipeline_for_other_aspect_ratios(demo_case):
     """A keep_ratio Resize + Pad in deploy.yaml gives the pipeline's tensor wherever the pipeline output fits."""
     cfg, ckpt = demo_case
-    from oars.inference import build_test_pipeline, init_model
+    from oars.inference import build_test_pipeline
+    from oars.pipelines.model import init_model
 
     model = init_model(cfg, ckpt)
     steps = preprocess_steps(cfg, model.data_preprocessor)

@@ -18,9 +18,10 @@ from detection.export.compare import detection_agreement
 from oars.config import apply_overrides
 from oars.export.check import ort_outputs, ort_session, synthetic_image
 from oars.export.errors import ExportCheckError, ExportError
-from oars.export.onnx_export import export_model, reduce_precision
+from oars.export.onnx_export import reduce_precision
 from oars.export.precision import check_agreement, layers_reading_inputs, output_agreement
 from oars.export.spec import ExportSpec
+from oars.pipelines.export import export_model
 from oars_deploy.deploy_config import read_deploy_yaml
 
 DET_CFG = os.path.join(ROOT, "configs/detection/yolov3/yolov3_darknet53_demo_shapes.yaml")

@@ -10,9 +10,10 @@ import pytest
 import torch
 import yaml
 
-from oars.export import ExportError, export_model, preprocess_steps
+from oars.export import ExportError, preprocess_steps
 from oars.export.check import sample_inputs
-from oars.inference import init_model
+from oars.pipelines.export import export_model
+from oars.pipelines.model import init_model
 from oars_deploy.deploy_config import check_label_count, read_deploy_yaml
 from oars_deploy.errors import DeployError
 

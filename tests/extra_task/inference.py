@@ -10,7 +10,8 @@ from mmengine.config import Config
 
 from extra_task.datasets import CLASSES
 from extra_task.predictor import write_image_class
-from oars.inference import batched_predict, build_test_pipeline, check_output_folder, init_model, list_images
+from oars.inference import batched_predict, build_test_pipeline, check_output_folder, list_images
+from oars.pipelines.model import init_model
 from oars_deploy.failures import Failures
 from oars_deploy.records import write_results
 

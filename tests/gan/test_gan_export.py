@@ -13,8 +13,8 @@ from mmengine.config import Config
 
 from gan.apis import run_inference
 from gan.registry import MODELS
-from oars.export import export_model
 from oars.export.errors import ExportError
+from oars.pipelines.export import export_model
 from oars_deploy.predictors.gan_images.config import make_labels, make_noise
 from oars_deploy.predictors.gan_images.predictor import GANPredictor
 

@@ -19,7 +19,7 @@ from gan.export_eval import ExportedGenerator
 from gan.registry import MODELS
 from gan.structures import GANDataSample
 from oars.config import load_config
-from oars.export import export_model
+from oars.pipelines.export import export_model
 
 BATCH, SIZE = 3, 32
 CASES = {  # config, export section (STGAN: a fixed batch of 2 fed a batch of 3: chunked and padded)

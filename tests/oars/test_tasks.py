@@ -122,7 +122,7 @@ def test_a_broken_entry_point_is_reported_for_its_scope(monkeypatch):
 
 def test_export_finds_the_task_through_the_registry(toy):
     from oars.export.errors import ExportError
-    from oars.export.onnx_export import _export_task
+    from oars.export.onnx_export import export_task as _export_task
 
     assert _export_task(Config({"default_scope": toy.scope})) is toy
     with pytest.raises(ExportError, match=r"default_scope 'nope' has no export support .*known tasks: detection"):

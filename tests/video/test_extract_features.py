@@ -85,7 +85,8 @@ def test_snippet_equals_the_test_pipelines_clip(setup, tmp_path):
     """Snippet 3 of b (frames 12..19) from the sequential decoder and rolling window equals the test pipeline's
     VideoInit -> VideoDecode (seeking decoder) -> Resize/CenterCrop/FormatShape clip for the same indices, and its
     row of b.npy equals the backbone's spatially and temporally averaged output on that clip."""
-    from oars.inference import build_test_pipeline, init_model
+    from oars.inference import build_test_pipeline
+    from oars.pipelines.model import init_model
     from video.features.frames import probe
     from video.features.snippets import SnippetPipeline
     from video.features.window import iter_snippets, snippet_frame_indices

@@ -23,13 +23,15 @@ from mmengine.config import Config
 from mmengine.dataset import Compose, pseudo_collate
 
 from oars.errors import OarsError
-from oars.inference import build_test_pipeline, check_output_folder, init_model
+from oars.inference import build_test_pipeline, check_output_folder
+from oars.pipelines.model import init_model
 from oars_deploy.atomic import atomic_write
 from oars_deploy.errors import UserError
 from oars_deploy.failures import Failures
 from oars_deploy.output_paths import output_stems
 from oars_deploy.predictors.clip_classes.cli import PREDICTIONS_FILE, list_videos, record
-from oars_deploy.records import ClipClassesRecord, write_results
+from oars_deploy.predictors.clip_classes.records import ClipClassesRecord
+from oars_deploy.records import write_results
 from video.engine.clip_pictures import clip_frames, clip_strip
 from video.visualization import top_predictions
 

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from oars_deploy.draw.timeline import draw_timeline
+from oars_deploy.predictors.video_segments.timeline import draw_timeline
 from video.evaluation.activitynet_eval import (
     NUM_GRID_POINTS,
     TIOU_THRESHOLDS,

@@ -80,7 +80,7 @@ def extract_features(cfg: Config, weights: str, inputs: str, out_dir: str, snipp
         OarsError: bad numbers, a config whose test pipeline does not read video files, a non-recognizer model,
             an input that is not a video or a folder of videos.
     """
-    from oars.inference import init_model
+    from oars.pipelines.model import init_model
     from oars_deploy.predictors.clip_classes.cli import list_videos
     from video.features import outputs
     from video.features.clips import SnippetChunks, chunk_loader

@@ -27,7 +27,7 @@ from mmengine.dataset import Compose
 
 from oars.errors import OarsError
 from oars.inference import build_test_pipeline
-from oars_deploy.segments.snippets import num_snippets  # noqa: F401  (one rule for training and deployment)
+from oars_deploy.predictors.video_segments.segments.snippets import num_snippets  # noqa: F401  (one rule for training and deployment)
 
 #: the three steps of a test pipeline that reads a video file, in this order; everything after DECODE is reused
 OPEN, SAMPLE, DECODE = "VideoInit", "SampleFrames", "VideoDecode"

@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from oars_deploy.segments import proposals as _np
+from oars_deploy.predictors.video_segments.segments import proposals as _np
 
 
 def _numpy(x: Tensor):

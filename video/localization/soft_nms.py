@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from oars_deploy.segments.soft_nms import soft_nms as _soft_nms
+from oars_deploy.predictors.video_segments.segments.soft_nms import soft_nms as _soft_nms
 
 
 def soft_nms(proposals: Tensor, alpha: float = 0.4, low_threshold: float = 0.5, high_threshold: float = 0.9,

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from oars.errors import DataError
-from oars_deploy.segments.temporal import resize_positions, resize_temporal  # noqa: F401  (one implementation)
+from oars_deploy.predictors.video_segments.segments.temporal import resize_positions, resize_temporal  # noqa: F401  (one implementation)
 from video.registry import TRANSFORMS
 from video.structures import ActionDataSample
 

@@ -100,9 +100,7 @@ def run(argv: list[str] | None = None) -> None:
         failures.raise_if_any(total=written + len(failures))
         return
     if args.window is not None:  # a clip classifier over a stream (check_stream_flags made sure of both)
-        from oars_deploy.streams.windows import run_windows
-
-        outcome = run_windows(args, stream_source(args.input))
+        outcome = plugin.run_windows(args, stream_source(args.input))
     else:
         outcome = plugin.run(args, deploy)
     write_results(outcome.records, args.output_dir)

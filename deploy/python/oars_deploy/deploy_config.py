@@ -28,6 +28,7 @@ from typing import Any
 import yaml
 
 from oars_deploy.errors import DeployError
+from oars_deploy.plugins import PREDICTOR_KEY, predictor_for
 
 DEPLOY_FILE = "deploy.yaml"
 DEPLOY_VERSION = 1
@@ -40,7 +41,6 @@ STEP_KEYS = {
 TOP_KEYS = ("version", "model", "labels", "input", "preprocess", "outputs", "postprocess")
 MODEL_KEYS = ("name", "task", "onnx")
 INPUT_KEYS = ("name", "shape", "dtype", "layout", "color")
-PREDICTOR_KEY = "predictor"  # which plug-in runs the model: see oars_deploy.plugins (inferred when absent)
 
 
 def read_deploy_yaml(path: str) -> dict:
@@ -95,10 +95,9 @@ def _plugin_for(data: dict, path: str) -> Any:
     ``predictor`` present: it must name a registered plug-in (a :class:`DeployError` lists the known ones). Absent
     (an export written before the key existed): the plug-in :func:`oars_deploy.plugins.predictor_kind` infers;
     when none recognises the content, the image-model checks run, as they did before plug-ins existed (the CLI
-    then says that no predictor runs the model).
+    then says that no predictor runs the model). The registry imports no plug-in module until asked, and nothing
+    of this one, so this module imports it at the top.
     """
-    from oars_deploy.plugins import predictor_for  # lazy: the plug-ins import this module
-
     if PREDICTOR_KEY in data:
         return predictor_for(data, path)
     try:

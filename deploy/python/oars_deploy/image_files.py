@@ -13,9 +13,10 @@ import glob
 import os
 import os.path as osp
 
+from oars_deploy.clips.inputs import folder_contents
 from oars_deploy.errors import UserError
+from oars_deploy.suffixes import FEATURE_SUFFIXES, IMAGE_SUFFIXES, VIDEO_SUFFIXES
 
-IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp")
 LIST_SUFFIXES = (".txt", ".lst")
 GLOB_CHARS = "*?["
 
@@ -72,8 +73,6 @@ def list_images(path: str) -> list[str]:
         raise UserError(f"input {path!r} is neither an image file nor a folder")
     files = sorted(osp.join(path, f) for f in os.listdir(path) if f.lower().endswith(IMAGE_SUFFIXES))
     if not files:
-        from oars_deploy.clips.inputs import folder_contents  # video_inputs imports this module
-
         held = folder_contents(path, nothing="it holds no videos or feature files either")
         raise UserError(f"no images ({', '.join(IMAGE_SUFFIXES)}) in folder {path}: {held}")
     return files
@@ -83,8 +82,6 @@ def unreadable_image_message(path: str) -> str:
     """Why OpenCV could not decode ``path`` as an image, in words: a video or a frame-feature file handed to an image
     model is named as such (it is the wrong kind of input, not a damaged file); anything else is unsupported or
     corrupt."""
-    from oars_deploy.clips.inputs import FEATURE_SUFFIXES, VIDEO_SUFFIXES
-
     suffix = osp.splitext(path)[1].lower()
     takes = f"an image model takes image files ({', '.join(IMAGE_SUFFIXES)})"
     if suffix in VIDEO_SUFFIXES:

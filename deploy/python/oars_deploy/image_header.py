@@ -21,6 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import BinaryIO
 
+from oars_deploy.image_files import unreadable_image_message
+
 #: the most segments / boxes / blocks walked before the size is found (a crafted file cannot make the walk long)
 MAX_WALK = 4096
 #: the most bytes of a text header (PNM, PFM, HDR) read
@@ -419,8 +421,6 @@ def file_size_problem(path: str, max_pixels: int = MAX_FILE_PIXELS, corrupt_is_p
     except ImageHeaderError as err:
         if err.format is None or not corrupt_is_problem:
             return None
-        from oars_deploy.image_files import unreadable_image_message
-
         return f"{unreadable_image_message(path)} (its {err})"
     except OSError as err:
         return f"could not read image {path}: {err.strerror or err}"

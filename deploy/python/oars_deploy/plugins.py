@@ -6,7 +6,14 @@ its ``oars-infer`` flags, runs the model over the inputs, writes its pictures (a
 detections.json) and returns one :class:`~oars_deploy.records.ResultRecord` per input, which the CLI writes to
 results.jsonl. The built-in plug-ins (:mod:`oars_deploy.predictors`) are ``detection_boxes``, ``instance_masks``,
 ``semantic_labels``, ``clip_classes``, ``feature_classes``, ``gan_images`` and ``video_segments``; another one is
-added with :func:`register_predictor` and named in its exports' deploy.yaml.
+added with :func:`register_predictor` and named in its exports' deploy.yaml, or declared in the ``oars.predictors``
+entry-point group. The built-ins are listed by module name (:data:`DEFAULT_PREDICTORS`, as pytest's
+``default_plugins``) and imported on the first lookup, so this module imports no plug-in: the plug-ins import it.
+
+What the core does beyond ``run`` with a plug-in, it asks the plug-in for (a capability, not an ``isinstance`` of a
+plug-in class): :attr:`PredictorPlugin.tracks` (``--track``), :meth:`PredictorPlugin.run_windows` (``--window``),
+:meth:`PredictorPlugin.served_model` (``oars-serve``, ``oars-infer --ray``), :meth:`PredictorPlugin.list_inputs`
+and :meth:`PredictorPlugin.output_stems` (``oars-infer --ray``).
 
 deploy.yaml's ``predictor`` key is written by ``oars_deploy.deploy_writer.write_deploy_yaml`` from
 :func:`predictor_kind`; an export written before the key existed gets the same answer from the same function
@@ -16,18 +23,34 @@ deploy.yaml's ``predictor`` key is written by ``oars_deploy.deploy_writer.write_
 from __future__ import annotations
 
 import argparse
+import importlib
+import importlib.metadata
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
 
-from oars_deploy.deploy_config import PREDICTOR_KEY
 from oars_deploy.errors import DeployError
 from oars_deploy.failures import Failures
+from oars_deploy.image_files import list_images
 from oars_deploy.records import ResultRecord
 
-__all__ = ["PREDICTOR_KEY", "PredictorPlugin", "PredictorRun", "add_all_arguments", "add_flag", "get_predictor",
-           "predictor_for", "predictor_kind", "predictor_name", "predictor_names", "register_predictor"]
+__all__ = ["DEFAULT_PREDICTORS", "PREDICTOR_KEY", "PredictorPlugin", "PredictorRun", "add_all_arguments", "add_flag",
+           "get_predictor", "predictor_for", "predictor_kind", "predictor_name", "predictor_names",
+           "register_predictor"]
+
+PREDICTOR_KEY = "predictor"  # deploy.yaml's key naming the plug-in that runs the model (inferred when absent)
+# The built-in plug-ins, by module name, imported on the first lookup (importing one registers it). Their order is
+# that of their ``oars-infer`` flags in ``--help``.
+DEFAULT_PREDICTORS: tuple[str, ...] = (
+    "oars_deploy.predictors.clip_classes",
+    "oars_deploy.predictors.detection_boxes",
+    "oars_deploy.predictors.feature_classes",
+    "oars_deploy.predictors.gan_images",
+    "oars_deploy.predictors.instance_masks",
+    "oars_deploy.predictors.semantic_labels",
+    "oars_deploy.predictors.video_segments",
+)
 
 
 @dataclass
@@ -54,12 +77,17 @@ class PredictorPlugin(ABC):
             export that has the key belongs to this plug-in (how old exports without ``predictor`` are read).
         describes: what the models are, for messages (``GAN generators``, ``video classifiers``).
         needs_input: whether ``-i`` is required (noise generators read nothing).
+        tracks: whether its per-image results are ``{'bboxes', 'scores', 'labels'}`` that ``--track`` (ByteTrack,
+            :mod:`oars_deploy.track`) can follow over a stream's frames.
+        windows: whether it classifies a stream window by window (``--window``, :meth:`run_windows`).
     """
 
     name: ClassVar[str] = ""
     section: ClassVar[str | None] = None
     describes: ClassVar[str] = ""
     needs_input: ClassVar[bool] = True
+    tracks: ClassVar[bool] = False
+    windows: ClassVar[bool] = False
 
     def claims(self, deploy: dict) -> bool:
         """Whether an export without a ``predictor`` key is of this kind (see :func:`predictor_kind`).
@@ -87,6 +115,27 @@ class PredictorPlugin(ABC):
             DeployError / UserError: a flag that does not apply, an input of the wrong kind (before anything is
                 predicted).
         """
+
+    def run_windows(self, args: argparse.Namespace, source: Any) -> PredictorRun:
+        """Classify the stream ``source`` (:class:`oars_deploy.streams.source.StreamSource`) window by window
+        (``--window``; :func:`oars_deploy.streams.windows.run_windows`). Only plug-ins with :attr:`windows` do."""
+        raise DeployError(f"--window applies to video classifiers, not to {self.describes or self.name} "
+                          f"(predictor {self.name!r})")
+
+    def served_model(self) -> type | None:
+        """The :class:`oars_deploy.serve.models.ServedModel` class that serves this kind (``oars-serve``,
+        ``oars-infer --ray``), or None: not served. Imported when asked for, so the server's modules load only in
+        the server."""
+        return None
+
+    def list_inputs(self, spec: str) -> list[str]:
+        """The input files of ``-i spec``, a file or a folder (the default: images, :func:`list_images`)."""
+        return list_images(spec)
+
+    def output_stems(self, paths: list[str], input_flag: str = "-i") -> dict[str, str]:
+        """``{path: output stem}`` of inputs whose pictures are named after them; ``{}`` (the default) when this
+        kind's records name no file of an input."""
+        return {}
 
 
 _PLUGINS: dict[str, PredictorPlugin] = {}
@@ -116,19 +165,24 @@ ENTRY_POINT_GROUP = "oars.predictors"  # ``name = "module:PluginClass"`` of inst
 
 
 def _load_builtins() -> None:
-    """Import the built-in plug-ins once (lazily: they import the modules that import this one), then the plug-ins
-    other distributions declare in the ``oars.predictors`` entry-point group (a task installed beside oars names
-    its own predictor in its exports; ``oars-infer`` must find it without an edit here). A plug-in that fails to
-    load is reported when its name is asked for, not at start-up, so one broken package does not stop the others."""
+    """Import the built-in plug-ins once (:data:`DEFAULT_PREDICTORS`, by name: they import this module), then
+    the plug-ins other distributions declare in the ``oars.predictors`` entry-point group (a task installed beside
+    oars names its own predictor in its exports; ``oars-infer`` must find it without an edit here). A plug-in that
+    fails to load is reported when its name is asked for, not at start-up, so one broken package does not stop the
+    others."""
     global _BUILTINS_LOADED
     if _BUILTINS_LOADED:
         return
     _BUILTINS_LOADED = True
-    from importlib.metadata import entry_points
-
-    import oars_deploy.predictors  # noqa: F401  (registers the built-in plug-ins)
-
-    for entry in entry_points(group=ENTRY_POINT_GROUP):
+    for module in DEFAULT_PREDICTORS:
+        importlib.import_module(module)  # registers the plug-in (@register_predictor)
+    # the built-ins in DEFAULT_PREDICTORS order whatever imported one first (training code importing a plug-in's
+    # records or pictures registers it early), then the others as registered: --help, messages and inference stable
+    rank = {module: i for i, module in enumerate(DEFAULT_PREDICTORS)}
+    ordered = sorted(_PLUGINS.items(), key=lambda item: rank.get(type(item[1]).__module__, len(rank)))
+    _PLUGINS.clear()
+    _PLUGINS.update(ordered)
+    for entry in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
         if entry.name in _PLUGINS:
             continue
         try:

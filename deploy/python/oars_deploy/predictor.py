@@ -1,10 +1,10 @@
 """Predict with an exported model folder (deploy.yaml + model.onnx, or model.engine), without torch.
 
 ``Predictor(model_dir).predict([bgr_image, ...])`` (or ``Predictor(model_dir)(image_or_file_or_list)``) -> one dict
-per image, in original image pixels:
-segmentation ``{'label': [H, W] int64}``; detection ``{'bboxes': [K, 4] float32 xyxy, 'scores': [K] float32,
-'labels': [K] int64}`` plus ``'masks'`` bool ``[K, H, W]`` for instance segmentation models (Mask R-CNN:
-deploy.yaml ``postprocess.masks``) (the same numbers as the PyTorch model's ``test_step`` on the same images).
+per image, in original image pixels, made by the post-processing of the export's image plug-in (deploy.yaml's
+``predictor``: e.g. ``{'label': [H, W] int64}`` of ``semantic_labels``, ``{'bboxes', 'scores', 'labels'}`` of
+``detection_boxes``; see each plug-in's ``postprocess``), the same numbers as the PyTorch model's ``test_step`` on
+the same images. Pre-processing, the backend and batching are the same for every kind, here.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from oars_deploy.backends import make_backend
 from oars_deploy.deploy_config import DEPLOY_FILE, read_deploy_yaml
 from oars_deploy.draw.palette import get_palette
 from oars_deploy.errors import DeployError
+from oars_deploy.outputs import read_image
 from oars_deploy.plugins import predictor_for
 from oars_deploy.preprocess import check_steps, preprocess
 
@@ -36,7 +37,6 @@ class Predictor:
                  array_module_name: str | None = None) -> None:
         self.model_dir = model_dir
         self.deploy = read_deploy_yaml(osp.join(model_dir, DEPLOY_FILE))
-        self.task = self.deploy["model"]["task"]
         self.plugin = predictor_for(self.deploy, osp.join(model_dir, DEPLOY_FILE))
         if not hasattr(self.plugin, "postprocess"):
             raise DeployError(f"{model_dir}/{DEPLOY_FILE}: a {self.plugin.name} model ({self.plugin.describes}); "
@@ -100,8 +100,6 @@ class Predictor:
         Raises:
             DeployError: an input that is neither an image file nor a BGR uint8 [H, W, 3] array (naming it).
         """
-        from oars_deploy.outputs import read_image
-
         items = list(source) if isinstance(source, (list, tuple)) else [source]
         images = []
         for i, item in enumerate(items):

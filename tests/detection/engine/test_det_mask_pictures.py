@@ -13,8 +13,8 @@ from detection.evaluation import image_errors, image_record
 from detection.evaluation.gt_utils import sample_for_drawing
 from detection.structures import DetDataSample
 from oars_deploy.draw import get_palette
-from oars_deploy.draw.detection import MIN_SIDE
 from oars_deploy.draw.layout import enlarge_factor
+from oars_deploy.predictors.detection_boxes.draw import MIN_SIDE
 
 CLASSES = ['circle', 'square']
 PALETTE = get_palette(2, [[220, 20, 60], [0, 128, 0]])

@@ -143,7 +143,7 @@ def test_raw_export_and_the_predictors_nms():
 def test_int8_export_runs_in_the_python_predictor(tmp_path):
     from export_cases import shrunk_export_case
 
-    from oars.export import export_model
+    from oars.pipelines.export import export_model
     from oars_deploy.predictor import Predictor
 
     cfg, ckpt = shrunk_export_case(CONFIGS["fcos"], str(tmp_path / "case"), overrides=TEST_CFG)

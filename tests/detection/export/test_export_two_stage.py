@@ -213,7 +213,7 @@ def test_compare_checks_masks_of_matched_detections():
 def _export(case_name: str, folder: str):
     """export_model (the tools/export.py path, with its self-check incl. a dynamic batch) of a case; returns
     (cfg, model, spec, session, export dir)."""
-    from oars.export.onnx_export import export_model
+    from oars.pipelines.export import export_model
 
     cfg, model = build_case(case_name)
     ckpt = save_checkpoint(model, folder)

@@ -24,7 +24,8 @@ from mmengine.registry import MODELS, DefaultScope
 from torch import nn
 from torchvision.ops.misc import FrozenBatchNorm2d
 
-from detection.models.convert_torchvision import COCO80_CATEGORY_IDS, convert_checkpoint_file
+from detection.models.convert_checkpoint import convert_checkpoint_file
+from detection.models.convert_torchvision import COCO80_CATEGORY_IDS
 from detection.models.convert_torchvision_onestage import dense_from_torchvision
 from detection.structures import DetDataSample
 from oars.config import load_config

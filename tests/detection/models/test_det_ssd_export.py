@@ -18,7 +18,7 @@ from mmengine.registry import MODELS, DefaultScope
 from detection.export import DenseWithNMS, MatchSettings, compare_detections, pad_detections
 from detection.structures import DetDataSample
 from oars.config import load_config
-from oars.export import export_model
+from oars.pipelines.export import export_model
 from oars_deploy.cli import run as infer_main
 from oars_deploy.predictor import Predictor
 

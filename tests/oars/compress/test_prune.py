@@ -56,7 +56,7 @@ def test_pruning_meets_the_flops_target_and_keeps_the_network_valid(pruned):
 
 
 def test_generated_config_rebuilds_the_pruned_shapes_and_loads_the_checkpoint(pruned):
-    from oars.inference import init_model
+    from oars.pipelines.model import init_model
 
     original, _, net, _, data, folder = pruned
     cfg = load_config(str(folder / PRUNED_CONFIG))

@@ -59,7 +59,7 @@ def _overrides(values: dict) -> list[str]:
 def pruned(request, tmp_path_factory):
     """The shrunk detector (random weights) pruned to its target with the default scope, written as
     tools/compress.py writes it (generated config + pruned weights)."""
-    from oars.inference import init_model
+    from oars.pipelines.model import init_model
 
     torch.set_num_threads(1)
     config, values, target = CASES[request.param]
@@ -116,7 +116,7 @@ def test_pruned_detector_runs_in_loss_predict_and_tensor_modes(pruned):
 
 
 def test_generated_config_rebuilds_the_pruned_detector_and_loads_it_strictly(pruned):
-    from oars.inference import init_model
+    from oars.pipelines.model import init_model
 
     model, net, _, data, _, folder = pruned
     cfg = load_config(str(folder / PRUNED_CONFIG))

@@ -78,7 +78,7 @@ def test_qat_export_predicts_with_the_runtime(qat_run, demo_data, tmp_path):
 
 
 def test_qat_checkpoint_into_float_config_is_one_clear_message(qat_run):
-    from oars.inference import init_model
+    from oars.pipelines.model import init_model
 
     cfg, _, record = qat_run
     with pytest.raises(OarsError, match="quantisation-aware"):

@@ -47,7 +47,8 @@ def test_trained_model_needs_no_pretrained_file_after_training(demo_data, tmp_pa
     metrics = evaluate(DET_DEMO_CFG, ckpt, opts, work_dir=str(tmp_path / "eval"))
     assert "coco/bbox_mAP" in metrics["metrics"]
 
-    from oars.inference import batched_predict, build_test_pipeline, init_model
+    from oars.inference import batched_predict, build_test_pipeline
+    from oars.pipelines.model import init_model
 
     cfg = load(DET_DEMO_CFG, opts)
     model = init_model(cfg, ckpt)
@@ -55,7 +56,7 @@ def test_trained_model_needs_no_pretrained_file_after_training(demo_data, tmp_pa
     results = list(batched_predict(model, build_test_pipeline(cfg, drop=("LoadAnnotations",)), images))
     assert len(results) == 2
 
-    from oars.export.onnx_export import export_model
+    from oars.pipelines.export import export_model
 
     out = export_model(cfg, ckpt, str(tmp_path / "export"))
     assert os.path.isfile(out["onnx"]) and os.path.isfile(out["deploy"])

@@ -14,8 +14,8 @@ from mmengine.registry import DefaultScope
 from video_ctcn_export import CTCN_CFG, CTCN_CLASSES, CTCN_SHRINK, NUM_ANCHORS, ctcn_checkpoint, ctcn_export
 
 from oars.config import load_config
-from oars.export import export_model
 from oars.export.errors import ExportError
+from oars.pipelines.export import export_model
 
 
 @pytest.fixture(scope="module")
@@ -26,7 +26,7 @@ def exported(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def model(exported):
-    from oars.inference import init_model
+    from oars.pipelines.model import init_model
 
     with DefaultScope.overwrite_default_scope("video"):
         return init_model(load_config(CTCN_CFG, CTCN_SHRINK), exported["ctcn_weights"]).eval()

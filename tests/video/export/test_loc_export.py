@@ -14,8 +14,8 @@ import yaml
 from video_segments_export import BMN_CFG, SHRINK, bmn_checkpoint, segments_export
 
 from oars.config import load_config
-from oars.export import export_model
 from oars.export.errors import ExportError
+from oars.pipelines.export import export_model
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +54,7 @@ def test_recognizer_graph_gives_the_extractors_outputs(exported):
     the class scores are made of), for a batch of another size than the traced one (the dynamic axis)."""
     import onnxruntime as ort
 
-    from oars.inference import init_model
+    from oars.pipelines.model import init_model
     from video.features.pooled import snippet_outputs
 
     model = init_model(load_config(exported["recognizer_config"]), exported["recognizer_weights"])

@@ -10,7 +10,8 @@ import pytest
 from mmengine.config import Config
 from vid_export_cases import CLASSES, CROP, STNET_CLIP_LEN, STNET_SEGMENTS, T, checkpoint, video_config
 
-from oars.export import ExportError, export_model, read_deploy_yaml
+from oars.export import ExportError, read_deploy_yaml
+from oars.pipelines.export import export_model
 from video.export import describe_pipeline, export_options
 
 pytestmark = pytest.mark.slow  # each export traces a network and encodes a few short videos (5-20 s)

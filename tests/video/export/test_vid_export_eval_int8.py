@@ -17,7 +17,8 @@ import pytest
 import torch
 
 from oars.engine.entry import evaluate
-from oars.export import ExportError, export_model, read_deploy_yaml
+from oars.export import ExportError, read_deploy_yaml
+from oars.pipelines.export import export_model
 
 pytestmark = pytest.mark.slow  # two exports (FP32, INT8) and three evaluations of 6 clips (about 25 s)
 

@@ -7,7 +7,8 @@ import pytest
 import vid_export_cases
 import vid_feature_cases
 
-from oars.export import export_model, read_deploy_yaml
+from oars.export import read_deploy_yaml
+from oars.pipelines.export import export_model
 
 pytestmark = pytest.mark.slow  # two exports with their self-checks (about 15 s)
 

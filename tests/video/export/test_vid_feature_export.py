@@ -11,8 +11,9 @@ import torch
 from mmengine.config import Config
 from vid_feature_cases import CLASSES, DIMS, MAX_FRAMES, checkpoint, feature_config
 
-from oars.export import ExportError, export_model, read_deploy_yaml
-from oars.inference import init_model
+from oars.export import ExportError, read_deploy_yaml
+from oars.pipelines.export import export_model
+from oars.pipelines.model import init_model
 from video.export import export_options, preprocess_steps
 from video.export_features import describe_feature_pipeline
 

@@ -1,4 +1,5 @@
-"""Localisation post-processing has one implementation, the runtime's NumPy (oars_deploy.segments): the torch
+"""Localisation post-processing has one implementation, the runtime's NumPy
+(oars_deploy.predictors.video_segments.segments): the torch
 functions of video.localization are adapters over it (same values and dtypes, on the references' hand cases); the
 ActivityNet class pairing by hand; the temporal resize and the snippet rule shared with training; BMN.predict with
 ``classify`` (segments from class_scores metainfo, a clear error without them); LoadVideoClassScores."""
@@ -12,7 +13,7 @@ import pytest
 import torch
 
 from oars.errors import DataError
-from oars_deploy import segments as rt
+from oars_deploy.predictors.video_segments import segments as rt
 from video.localization import bmn_proposals, boundary_candidates, soft_nms
 
 

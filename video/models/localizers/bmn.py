@@ -11,7 +11,12 @@ import torch
 from torch import Tensor, nn
 
 from oars.models.task_model import TaskModel
-from oars_deploy.segments import bmn_proposals, combine_classes, proposals_in_seconds, soft_nms
+from oars_deploy.predictors.video_segments.segments import (
+    bmn_proposals,
+    combine_classes,
+    proposals_in_seconds,
+    soft_nms,
+)
 from video.registry import MODELS
 from video.structures import ActionDataSample
 
@@ -178,7 +183,8 @@ class BMN(TaskModel):
     def postprocess(self, confidence: np.ndarray, start: np.ndarray, end: np.ndarray, seconds: float,
                     class_scores: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray | None]:
         """One video's graph outputs -> (proposals float [K, 3] in seconds, detections float [K * k, 4] or None),
-        with the runtime's NumPy functions (:mod:`oars_deploy.segments`), so evaluation and the deployed
+        with the runtime's NumPy functions (:mod:`oars_deploy.predictors.video_segments.segments`), so evaluation and
+        the deployed
         ``video_segments`` predictor run the same code.
 
         Args:

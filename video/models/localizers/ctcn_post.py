@@ -1,6 +1,7 @@
 """C-TCN's detections from anchor scores (PaddleVideo ``BoxCoder.decode``): per class, a score threshold, hard
 NMS, then Gaussian Soft-NMS with a final score threshold. Thin torch adapters over the NumPy implementation in
-:mod:`oars_deploy.segments.ctcn_decode`, which the deployed ``video_segments`` predictor runs too (one
+:mod:`oars_deploy.predictors.video_segments.segments.ctcn_decode`, which the deployed ``video_segments`` predictor
+runs too (one
 implementation: evaluation and deployment cannot disagree)."""
 
 from __future__ import annotations
@@ -9,8 +10,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from oars_deploy.segments.ctcn_decode import ctcn_detections as _detections
-from oars_deploy.segments.ctcn_decode import nms_rows, soft_nms_rows
+from oars_deploy.predictors.video_segments.segments.ctcn_decode import ctcn_detections as _detections
+from oars_deploy.predictors.video_segments.segments.ctcn_decode import nms_rows, soft_nms_rows
 
 
 def _np(x: Tensor) -> np.ndarray:
@@ -47,7 +48,7 @@ def segment_nms(segments: Tensor, scores: Tensor, classes: Tensor, iou_threshold
 
 def gaussian_soft_nms_rows(segments: Tensor, scores: Tensor, sigma: float, min_score: float) -> Tensor:
     """Gaussian Soft-NMS of many independent sets at once
-    (:func:`oars_deploy.segments.ctcn_decode.soft_nms_rows`).
+    (:func:`oars_deploy.predictors.video_segments.segments.ctcn_decode.soft_nms_rows`).
 
     Args:
         segments: float [R, K, 2] (start, end), rows padded.
@@ -65,7 +66,8 @@ def gaussian_soft_nms_rows(segments: Tensor, scores: Tensor, sigma: float, min_s
 def ctcn_detections(segments: Tensor, probs: Tensor, score_thresh: float = 0.001, nms_thresh: float = 0.8,
                     soft_sigma: float = 0.9, soft_thresh: float = 0.004, pre_nms_top_k: int = 200,
                     max_per_video: int = 1000) -> Tensor:
-    """One video's detections: :func:`oars_deploy.segments.ctcn_decode.ctcn_detections` on torch tensors.
+    """One video's detections: :func:`oars_deploy.predictors.video_segments.segments.ctcn_decode.ctcn_detections` on
+    torch tensors.
 
     Args:
         segments: float [A, 2] decoded (start, end), normalised time.

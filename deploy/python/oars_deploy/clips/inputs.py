@@ -17,10 +17,8 @@ from __future__ import annotations
 import os
 import os.path as osp
 
-from oars_deploy.image_files import IMAGE_SUFFIXES
+from oars_deploy.suffixes import FEATURE_SUFFIXES, IMAGE_SUFFIXES, VIDEO_SUFFIXES
 
-VIDEO_SUFFIXES: tuple[str, ...] = (".mp4", ".avi", ".mkv", ".mov", ".webm", ".m4v", ".mpg", ".mpeg")
-FEATURE_SUFFIXES: tuple[str, ...] = (".npz", ".pkl", ".pickle")
 SNIFF_BYTES = 4096  # enough for every signature below, APNG's acTL chunk included (it precedes the image data)
 VIDEO_MODELS_TAKE = f"video models take video files ({', '.join(VIDEO_SUFFIXES)})"
 FEATURE_MODELS_TAKE = (f"frame-feature models take {' / '.join(FEATURE_SUFFIXES)} files of per-frame features "

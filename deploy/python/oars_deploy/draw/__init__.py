@@ -1,27 +1,23 @@
-"""Drawing shared by evaluation pictures, tools/infer.py and the deploy predictor (NumPy and OpenCV only).
+"""Drawing primitives shared by evaluation pictures, tools/infer.py and the deploy predictor (NumPy and OpenCV
+only): boxes with captions, binary masks as colours and overlays, legends, palettes, panel layouts, label PNGs.
 
-Images are BGR uint8 (OpenCV), palettes RGB rows. Plots (matplotlib) and the HTML report stay in
-``oars.visualization``, which the runtime does not need.
+The picture of one kind's result (a detection sample, a label map with its legend, instance masks, a timeline of
+segments) is drawn with these by the kind's plug-in (``oars_deploy.predictors.<kind>.draw``). Images are BGR uint8
+(OpenCV), palettes RGB rows. Plots (matplotlib) and the HTML report stay in ``oars.visualization``, which the
+runtime does not need.
 """
 
 from oars_deploy.draw.boxes import draw_boxes
-from oars_deploy.draw.detection import draw_detection_sample
-from oars_deploy.draw.instance_masks import draw_instance_masks, instance_index_map
 from oars_deploy.draw.label_png import save_label_png
 from oars_deploy.draw.layout import make_grid, side_by_side
 from oars_deploy.draw.masks import colorize_mask, draw_legend, overlay_mask
 from oars_deploy.draw.palette import get_palette
-from oars_deploy.draw.segmentation import draw_sample
 
 __all__ = [
     "colorize_mask",
     "draw_boxes",
-    "draw_detection_sample",
-    "draw_instance_masks",
     "draw_legend",
-    "draw_sample",
     "get_palette",
-    "instance_index_map",
     "make_grid",
     "overlay_mask",
     "save_label_png",

@@ -1,58 +1,14 @@
-"""Pictures of segmentation results, shared by evaluation (--show-dir), tools/infer.py and the deploy predictor."""
+"""Deprecated name of :mod:`oars_deploy.predictors.semantic_labels.draw` (the kind's plug-in package).
 
-from __future__ import annotations
+Old code keeps importing: this name stands for the moved module itself (the same module object, so monkeypatching
+either name patches both), with a DeprecationWarning.
+"""
 
-import numpy as np
+import sys
+import warnings
 
-from oars_deploy.draw.layout import enlarge, enlarge_factor, side_by_side
-from oars_deploy.draw.masks import colorize_mask, draw_legend, overlay_mask
+import oars_deploy.predictors.semantic_labels.draw as _moved
 
-MIN_SIDE = 256  # panels of smaller images (the 128-px demo shapes) are enlarged to this, so shapes and captions read
-
-
-def draw_sample(img_bgr: np.ndarray, pred: np.ndarray, palette: np.ndarray, gt: np.ndarray | None = None,
-                class_names: list[str] | None = None, min_side: int = MIN_SIDE) -> np.ndarray:
-    """One row of panels: the image, its ground truth (when known) and the prediction as class
-    colours, with a legend of the classes present.
-
-    Args:
-        img_bgr: uint8 [H, W, 3] BGR image.
-        pred: integer [H, W] class ids (255: ignore).
-        palette: [C, 3] RGB rows.
-        gt: integer [H, W] class ids or None.
-        class_names: C names for the legend (no legend when None).
-        min_side: an image whose shorter side is below this is enlarged by a whole factor (nearest neighbour)
-            before drawing, so small images are large enough to read; 0 keeps the size.
-
-    Returns:
-        uint8 [H', W', 3] BGR picture.
-    """
-    factor = enlarge_factor(img_bgr.shape[0], img_bgr.shape[1], min_side)
-    # colours and the overlay are per-pixel, so they are drawn at the image's own size and the panels enlarged
-    # after (nearest neighbour: the same pixels as drawing on enlarged inputs, a factor^2 less work)
-    pred_colour = colorize_mask(pred, palette)
-    panels, titles = [img_bgr], ["image"]
-    if gt is not None:
-        panels.append(colorize_mask(gt, palette))
-        titles.append("ground truth")
-    panels.append(pred_colour)
-    titles.append("prediction")
-    panels.append(overlay_mask(img_bgr, pred, palette, alpha=0.5, colour=pred_colour))
-    titles.append("overlay")
-    panels = [enlarge(p, factor) for p in panels]
-    row = side_by_side(panels, titles)
-    if class_names:
-        present = ids_present(pred) if gt is None else np.union1d(ids_present(gt), ids_present(pred))
-        row = draw_legend(row, class_names, palette, present_only_ids=present)
-    return row
-
-
-def ids_present(mask: np.ndarray) -> np.ndarray:
-    """The sorted ids in an integer [H, W] class-id ``mask`` (``np.unique``'s answer by counting, several times
-    faster on label maps: drawn once per frame of a stream)."""
-    flat = np.asarray(mask).ravel()
-    if flat.size == 0:
-        return flat.astype(np.int64)
-    if flat.min() < 0:
-        return np.unique(flat)
-    return np.flatnonzero(np.bincount(flat.astype(np.int64, copy=False)))
+warnings.warn("oars_deploy.draw.segmentation moved to oars_deploy.predictors.semantic_labels.draw",
+              DeprecationWarning, stacklevel=2)
+sys.modules[__name__] = _moved

@@ -1,18 +1,6 @@
-"""The built-in predictor plug-ins, one module per kind of output (see :mod:`oars_deploy.plugins`).
-
-Importing this package registers them (in the order of the imports below, which is the order of their
-``oars-infer`` flags in ``--help``): ``clip_classes``, ``detection_boxes``, ``feature_classes``, ``gan_images``,
-``instance_masks``, ``semantic_labels``, ``video_segments``. Each wraps the runtime modules that existed before plug-ins
-(``predictor``, ``postprocess``, ``video_cli``, ``video_features_predictor``, ``gan_cli``), which keep working as
-they are.
+"""The built-in predictor plug-ins, one sub-package (or module) per kind of output (see :mod:`oars_deploy.plugins`):
+``clip_classes``, ``detection_boxes``, ``feature_classes``, ``gan_images``, ``instance_masks``, ``semantic_labels``,
+``video_segments``. Each holds everything of its kind: its deploy.yaml section, post-processing, result records,
+pictures, ``oars-infer`` flags and, where the kind is served, its server model. The registry lists them by module
+name (``oars_deploy.plugins.DEFAULT_PREDICTORS``) and imports them on the first lookup; this package imports none.
 """
-
-from oars_deploy.predictors import (  # noqa: F401  (importing registers the plug-ins)
-    clip_classes,
-    detection_boxes,
-    feature_classes,
-    gan_images,
-    instance_masks,
-    semantic_labels,
-    video_segments,
-)

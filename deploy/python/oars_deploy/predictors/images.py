@@ -28,7 +28,9 @@ from oars_deploy.image_files import list_images
 from oars_deploy.output_paths import output_stems
 from oars_deploy.outputs import read_image
 from oars_deploy.plugins import PredictorPlugin, PredictorRun
+from oars_deploy.predictor import Predictor
 from oars_deploy.records import ResultRecord
+from oars_deploy.streams.run import run_stream
 from oars_deploy.streams.source import stream_source
 
 
@@ -142,14 +144,18 @@ class ImagePlugin(PredictorPlugin):
             return self.write(out_dir, path, img, result, predictor, args, stem=stem)
         return self.write(out_dir, path, img, result, predictor, args)
 
+    def served_model(self) -> type:
+        """:class:`oars_deploy.serve.models.ImageModel` (the server's run of :class:`Predictor`)."""
+        from oars_deploy.serve.models import ImageModel
+
+        return ImageModel
+
     def finish(self, out_dir: str, records: list[ResultRecord], predictor: Any) -> None:
         """Write what covers every image (after the last one), e.g. detections.json."""
 
     def run(self, args: argparse.Namespace, deploy: dict) -> PredictorRun:
         """Predict every image of ``args.input`` in batches; unreadable images are listed, the others written.
         A video file, URL or camera index is read as a stream (:mod:`oars_deploy.streams.run`)."""
-        from oars_deploy.predictor import Predictor  # lazy: the predictor module imports the plug-in registry
-
         self.check_args(args, deploy)
         predictor = Predictor(args.model_dir, device=args.device, backend=args.backend,
                               array_module_name=args.array_module)
@@ -157,8 +163,6 @@ class ImagePlugin(PredictorPlugin):
             raise DeployError(f"--batch-size must be >= 1, got {args.batch_size}")
         source = stream_source(args.input)
         if source is not None:  # a video file, a URL or a camera: frame by frame into a video
-            from oars_deploy.streams.run import run_stream
-
             return run_stream(self, predictor, args, source)
         for flag, value, default in (("--every", getattr(args, "every", 1), 1),
                                      ("--max-frames", getattr(args, "max_frames", None), None)):

@@ -2,7 +2,9 @@
 
 The box plug-in's run (:mod:`oars_deploy.predictors.detection_boxes`): the masks are pasted over their boxes in
 original pixels by the post-processing, filled in the pictures and stored as uncompressed COCO RLEs in
-detections.json and in each :class:`~oars_deploy.records.InstanceMasksRecord`. Flag: ``--draw-threshold``.
+detections.json and in each :class:`~oars_deploy.predictors.detection_boxes.records.InstanceMasksRecord`. Flag:
+``--draw-threshold``. Its post-processing, records and pictures are the box plug-in's package's (they handle the
+masks when a result has them), so this module is the plug-in alone.
 """
 
 from __future__ import annotations

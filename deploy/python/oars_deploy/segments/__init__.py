@@ -1,22 +1,14 @@
-"""Temporal action localisation post-processing in NumPy (torch-free), the one implementation that the training
-side's evaluation (``video.localization``, ``BMN.predict``) and the ``video_segments`` predictor both run:
+"""Deprecated name of :mod:`oars_deploy.predictors.video_segments.segments` (the kind's plug-in package).
 
-- :mod:`~oars_deploy.segments.proposals`: BMN's candidate proposals from the start / end probabilities and the
-  boundary-matching confidence map;
-- :mod:`~oars_deploy.segments.soft_nms`: Gaussian Soft-NMS with BMN's width-adaptive IoU threshold;
-- :mod:`~oars_deploy.segments.classify`: ActivityNet's detections, proposals x the top-k video-level classes;
-- :mod:`~oars_deploy.segments.ctcn_decode`: C-TCN's anchor decoding, per-class NMS and Soft-NMS (``CTCN.predict``);
-- :mod:`~oars_deploy.segments.temporal`: a feature sequence resized to the localiser's temporal scale;
-- :mod:`~oars_deploy.segments.snippets`: which frames each snippet of a long video takes.
+Old code keeps importing: this name stands for the moved module itself (the same module object, so monkeypatching
+either name patches both); its submodules load from the new package, with a DeprecationWarning.
 """
 
-from oars_deploy.segments.classify import combine_classes, top_classes
-from oars_deploy.segments.ctcn_decode import ctcn_detections, ctcn_segments, decode_anchors
-from oars_deploy.segments.proposals import bmn_proposals, boundary_candidates, proposals_in_seconds
-from oars_deploy.segments.snippets import feature_seconds, num_snippets, snippet_indices
-from oars_deploy.segments.soft_nms import soft_nms
-from oars_deploy.segments.temporal import resize_positions, resize_temporal
+import sys
+import warnings
 
-__all__ = ["bmn_proposals", "boundary_candidates", "combine_classes", "ctcn_detections", "ctcn_segments",
-           "decode_anchors", "feature_seconds", "num_snippets", "proposals_in_seconds", "resize_positions",
-           "resize_temporal", "snippet_indices", "soft_nms", "top_classes"]
+import oars_deploy.predictors.video_segments.segments as _moved
+
+warnings.warn("oars_deploy.segments moved to oars_deploy.predictors.video_segments.segments",
+              DeprecationWarning, stacklevel=2)
+sys.modules[__name__] = _moved

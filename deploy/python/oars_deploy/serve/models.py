@@ -1,12 +1,13 @@
-"""The model behind ``oars-serve`` and ``oars-infer --ray``: one :class:`ServedModel` per predictor plug-in kind,
-found by deploy.yaml's ``predictor`` key (:func:`oars_deploy.plugins.predictor_for`) in :data:`SERVED_MODELS`.
+"""The model behind ``oars-serve`` and ``oars-infer --ray``: one :class:`ServedModel` class per predictor plug-in
+kind, which the plug-in of deploy.yaml's ``predictor`` key (:func:`oars_deploy.plugins.predictor_for`) names
+(:meth:`~oars_deploy.plugins.PredictorPlugin.served_model`; None: that kind is not served).
 
-Each wraps the runtime predictor ``oars-infer`` runs (:class:`oars_deploy.predictor.Predictor` for image models,
-``VideoPredictor`` / ``FeaturePredictor`` for clip and feature classifiers), loaded once, and turns one input into
-the same result record (:mod:`oars_deploy.records`) that ``oars-infer`` writes to results.jsonl for that file:
-``load_path`` reads a file as ``oars-infer`` reads it, ``decode`` reads request bytes into the same input,
-``predict`` runs a batch, ``record`` makes the record's JSON. GAN generators are served by
-:mod:`oars_deploy.serve.gan_model` (their records carry the pictures).
+Each wraps the runtime predictor ``oars-infer`` runs (:class:`oars_deploy.predictor.Predictor` for image models:
+:class:`ImageModel`; a clip or feature classifier's for :class:`ScoreModel`'s subclasses, and a generator's, in
+their plug-ins' ``served`` modules), loaded once, and turns one input into the same result record
+(:mod:`oars_deploy.records`) that ``oars-infer`` writes to results.jsonl for that file: ``load_path`` reads a file
+as ``oars-infer`` reads it, ``decode`` reads request bytes into the same input, ``predict`` runs a batch,
+``record`` makes the record's JSON.
 """
 
 from __future__ import annotations
@@ -15,34 +16,17 @@ import os
 import os.path as osp
 import tempfile
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import numpy as np
 
 from oars_deploy.deploy_config import DEPLOY_FILE, read_deploy_yaml
 from oars_deploy.errors import DeployError
-from oars_deploy.plugins import predictor_for
-from oars_deploy.serve.requests import RAW_IMAGE_TYPES, RAW_VIDEO_TYPES, RequestError, decode_image, request_payload
-
-SERVED_MODELS: dict[str, type[ServedModel]] = {}
-
-
-def register_served(*names: str) -> Callable[[type[ServedModel]], type[ServedModel]]:
-    """Class decorator: serve the predictor kinds ``names`` (deploy.yaml ``predictor`` values) with this class.
-
-    Raises:
-        ValueError: a name is registered already (a duplicate is an error, not an overwrite).
-    """
-
-    def decorate(cls: type[ServedModel]) -> type[ServedModel]:
-        for name in names:
-            if name in SERVED_MODELS:
-                raise ValueError(f"served model {name!r} is registered already ({SERVED_MODELS[name].__name__})")
-            SERVED_MODELS[name] = cls
-        return cls
-
-    return decorate
+from oars_deploy.outputs import read_image
+from oars_deploy.plugins import get_predictor, predictor_for, predictor_names
+from oars_deploy.predictor import Predictor
+from oars_deploy.serve.requests import RAW_IMAGE_TYPES, RequestError, decode_image, request_payload
 
 
 class ServedModel(ABC):
@@ -105,13 +89,11 @@ class ServedModel(ABC):
                 "accepts": [t + ("*" if t.endswith("/") else "") for t in self.raw_types] + ["multipart/form-data"]}
 
 
-@register_served("detection_boxes", "instance_masks", "semantic_labels")
 class ImageModel(ServedModel):
-    """Image models, run by :class:`oars_deploy.predictor.Predictor` (the one ``oars-infer`` runs)."""
+    """Image models, run by :class:`oars_deploy.predictor.Predictor` (the one ``oars-infer`` runs): what every
+    image plug-in's :meth:`~oars_deploy.plugins.PredictorPlugin.served_model` answers."""
 
     def __init__(self, model_dir: str, deploy: dict, device: str, backend: str) -> None:
-        from oars_deploy.predictor import Predictor
-
         super().__init__(model_dir, deploy, device, backend)
         self.predictor = Predictor(model_dir, device=device, backend=backend)
         self.batch_size = self.predictor.batch_size
@@ -123,8 +105,6 @@ class ImageModel(ServedModel):
 
     def load_path(self, path: str) -> np.ndarray:
         """BGR uint8 [H, W, 3] (:func:`oars_deploy.outputs.read_image`)."""
-        from oars_deploy.outputs import read_image
-
         return read_image(path)
 
     def decode(self, data: bytes, name: str, max_pixels: int) -> np.ndarray:
@@ -146,12 +126,15 @@ class ImageModel(ServedModel):
 
 
 class ScoreModel(ServedModel):
-    """Clip and feature-file classifiers: ``load(path) -> (input, meta)``, ``infer``, ``result`` top-k
-    (:class:`oars_deploy.predictors.clip_classes.predictor.ScorePredictor`). A request body is written to a
-    private temporary file (the server's name, an allowed suffix), read by the same ``load``, and removed."""
+    """Top-k classifiers of files (clips, feature files): ``load(path) -> (input, meta)``, ``infer``, ``result``
+    top-k (the runtime ``ScorePredictor`` interface). A request body is written to a private temporary file (the
+    server's name, an allowed suffix), read by the same ``load``, and removed. A plug-in's subclass sets
+    ``predictor``, ``batch_size``, :attr:`suffixes`, :attr:`default_suffix` and :attr:`record_class` (a record
+    with ``from_result``)."""
 
     suffixes: ClassVar[tuple[str, ...]] = ()
     default_suffix: ClassVar[str] = ""
+    record_class: Any = None
     topk: int = 5
 
     def load_path(self, path: str) -> tuple[np.ndarray, dict]:
@@ -183,48 +166,11 @@ class ScoreModel(ServedModel):
         return self.record_class.from_result({**result, "path": name}).to_json()
 
 
-@register_served("clip_classes")
-class ClipModel(ScoreModel):
-    """Video classifiers (:class:`~oars_deploy.predictors.clip_classes.predictor.VideoPredictor`)."""
-
-    raw_types = RAW_VIDEO_TYPES
-
-    def __init__(self, model_dir: str, deploy: dict, device: str, backend: str) -> None:
-        from oars_deploy.clips.inputs import VIDEO_SUFFIXES
-        from oars_deploy.predictors.clip_classes.predictor import VideoPredictor
-        from oars_deploy.records import ClipClassesRecord
-
-        super().__init__(model_dir, deploy, device, backend)
-        self.predictor = VideoPredictor(model_dir, device=device, backend=backend)
-        self.batch_size = self.predictor.batch_size
-        self.suffixes, self.default_suffix = VIDEO_SUFFIXES, ".mp4"
-        self.record_class = ClipClassesRecord
-
-
-@register_served("feature_classes")
-class FeatureModel(ScoreModel):
-    """Frame-feature classifiers; a request body must be an ``.npz`` (read without pickle: a pickle from the
-    network could run code, so ``.pkl`` files are for ``oars-infer`` on trusted files only)."""
-
-    raw_types = ("application/octet-stream", "application/x-npz", "application/zip")
-
-    def __init__(self, model_dir: str, deploy: dict, device: str, backend: str) -> None:
-        from oars_deploy.predictors.feature_classes.predictor import FeaturePredictor
-        from oars_deploy.records import FeatureClassesRecord
-
-        super().__init__(model_dir, deploy, device, backend)
-        self.predictor = FeaturePredictor(model_dir, device=device, backend=backend)
-        self.batch_size = self.predictor.batch_size
-        self.suffixes, self.default_suffix = (".npz",), ".npz"
-        self.record_class = FeatureClassesRecord
-
-
 def served_models() -> dict[str, type[ServedModel]]:
-    """Every served kind: :data:`SERVED_MODELS` once the modules that register into it (this one, the GAN
-    generators' :mod:`oars_deploy.serve.gan_model`) are imported."""
-    from oars_deploy.serve import gan_model  # noqa: F401  (registers gan_images; imports this module)
-
-    return SERVED_MODELS
+    """``{predictor name: ServedModel class}`` of every served kind: each plug-in's
+    :meth:`~oars_deploy.plugins.PredictorPlugin.served_model` (None: not served)."""
+    found = {name: get_predictor(name).served_model() for name in predictor_names()}
+    return {name: cls for name, cls in found.items() if cls is not None}
 
 
 def served_class(model_dir: str, flag: str = "--model-dir") -> tuple[dict, type[ServedModel]]:
@@ -240,12 +186,12 @@ def served_class(model_dir: str, flag: str = "--model-dir") -> tuple[dict, type[
         raise DeployError(f"{flag} {model_dir}: no {DEPLOY_FILE} there (expected an export folder written by "
                           f"tools/export.py: deploy.yaml + model.onnx)")
     deploy = read_deploy_yaml(path)
-    kind = predictor_for(deploy, path).name
-    served = served_models()
-    if kind not in served:
-        raise DeployError(f"{path}: predictor {kind!r} is not served by oars-serve (it serves "
-                          f"{', '.join(served)}); run it with oars-infer")
-    return deploy, served[kind]
+    plugin = predictor_for(deploy, path)
+    cls = plugin.served_model()
+    if cls is None:
+        raise DeployError(f"{path}: predictor {plugin.name!r} is not served by oars-serve (it serves "
+                          f"{', '.join(served_models())}); run it with oars-infer")
+    return deploy, cls
 
 
 def load_served(model_dir: str, device: str = "cpu", backend: str = "onnxruntime") -> ServedModel:

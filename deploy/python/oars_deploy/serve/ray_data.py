@@ -59,17 +59,7 @@ def list_inputs(spec: str, plugin: PredictorPlugin) -> list[str]:
             raise UserError(f"-i {spec}: the list names no file" if input_form(spec) == "list" else
                             f"-i {spec!r}: the pattern matches no file")
         return files
-    if plugin.name == "clip_classes":
-        from oars_deploy.predictors.clip_classes.cli import list_videos
-
-        return list_videos(spec)
-    if plugin.name == "feature_classes":
-        from oars_deploy.predictors.feature_classes.predictor import list_feature_files
-
-        return list_feature_files(spec)
-    from oars_deploy.image_files import list_images
-
-    return list_images(spec)
+    return plugin.list_inputs(spec)
 
 
 def resume_key(path: str) -> str:
@@ -266,9 +256,7 @@ def run_ray(args: argparse.Namespace, deploy: dict, plugin: PredictorPlugin) -> 
 
 
 def output_names(plugin: PredictorPlugin, paths: list[str]) -> dict[str, str]:
-    """``{path: output stem}`` for an image plug-in (it writes pictures named after its inputs,
-    :meth:`~oars_deploy.predictors.images.ImagePlugin.output_stems`); ``{}`` for the others (their records name
-    no file)."""
-    from oars_deploy.predictors.images import ImagePlugin
-
-    return plugin.output_stems(paths) if isinstance(plugin, ImagePlugin) else {}
+    """``{path: output stem}`` for a plug-in that writes pictures named after its inputs (an image plug-in's
+    :meth:`~oars_deploy.plugins.PredictorPlugin.output_stems`); ``{}`` for the others (their records name no
+    file)."""
+    return plugin.output_stems(paths)

@@ -11,6 +11,7 @@ from typing import Any
 from oars_deploy.errors import DeployError
 from oars_deploy.streams.source import stream_source
 from oars_deploy.track.options import TRACK_FLAGS, add_track_arguments, tracker_config
+from oars_deploy.track.stream import can_track
 
 
 def add_stream_arguments(parser: argparse.ArgumentParser) -> None:
@@ -24,10 +25,9 @@ def add_stream_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def is_clip_classifier(plugin: Any) -> bool:
-    """Whether ``plugin`` classifies clips of decoded frames (deploy.yaml ``sampling``)."""
-    from oars_deploy.predictors.clip_classes import ClipClasses  # lazy: the plug-ins import the streams
-
-    return isinstance(plugin, ClipClasses)
+    """Whether ``plugin`` classifies clips of decoded frames, window by window on a stream: the plug-in says so
+    (:attr:`oars_deploy.plugins.PredictorPlugin.windows`)."""
+    return bool(getattr(plugin, "windows", False))
 
 
 def check_stream_flags(args: argparse.Namespace, plugin: Any) -> None:
@@ -39,8 +39,6 @@ def check_stream_flags(args: argparse.Namespace, plugin: Any) -> None:
             classifier, or either with an input that is not a stream (a video file, a URL or a camera index) or
             with ``--ray``; a video classifier on a URL or camera without ``--window``.
     """
-    from oars_deploy.track.stream import can_track
-
     given = [flag for flag, key in TRACK_FLAGS.items() if getattr(args, key, None) is not None]
     track, window = bool(getattr(args, "track", False)), getattr(args, "window", None) is not None
     if given and not track:

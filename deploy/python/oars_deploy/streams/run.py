@@ -28,6 +28,7 @@ from oars_deploy.records import ResultRecord
 from oars_deploy.streams.ending import mark_last_record, stream_failures
 from oars_deploy.streams.source import FrameStream, StreamFrame, StreamSource
 from oars_deploy.streams.writer import VideoWriter
+from oars_deploy.track.stream import StreamTracker, can_track
 
 
 @dataclass(eq=False)
@@ -75,7 +76,7 @@ def run_stream(plugin: Any, predictor: Any, args: argparse.Namespace, source: St
     """Predict the stream ``source`` with an image plug-in (see the module docstring).
 
     Args:
-        plugin: an :class:`oars_deploy.predictors.images.ImagePlugin` (its ``draw`` and ``record``).
+        plugin: an image plug-in (its ``draw`` and ``record``, ``tracks`` for ``--track``).
         predictor: the loaded :class:`oars_deploy.predictor.Predictor`.
         args: ``oars-infer``'s arguments (``output_dir``, ``batch_size``, ``every``, ``max_frames``, ``track`` and
             the ``--track-*`` flags).
@@ -89,8 +90,6 @@ def run_stream(plugin: Any, predictor: Any, args: argparse.Namespace, source: St
     every = check_stream_args(args)
     tracking = bool(getattr(args, "track", False))
     if tracking:
-        from oars_deploy.track.stream import StreamTracker, can_track
-
         if not can_track(plugin):
             raise DeployError(f"--track applies to detection models, not to predictor {plugin.name!r}")
     live = source.kind != "file"

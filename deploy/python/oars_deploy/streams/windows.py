@@ -25,6 +25,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from oars_deploy.classifiers import check_classify_args
 from oars_deploy.clips.preprocess import preprocess_clip
 from oars_deploy.clips.sampling import MIN_VIDEO_FRAMES, check_frame_count, sampled_frame_indices
 from oars_deploy.errors import DeployError
@@ -69,8 +70,8 @@ def window_input(predictor, frames: list[np.ndarray]) -> np.ndarray:
     """The model input of one window: its frames sampled, pre-processed and shaped as the export takes a video.
 
     Args:
-        predictor: a :class:`oars_deploy.predictors.clip_classes.predictor.VideoPredictor` (``sampling``,
-            ``steps``, ``input_shape``, ``model_dir``).
+        predictor: a clip classifier with ``sampling``, ``steps``, ``input_shape`` and ``model_dir`` (the runtime
+            ``VideoPredictor``).
         frames: the window's HxWx3 uint8 BGR frames, oldest first.
 
     Returns:
@@ -103,15 +104,16 @@ def check_window_args(args: argparse.Namespace, sampling: dict) -> tuple[int, in
     return window, stride
 
 
-def run_windows(args: argparse.Namespace, source: StreamSource, predictor: Any | None = None) -> PredictorRun:
+def run_windows(args: argparse.Namespace, source: StreamSource, predictor: Any) -> PredictorRun:
     """Classify the stream ``source`` window by window (see the module docstring).
 
     Args:
         args: ``oars-infer``'s arguments (``model_dir``, ``output_dir``, ``window``, ``stride``, ``topk``,
             ``batch_size``, ``max_frames``, ``device``, ``backend``).
         source: the stream.
-        predictor: what classifies the windows (the runtime ``VideoPredictor`` interface); None: the export of
-            ``args.model_dir`` (``tools/infer.py`` passes the PyTorch model's, ``video.stream_windows``).
+        predictor: what classifies the windows (the runtime ``VideoPredictor`` interface): the export's, from the
+            clip plug-in's :meth:`~oars_deploy.plugins.PredictorPlugin.run_windows`, or the PyTorch model's from
+            ``tools/infer.py`` (``video.stream_windows``).
 
     Returns:
         PredictorRun: one :class:`ClipWindowRecord` per window, in order; ``total`` 1 (the stream); ``failures``
@@ -119,12 +121,7 @@ def run_windows(args: argparse.Namespace, source: StreamSource, predictor: Any |
         classified, the last record says so, :mod:`oars_deploy.streams.ending`). Writes
         ``<output_dir>/<name>_vis.mp4``.
     """
-    from oars_deploy.predictors.clip_classes.cli import check_classify_args
-    from oars_deploy.predictors.clip_classes.predictor import VideoPredictor
-
     check_classify_args(args, "clip")
-    if predictor is None:
-        predictor = VideoPredictor(args.model_dir, device=args.device, backend=args.backend)
     window, stride = check_window_args(args, predictor.sampling)
     batch_size = args.batch_size or (1 if source.kind != "file" else (predictor.batch_size or 4))
     os.makedirs(args.output_dir, exist_ok=True)

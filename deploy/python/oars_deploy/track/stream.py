@@ -22,11 +22,9 @@ from oars_deploy.track.options import tracker_config
 
 
 def can_track(plugin: Any) -> bool:
-    """Whether ``plugin``'s results are boxes with scores and labels (the box and instance-mask plug-ins and their
-    subclasses)."""
-    from oars_deploy.predictors.detection_boxes import DetectionBoxes  # lazy: the plug-ins import the streams
-
-    return isinstance(plugin, DetectionBoxes)
+    """Whether ``plugin``'s results are boxes with scores and labels: the plug-in says so
+    (:attr:`oars_deploy.plugins.PredictorPlugin.tracks`; the box and instance-mask plug-ins and their subclasses)."""
+    return bool(getattr(plugin, "tracks", False))
 
 
 @dataclass(eq=False)

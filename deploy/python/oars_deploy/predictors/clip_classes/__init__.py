@@ -3,16 +3,20 @@
 Validation: :func:`oars_deploy.predictors.clip_classes.config.validate_video`. Run:
 :func:`oars_deploy.predictors.clip_classes.cli.run_video` (decode,
 sample, preprocess, classify; the top-k printed per video and ``predictions.json``), one
-:class:`~oars_deploy.records.ClipClassesRecord` per video. Flag: ``--topk``.
+:class:`.records.ClipClassesRecord` per video. Flag: ``--topk``. On a stream (``--window N``) it classifies window
+by window (:meth:`ClipClasses.run_windows`); ``oars-serve`` serves it with :mod:`.served`.
 """
 
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
+from oars_deploy.classifiers import check_classify_args
 from oars_deploy.failures import Failures
 from oars_deploy.plugins import PredictorPlugin, PredictorRun, add_flag, register_predictor
 from oars_deploy.records import ResultRecord
+from oars_deploy.streams.windows import run_windows
 
 DEFAULT_TOPK = 5
 
@@ -28,6 +32,7 @@ class ClipClasses(PredictorPlugin):
 
     section = "sampling"
     describes = "video classifiers"
+    windows = True  # oars-infer --window: a stream classified window by window
 
     def validate(self, deploy: dict, path: str) -> None:
         """The ``sampling`` section, the clip input and the video steps
@@ -48,3 +53,23 @@ class ClipClasses(PredictorPlugin):
         results: list[ResultRecord] = []
         run_video(args, failures=failures, results=results)
         return PredictorRun(records=results, failures=failures, total=len(list_videos(args.input)))
+
+    def run_windows(self, args: argparse.Namespace, source: Any) -> PredictorRun:
+        """The export's :class:`~.predictor.VideoPredictor` over the stream, window by window
+        (:func:`oars_deploy.streams.windows.run_windows`)."""
+        from oars_deploy.predictors.clip_classes.predictor import VideoPredictor
+
+        check_classify_args(args, "clip")  # before the model loads
+        return run_windows(args, source, VideoPredictor(args.model_dir, device=args.device, backend=args.backend))
+
+    def served_model(self) -> type:
+        """:class:`~.served.ClipModel`."""
+        from oars_deploy.predictors.clip_classes.served import ClipModel
+
+        return ClipModel
+
+    def list_inputs(self, spec: str) -> list[str]:
+        """The videos of ``spec`` (:func:`~.cli.list_videos`)."""
+        from oars_deploy.predictors.clip_classes.cli import list_videos
+
+        return list_videos(spec)

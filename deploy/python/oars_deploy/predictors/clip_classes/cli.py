@@ -5,7 +5,7 @@
 ``{"video", "label", "label_name", "score", "topk": [{"class_id", "label", "score"}], "total_frames",
 "frame_inds"}`` in the order of the files. A video that cannot be decoded is skipped and listed at the end
 (exit status 2), as images are. With the plug-in (:mod:`oars_deploy.predictors.clip_classes`) the CLI also
-writes results.jsonl (one :class:`~oars_deploy.records.ClipClassesRecord` per video).
+writes results.jsonl (one :class:`~oars_deploy.predictors.clip_classes.records.ClipClassesRecord` per video).
 """
 
 from __future__ import annotations
@@ -17,11 +17,13 @@ import os.path as osp
 from collections.abc import Callable
 
 from oars_deploy.atomic import atomic_write
+from oars_deploy.classifiers import check_classify_args
 from oars_deploy.clips.inputs import VIDEO_MODELS_TAKE, VIDEO_SUFFIXES, folder_contents, not_a_video
 from oars_deploy.errors import DeployError, UserError
 from oars_deploy.failures import Failures
 from oars_deploy.predictors.clip_classes.predictor import VideoPredictor
-from oars_deploy.records import ClipClassesRecord, ResultRecord
+from oars_deploy.predictors.clip_classes.records import ClipClassesRecord
+from oars_deploy.records import ResultRecord
 
 PREDICTIONS_FILE = "predictions.json"
 
@@ -63,16 +65,6 @@ def record(result: dict) -> dict:
 
 def format_result(result: dict) -> str:
     return f"{result['path']}: " + ", ".join(f"{name} ({score:.4f})" for _, name, score in result["topk"])
-
-
-def check_classify_args(args: argparse.Namespace, kind: str) -> None:
-    """``--topk``/``--batch-size``/``--draw-threshold`` of a classifier run (``kind``: 'video', 'feature')."""
-    if args.topk < 1:
-        raise DeployError(f"--topk must be >= 1, got {args.topk}")
-    if args.batch_size is not None and args.batch_size < 1:
-        raise DeployError(f"--batch-size must be >= 1, got {args.batch_size}")
-    if args.draw_threshold is not None:
-        raise DeployError(f"--draw-threshold applies to detection models, not to {kind} classifiers")
 
 
 def classify_files(predictor, paths: list[str], args: argparse.Namespace, what: str, default_batch: int,
@@ -124,7 +116,7 @@ def run_video(args: argparse.Namespace, failures: Failures | None = None,
 
     Args:
         failures: where undecodable videos go (None: their summary is raised at the end).
-        results: when given, one :class:`~oars_deploy.records.ClipClassesRecord` per video is appended.
+        results: when given, one :class:`~.records.ClipClassesRecord` per video is appended.
     """
     check_classify_args(args, "video")
     paths = list_videos(args.input)  # before loading the model: a wrong input is told at once

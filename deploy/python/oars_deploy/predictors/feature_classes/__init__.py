@@ -4,7 +4,7 @@
 Validation: :func:`oars_deploy.predictors.feature_classes.config.validate_features`. Run:
 :func:`oars_deploy.predictors.feature_classes.predictor.run_features` (the top-k printed per file and
 ``predictions.json``),
-one :class:`~oars_deploy.records.FeatureClassesRecord` per file. Flag: ``--topk``.
+one :class:`~.records.FeatureClassesRecord` per file. Flag: ``--topk``.
 """
 
 from __future__ import annotations
@@ -43,3 +43,15 @@ class FeatureClasses(PredictorPlugin):
         results: list[ResultRecord] = []
         run_features(args, failures=failures, results=results)
         return PredictorRun(records=results, failures=failures, total=len(list_feature_files(args.input)))
+
+    def served_model(self) -> type:
+        """:class:`~.served.FeatureModel`."""
+        from oars_deploy.predictors.feature_classes.served import FeatureModel
+
+        return FeatureModel
+
+    def list_inputs(self, spec: str) -> list[str]:
+        """The feature files of ``spec`` (:func:`~.predictor.list_feature_files`)."""
+        from oars_deploy.predictors.feature_classes.predictor import list_feature_files
+
+        return list_feature_files(spec)

@@ -31,7 +31,8 @@ from oars_deploy.predictors.clip_classes.cli import check_classify_args, classif
 from oars_deploy.predictors.clip_classes.predictor import ScorePredictor
 from oars_deploy.predictors.feature_classes.config import FEATURES_KEY, packed_width
 from oars_deploy.predictors.feature_classes.files import FeatureFileError, load_features, read_feature_arrays
-from oars_deploy.records import FeatureClassesRecord, ResultRecord
+from oars_deploy.predictors.feature_classes.records import FeatureClassesRecord
+from oars_deploy.records import ResultRecord
 
 
 def feature_input(path: str, section: dict) -> tuple[np.ndarray, dict]:
@@ -122,7 +123,7 @@ def run_features(args: argparse.Namespace, failures: Failures | None = None,
 
     Args:
         failures: where unreadable files go (None: their summary is raised at the end).
-        results: when given, one :class:`~oars_deploy.records.FeatureClassesRecord` per file is appended.
+        results: when given, one :class:`~.records.FeatureClassesRecord` per file is appended.
     """
     check_classify_args(args, "feature")
     paths = list_feature_files(args.input)  # before loading the model: a wrong input is told at once

@@ -4,7 +4,7 @@ Validation: :func:`oars_deploy.predictors.gan_images.config.validate_gan` (and a
 steps for noise
 models). Run: :func:`oars_deploy.predictors.gan_images.cli.run_gan` (noise models: samples and grid.png; image
 models: output and
-pair pictures), one :class:`~oars_deploy.records.GANImagesRecord` per sample or image. Flags: ``--attrs``,
+pair pictures), one :class:`~.records.GANImagesRecord` per sample or image. Flags: ``--attrs``,
 ``--src-attrs``, ``--seed``, ``--num``, ``--label``; noise models take no ``-i``.
 """
 
@@ -15,6 +15,7 @@ import argparse
 from oars_deploy.deploy_config import validate_image_input
 from oars_deploy.errors import DeployError
 from oars_deploy.failures import Failures
+from oars_deploy.image_files import list_images
 from oars_deploy.plugins import PredictorPlugin, PredictorRun, add_flag, register_predictor
 from oars_deploy.records import ResultRecord
 
@@ -47,7 +48,6 @@ class GANImages(PredictorPlugin):
 
     def run(self, args: argparse.Namespace, deploy: dict) -> PredictorRun:
         """:func:`oars_deploy.predictors.gan_images.cli.run_gan` with its failures and records collected."""
-        from oars_deploy.image_files import list_images
         from oars_deploy.predictors.gan_images.cli import run_gan
 
         failures = Failures()
@@ -55,3 +55,9 @@ class GANImages(PredictorPlugin):
         run_gan(args, failures=failures, results=results)
         total = 0 if args.input is None else len(list_images(args.input))
         return PredictorRun(records=results, failures=failures, total=total)
+
+    def served_model(self) -> type:
+        """:class:`~.served.GANModel` (``oars-serve`` only: its records carry the pictures)."""
+        from oars_deploy.predictors.gan_images.served import GANModel
+
+        return GANModel

@@ -6,7 +6,7 @@
   attributes are 0) and, for STGAN, ``--src-attrs`` (the source image's attributes, default all 0).
 
 tools/infer.py writes the same files with the same helpers (gan.apis), and the same results.jsonl records
-(:func:`noise_records`, :func:`translation_record`: one :class:`~oars_deploy.records.GANImagesRecord` per sample or
+(:func:`noise_records`, :func:`translation_record`: one :class:`~.records.GANImagesRecord` per sample or
 image).
 """
 
@@ -26,7 +26,7 @@ from oars_deploy.output_paths import output_stems
 from oars_deploy.outputs import read_image
 from oars_deploy.predictors.gan_images.config import image_grid, make_labels, make_noise, parse_attrs, side_by_side
 from oars_deploy.predictors.gan_images.predictor import GANPredictor
-from oars_deploy.records import GANImagesRecord, named_values
+from oars_deploy.predictors.gan_images.records import GANImagesRecord, named_values
 
 DEFAULT_NUM = 16
 
@@ -144,7 +144,7 @@ def run_gan(args: argparse.Namespace, failures: Failures | None = None,
     Args:
         args: the ``oars-infer`` arguments.
         failures: where unreadable images go; None raises their summary at the end (after writing the others).
-        results: when given, one :class:`~oars_deploy.records.GANImagesRecord` per sample / image is appended.
+        results: when given, one :class:`~.records.GANImagesRecord` per sample / image is appended.
     """
     predictor = GANPredictor(args.model_dir, device=args.device, backend=args.backend)
     gan = predictor.gan

@@ -4,7 +4,7 @@ features, whose deploy.yaml has a ``segments`` section: a video file (or a folde
 Validation: :func:`oars_deploy.predictors.video_segments.config.validate_segments`. Run:
 :func:`oars_deploy.predictors.video_segments.cli.run_segments` (snippet features and class scores from the
 recognizer graph, the localiser graph, then BMN's proposals, Soft-NMS and class pairing or C-TCN's anchor decoding,
-per-class NMS and Soft-NMS, from :mod:`oars_deploy.segments`: ``segments.localizer`` says which),
+per-class NMS and Soft-NMS, from :mod:`.segments`: ``segments.localizer`` says which),
 one :class:`~oars_deploy.predictors.video_segments.record.VideoSegmentsRecord` and one timeline picture per video.
 ``--batch-size``: snippets per recognizer run.
 """

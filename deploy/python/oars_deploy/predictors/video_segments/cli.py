@@ -2,7 +2,7 @@
 
 Per video it prints the best segments, writes ``OUT_DIR/<stem>_timeline.png`` (``<stem>``: unique per video,
 :func:`oars_deploy.output_paths.output_stems`; a strip of frames over the
-predicted segments along the time axis, :func:`oars_deploy.draw.timeline.draw_timeline`; no ground truth at run
+predicted segments along the time axis, :func:`.timeline.draw_timeline`; no ground truth at run
 time) and returns one :class:`~oars_deploy.predictors.video_segments.record.VideoSegmentsRecord`, which the CLI
 writes to results.jsonl. A video that cannot be decoded is skipped and listed at the end (exit status 2).
 """
@@ -16,13 +16,13 @@ import os.path as osp
 import cv2
 
 from oars_deploy.atomic import atomic_write
-from oars_deploy.draw.timeline import draw_timeline
 from oars_deploy.errors import DeployError
 from oars_deploy.failures import Failures
 from oars_deploy.output_paths import output_stems
 from oars_deploy.predictors.clip_classes.cli import list_videos
 from oars_deploy.predictors.video_segments.predictor import SegmentsPredictor
 from oars_deploy.predictors.video_segments.record import VideoSegmentsRecord
+from oars_deploy.predictors.video_segments.timeline import draw_timeline
 from oars_deploy.records import ResultRecord
 
 SHOWN = 3  # segments printed per video

@@ -11,17 +11,17 @@
     sampling, preprocess}``: the second graph (clips -> pooled features [N, C] and class probabilities [N, K]),
     its clip input and the clip predictors' ``sampling`` / video ``preprocess`` schema
     (:mod:`oars_deploy.predictors.clip_classes.config`), applied to each snippet;
-  - ``snippet``, ``stride``: frames per snippet and between snippet starts (:mod:`oars_deploy.segments.snippets`);
+  - ``snippet``, ``stride``: frames per snippet and between snippet starts (:mod:`.segments.snippets`);
   - ``tscale``, ``dscale``, ``align_corners``: the localiser's temporal scale, longest proposal and the resize rule
-    (:mod:`oars_deploy.segments.temporal`);
+    (:mod:`.segments.temporal`);
   - ``soft_nms``: ``{alpha, low_threshold, high_threshold, top_k}``; ``max_proposals``: kept after it;
-  - ``top_k``: video-level classes paired with each proposal (:mod:`oars_deploy.segments.classify`).
+  - ``top_k``: video-level classes paired with each proposal (:mod:`.segments.classify`).
 
 A C-TCN export (``video.export_ctcn``) has ``segments.localizer: ctcn`` (absent: ``bmn``, the exports made before
 the key existed), outputs ``offsets`` [B, A, 2] and ``probs`` [B, A, K + 1], ``labels`` = its own K classes, and
 instead of ``dscale`` / ``soft_nms`` / ``top_k``: ``anchors`` (an .npy file in the folder, float [A, 2] centre and
 width), ``num_anchors`` (A), ``num_classes`` (K), ``decode`` (``variances`` [2] and the thresholds and caps of
-:func:`oars_deploy.segments.ctcn_decode.ctcn_detections`) and ``max_proposals``.
+:func:`.segments.ctcn_decode.ctcn_detections`) and ``max_proposals``.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from typing import Any
 
 from oars_deploy.errors import DeployError
 from oars_deploy.predictors.clip_classes.config import validate_video
+from oars_deploy.predictors.video_segments.segments.ctcn_decode import DECODE_KEYS
 
 SECTION = "segments"
 SOFT_NMS_KEYS = ("alpha", "low_threshold", "high_threshold", "top_k")
@@ -113,8 +114,6 @@ def _validate_bmn(data: dict, seg: dict, path: str) -> None:
 
 
 def _validate_ctcn(data: dict, seg: dict, path: str) -> None:
-    from oars_deploy.segments.ctcn_decode import DECODE_KEYS
-
     num_classes = _int(seg.get("num_classes"), f"{SECTION}.num_classes", path)
     num_anchors = _int(seg.get("num_anchors"), f"{SECTION}.num_anchors", path)
     if len(data["labels"]) < num_classes:

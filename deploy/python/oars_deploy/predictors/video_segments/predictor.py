@@ -5,13 +5,13 @@ Per video (:meth:`SegmentsPredictor.predict`): the file is decoded with PyAV (:m
 by chunk of snippets (``batch_size`` snippets' frames at a time, front to back: each chunk seeks to the keyframe at
 or before its first frame and decodes forward), never whole; each snippet is sampled and preprocessed as the
 recognizer's test pipeline takes a clip (:mod:`oars_deploy.clips.sampling`, :mod:`oars_deploy.clips.preprocess`, the
-frames of :mod:`oars_deploy.segments.snippets`); the recognizer graph gives its pooled features and class
+frames of :mod:`.segments.snippets`); the recognizer graph gives its pooled features and class
 probabilities, which makes the T x C feature sequence (what ``tools/extract_features.py`` writes) and the video's
-class scores (their mean); the sequence is resized to ``tscale`` (:mod:`oars_deploy.segments.temporal`), the
-localiser graph gives the boundary probabilities and the BM map, and :mod:`oars_deploy.segments` turns them into
+class scores (their mean); the sequence is resized to ``tscale`` (:mod:`.segments.temporal`), the
+localiser graph gives the boundary probabilities and the BM map, and :mod:`.segments` turns them into
 proposals, Soft-NMS and detections (proposals x the top-k classes) in seconds -- the NumPy code ``BMN.predict`` runs
 too. A C-TCN export (``segments.localizer: ctcn``) gives per-anchor offsets and class scores instead, decoded with
-the export's ``anchors.npy``, per-class NMS and Soft-NMS (:mod:`oars_deploy.segments.ctcn_decode`, the code
+the export's ``anchors.npy``, per-class NMS and Soft-NMS (:mod:`.segments.ctcn_decode`, the code
 ``CTCN.predict`` runs): its segments carry C-TCN's own classes, so there are no video-level classes to pair.
 """
 
@@ -28,7 +28,7 @@ from oars_deploy.clips.sampling import check_frame_count, sampled_frame_indices
 from oars_deploy.deploy_config import DEPLOY_FILE, read_deploy_yaml
 from oars_deploy.errors import DeployError
 from oars_deploy.predictors.video_segments.config import SECTION, localizer_of
-from oars_deploy.segments import (
+from oars_deploy.predictors.video_segments.segments import (
     bmn_proposals,
     combine_classes,
     feature_seconds,
@@ -38,7 +38,7 @@ from oars_deploy.segments import (
     soft_nms,
     top_classes,
 )
-from oars_deploy.segments.ctcn_decode import ctcn_segments
+from oars_deploy.predictors.video_segments.segments.ctcn_decode import ctcn_segments
 
 DEFAULT_BATCH = 16  # snippets per recognizer run (and per decoded chunk of frames)
 STRIP_FRAMES = 10  # frames of the timeline picture's strip

@@ -1,9 +1,9 @@
 """``semantic_labels``: segmentors (a class per pixel).
 
-Post-processing: :func:`oars_deploy.postprocess.segmentation` (crop the padding, resize to the original size,
-argmax), with the array module (CuPy on the GPU). Per image: ``<stem>_vis.png``
-(:func:`oars_deploy.draw.draw_sample`), ``<stem>.png`` (class ids as a palette PNG,
-:func:`oars_deploy.draw.save_label_png`) and a :class:`~oars_deploy.records.SemanticLabelsRecord` naming that PNG
+Post-processing: :func:`.postprocess.segmentation` (crop the padding, resize to the original size, argmax), with
+the array module (CuPy on the GPU). Per image: ``<stem>_vis.png`` (:func:`.draw.draw_sample`, which evaluation and
+tools/infer.py draw too), ``<stem>.png`` (class ids as a palette PNG, :func:`oars_deploy.draw.save_label_png`) and a
+:class:`.records.SemanticLabelsRecord` naming that PNG
 (``<stem>``: :meth:`~oars_deploy.predictors.images.ImagePlugin.output_stems`, e.g. ``a/x`` for ``twins/a/x.png``).
 No flags of its own; ``--draw-threshold`` is refused.
 """
@@ -16,12 +16,14 @@ from typing import Any
 
 import numpy as np
 
-from oars_deploy.draw import draw_sample, save_label_png
+from oars_deploy.draw.label_png import save_label_png
 from oars_deploy.errors import DeployError
 from oars_deploy.plugins import register_predictor
-from oars_deploy.postprocess import segmentation
 from oars_deploy.predictors.images import ImagePlugin, image_task
-from oars_deploy.records import ResultRecord, semantic_labels_result
+from oars_deploy.predictors.semantic_labels.draw import draw_sample
+from oars_deploy.predictors.semantic_labels.postprocess import segmentation
+from oars_deploy.predictors.semantic_labels.records import semantic_labels_result
+from oars_deploy.records import ResultRecord
 
 
 @register_predictor("semantic_labels")
@@ -43,7 +45,7 @@ class SemanticLabels(ImagePlugin):
                               f"{deploy['model']['task']!r}")
 
     def postprocess(self, outputs: dict[str, Any], metas: list[dict], post: dict) -> list[dict]:
-        """:func:`oars_deploy.postprocess.segmentation`."""
+        """:func:`oars_deploy.predictors.semantic_labels.postprocess.segmentation`."""
         return segmentation(outputs, metas, post)
 
     def draw(self, img: np.ndarray, result: dict, predictor: Any, args: argparse.Namespace) -> np.ndarray:

@@ -1,9 +1,14 @@
 """``detection_boxes``: detectors that output boxes (YOLOv3, Faster R-CNN ...).
 
-Post-processing: :func:`oars_deploy.postprocess.detection` (NMS in the graph, or the runtime's multi-class NMS on
-raw outputs). Per image: ``<stem>_vis.png`` (boxes at or above ``--draw-threshold``,
-:func:`oars_deploy.draw.draw_detection_sample`) and a :class:`~oars_deploy.records.DetectionBoxesRecord`; at the
-end ``detections.json`` (:mod:`oars_deploy.records`, the file tools/infer.py writes too). Flag: ``--draw-threshold``.
+Post-processing: :func:`.postprocess.detection` (NMS in the graph, or the runtime's multi-class NMS on raw outputs).
+Per image: ``<stem>_vis.png`` (boxes at or above ``--draw-threshold``, :func:`.draw.draw_detection_sample`) and a
+:class:`.records.DetectionBoxesRecord`; at the end ``detections.json`` (:mod:`.records`, the file tools/infer.py
+writes too). Flag: ``--draw-threshold``. Its results are boxes with scores and labels, so ``--track`` follows them
+on a stream (:attr:`DetectionBoxes.tracks`).
+
+The package holds everything of this kind and of ``instance_masks`` (boxes with a mask each, a subclass): the
+post-processing (:mod:`.postprocess`), the records (:mod:`.records`, masks as COCO RLEs: :mod:`.rle`) and the
+pictures (:mod:`.draw`, masks filled by :mod:`.draw_masks`), which evaluation and tools/infer.py draw too.
 """
 
 from __future__ import annotations
@@ -14,11 +19,12 @@ from typing import Any
 
 import numpy as np
 
-from oars_deploy.draw import draw_detection_sample
 from oars_deploy.plugins import add_flag, register_predictor
-from oars_deploy.postprocess import detection
+from oars_deploy.predictors.detection_boxes.draw import draw_detection_sample
+from oars_deploy.predictors.detection_boxes.postprocess import detection
+from oars_deploy.predictors.detection_boxes.records import detection_result, detections_json
 from oars_deploy.predictors.images import ImagePlugin, image_task
-from oars_deploy.records import ResultRecord, detection_result, detections_json, write_records
+from oars_deploy.records import ResultRecord, write_records
 
 DEFAULT_DRAW_THRESHOLD = 0.3  # as tools/infer.py
 DETECTIONS_FILE = "detections.json"
@@ -42,6 +48,7 @@ class DetectionBoxes(ImagePlugin):
     """Boxes, scores and labels per image (see the module docstring)."""
 
     describes = "detection models"
+    tracks = True  # boxes, scores and labels per image: oars-infer --track follows them
 
     def claims(self, deploy: dict) -> bool:
         """An old export of task detection without a masks output."""
@@ -52,7 +59,7 @@ class DetectionBoxes(ImagePlugin):
         add_draw_threshold(parser)
 
     def postprocess(self, outputs: dict[str, Any], metas: list[dict], post: dict) -> list[dict]:
-        """:func:`oars_deploy.postprocess.detection`."""
+        """:func:`oars_deploy.predictors.detection_boxes.postprocess.detection`."""
         return detection(outputs, metas, post)
 
     @staticmethod

@@ -1,0 +1,14 @@
+"""Deprecated name of :mod:`oars_deploy.predictors.clip_classes.predictor` (the kind's plug-in package).
+
+Old code keeps importing: this name stands for the moved module itself (the same module object, so monkeypatching
+either name patches both), with a DeprecationWarning.
+"""
+
+import sys
+import warnings
+
+import oars_deploy.predictors.clip_classes.predictor as _moved
+
+warnings.warn("oars_deploy.video_predictor moved to oars_deploy.predictors.clip_classes.predictor",
+              DeprecationWarning, stacklevel=2)
+sys.modules[__name__] = _moved

@@ -1,0 +1,185 @@
+"""``tools/export.py`` in-process: a trained config + checkpoint to ONNX (and TensorRT) with deploy.yaml, proved
+to match PyTorch.
+
+Order matters for the user: cheap mistakes (format, checkpoint path, export section, the task's refusals) fail
+before the model is built; the files appear under their final names only after the self-check passed, so a wrong
+graph never sits in ``out_dir`` looking like a good one. The steps themselves are :mod:`oars.export`'s.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import os.path as osp
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from mmengine.config import Config
+
+from oars.config import apply_overrides, load_config
+from oars.engine.checkpoint import check_checkpoint_file
+from oars.engine.work_dir import clean_stale_temp_files
+from oars.export.deploy_config import write_deploy_yaml
+from oars.export.errors import ExportError
+from oars.export.guards import DEFAULT_OPSET, check_export_target, require_export_packages
+from oars.export.labels import dataset_labels
+from oars.export.onnx_export import (
+    add_tensorrt_engine,
+    deploy_dict,
+    export_spec_to_onnx,
+    export_task,
+    reduce_precision,
+    self_check,
+    self_check_inputs,
+)
+from oars.export.options import task_export_options, task_preprocess_steps
+from oars.export.precision import (
+    CALIB_METHODS,
+    CalibrationReader,
+    agreement_threshold,
+    calibration_batches,
+    calibration_files,
+    precision_file,
+    precision_of,
+)
+from oars.export.spec import ExportOptions, ExportSpec
+from oars.pipelines.model import init_model
+from oars_deploy.atomic import atomic_write, temp_path
+from oars_deploy.deploy_config import validate_deploy
+
+FORMATS = ("onnx", "tensorrt")
+PRECISION_CHECK_IMAGES = 8  # calibration files the INT8 model is compared with the FP32 one on
+
+
+def export_model(config: str | Config, checkpoint: str, out_dir: str, *, fmt: str = "onnx", dynamic: bool = False,
+                 opset: int = DEFAULT_OPSET, half: bool = False, int8: bool = False, calib_dir: str | None = None,
+                 calib_method: str = "entropy", calib_num: int | None = None, overrides: Sequence[str] = (),
+                 check: bool = True, device: str = "cpu", overwrite: bool = False,
+                 task_options: dict | None = None) -> dict:
+    """Write ``out_dir/model.onnx`` + ``out_dir/deploy.yaml`` (+ ``model.engine`` for tensorrt).
+
+    ``half``/``int8``: also ``model_fp16.onnx``/``model_int8.onnx`` (precision in the graph, see
+    oars.export.precision; INT8 calibrated on ``calib_dir``, its first ``calib_num`` files when given, read by the
+    task's :meth:`~oars.tasks.Task.calibration_reader`: images, or a clip classifier's videos), checked
+    against the FP32 graph, and deploy.yaml's ``model.onnx`` names it, so the predictors and TensorRT use it.
+    An ``out_dir`` that already holds an export is refused unless ``overwrite`` (exports never replace exports
+    unasked); ``opset`` outside the range the exporter writes is refused (oars.export.guards). ``task_options``:
+    the values of the task's own ``tools/export.py`` flags (:meth:`oars.tasks.Task.export_arguments`), given to
+    the task in ``ExportOptions.extra`` over ``cfg.export``.
+    Returns ``{'onnx', 'deploy', 'engine' (tensorrt), 'precision_onnx' (fp16/int8), 'check': {
+    'preprocess_max_abs_diff', 'outputs': {name: {max_abs_diff, tolerance}}, 'dynamic_batch': {...} (dynamic),
+    'precision': {precision, agreement: {name: value}, min_agreement} (fp16/int8)}}``.
+    """
+    if fmt not in FORMATS:
+        raise ExportError(f"unsupported export format {fmt!r}; expected one of: {'|'.join(FORMATS)}")
+    if calib_dir and not int8:
+        raise ExportError("--calib-dir is for --int8 (the calibration data of the INT8 model)")
+    if int8 and not calib_dir:
+        raise ExportError("--int8 needs --calib-dir DIR (a folder of calibration data like the deployment data: "
+                          "images, or videos for a clip classifier)")
+    precision = precision_of(half, int8)
+    if calib_num is not None and int(calib_num) < 1:
+        raise ExportError(f"--calib-num must be at least 1, got {calib_num}")
+    if calib_method not in CALIB_METHODS:
+        raise ExportError(f"--calib-method must be one of {list(CALIB_METHODS)}, got {calib_method!r}")
+    if fmt == "tensorrt" and importlib.util.find_spec("tensorrt") is None:
+        raise ExportError("--format tensorrt needs the `tensorrt` Python package (pip install tensorrt, on a machine "
+                          "with an NVIDIA GPU); --format onnx works without it")
+    require_export_packages(check, precision)
+    check_export_target(out_dir, overwrite, opset)
+    check_checkpoint_file(checkpoint)
+    cfg = load_export_config(config, overrides)
+    task = export_task(cfg)
+    task.check_export(cfg, fmt=fmt, precision=precision)  # what the task cannot export, before the model is built
+    # a task whose input is not one image (clips, features, noise) reads its export section itself
+    options = task_export_options(task, cfg, dynamic=dynamic, opset=opset)
+    options.extra.update({k: v for k, v in (task_options or {}).items() if v is not None})
+    if precision != "fp32":
+        agreement_threshold(precision, options.extra.get("min_agreement"))  # a bad value fails before the export
+    reader = task.calibration_reader(cfg, options) if int8 else None  # the task's files -> the graph's inputs
+    if int8 and reader is None:
+        raise ExportError(f"--int8: {cfg.filename} exports a graph whose input is {list(options.input_shape)}, and "
+                          f"its task ({cfg.get('default_scope')}) has no calibration data for it (not [B, 3, H, W] "
+                          "images): INT8 export is not supported for it; export FP32 or --half")
+    files = calibration_files(calib_dir, reader)[:None if calib_num is None else int(calib_num)] if int8 else []
+    if str(device).startswith("cuda") and not cuda_available():
+        raise ExportError(f"--device {device}: CUDA is not available on this machine")
+    # before the model: a pipeline that cannot be exported is a cheap, early error
+    steps = task_preprocess_steps(task, cfg)
+    model = init_model(cfg, checkpoint, device)
+    dataset_labels(cfg, model)  # a label list shorter than the model's classes fails before the slow part
+    spec: ExportSpec = task.build_export_spec(model, cfg, options)
+    spec.module.eval()
+    if precision != "fp32" and len(spec.graph_inputs) > 1:
+        raise ExportError(f"{cfg.filename}: --half / --int8 export graphs with one input; this one has "
+                          f"{spec.graph_inputs}: export FP32")
+    if spec.preprocess is not None:  # known only from the built model (a generator's image size)
+        steps = list(spec.preprocess)
+    image, deploy_image, pre_diff = self_check_inputs(spec, cfg, model, steps, options, options.input_shape[0])
+
+    os.makedirs(out_dir, exist_ok=True)
+    clean_stale_temp_files(out_dir)  # what a killed export left
+    onnx_path, deploy_path = osp.join(out_dir, "model.onnx"), osp.join(out_dir, "deploy.yaml")
+    low_path = osp.join(out_dir, precision_file(precision)) if precision != "fp32" else None
+    tmp_onnx, tmp_low = temp_path(onnx_path), temp_path(low_path or onnx_path)
+    try:
+        export_spec_to_onnx(spec, image, tmp_onnx, options)
+        result: dict[str, Any] = {"onnx": onnx_path, "deploy": deploy_path}
+        if check:
+            result["check"] = self_check(spec, tmp_onnx, image, deploy_image, cfg, model, steps, options)
+            result["check"]["preprocess_max_abs_diff"] = pre_diff
+        deploy = deploy_dict(cfg, model, spec, options, steps, checkpoint, tmp_onnx)
+        if low_path:
+            batches = calibration_batches(files, deploy, options.input_shape[0], reader)
+            agreement = reduce_precision(spec, tmp_onnx, tmp_low, precision, batches, calib_method,
+                                         check_inputs=precision_check_inputs(files, deploy, deploy_image, options,
+                                                                              reader),
+                                         min_agreement=options.extra.get("min_agreement"))
+            deploy["model"].update(onnx=osp.basename(low_path), onnx_fp32="model.onnx", precision=precision,
+                                   agreement_with_fp32=agreement["agreement"])
+            result.setdefault("check", {})["precision"] = {"precision": precision, **agreement}
+            result["precision_onnx"] = low_path
+        validate_deploy(deploy, deploy_path)
+        os.replace(tmp_onnx, onnx_path)
+        if low_path:
+            os.replace(tmp_low, low_path)
+        for name, content in spec.extra_files.items():  # a second graph of the export (see ExportSpec)
+            result.setdefault("extra_files", []).append(atomic_write(osp.join(out_dir, name), content))
+    finally:
+        for tmp in (tmp_onnx, tmp_low):
+            if osp.exists(tmp):
+                os.remove(tmp)
+    write_deploy_yaml(deploy_path, deploy)
+    if fmt == "tensorrt":
+        result["engine"] = add_tensorrt_engine(out_dir, deploy, deploy_path, opt_batch=options.input_shape[0])
+    return result
+
+
+
+
+def precision_check_inputs(files: list[str], deploy: dict, deploy_image: Any, options: ExportOptions,
+                            reader: CalibrationReader | None = None) -> list:
+    """INT8: the first calibration files' inputs (the data the user deploys on); FP16: the self-check's sample."""
+    if not files:
+        return [deploy_image]
+    take = files[:max(PRECISION_CHECK_IMAGES, options.input_shape[0])]
+    return list(calibration_batches(take, deploy, options.input_shape[0], reader))
+
+
+
+
+def load_export_config(config: str | Config, overrides: Sequence[str]) -> Config:
+    """The config to export: ``config`` itself (a loaded Config, ``overrides`` applied to it) or the file loaded and
+    validated with ``overrides``. Public: a task with its own ``export_model`` loads its config the same way."""
+    if isinstance(config, Config):
+        if overrides:
+            apply_overrides(config, list(overrides))
+        return config
+    return load_config(config, list(overrides))
+
+
+
+
+def cuda_available() -> bool:
+    return torch.cuda.is_available()
