@@ -88,7 +88,7 @@ class ExportedGenerator:
         return ((out - self.mean) / self.std).to(device)
 
     def predict(self, items: list[dict]) -> list[Any]:
-        """Predict a batch given by :meth:`gan.task.GANTask.export_inputs`.
+        """Predict a batch given by :meth:`gan.task.GANExporter.export_inputs`.
 
         Args:
             items: per sample ``{'inputs': {key: tensor}, 'sample': GANDataSample}`` (the test batch's packed,

@@ -1,9 +1,9 @@
 """The GAN task's contract object (:class:`oars.tasks.Task`), registered as the ``oars.tasks`` entry point ``gan``:
-the generator's export (several named graph inputs: noise + label, image + attributes) through the core exporter
-with :func:`gan.export.build_export_spec`, inference through :mod:`gan.apis` and its ``tools/infer.py`` flags
-(``--attrs``, ``--src-attrs`` for attribute editors; ``--seed``, ``--num``, ``--label`` for noise models, which take
-no ``-i``).
-Everything heavy is imported inside the methods.
+one kind of model, the generator, exported (several named graph inputs: noise + label, image + attributes) through
+the core exporter with :func:`gan.export.build_export_spec`, predicting through :mod:`gan.apis` with its
+``tools/infer.py`` flags (``--attrs``, ``--src-attrs`` for attribute editors; ``--seed``, ``--num``, ``--label`` for
+noise models, which take no ``-i``); its ``tools/demo_data.py`` sets are in :mod:`gan.commands`. Everything heavy
+is imported inside the methods.
 """
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from oars.tasks import ArgumentContainer, Subcommand, Task
+from gan.commands import GANCommands
+from oars.tasks import ArgumentContainer, Data, Exporter, ModelKind, Predictor, Task
 
 if TYPE_CHECKING:
     import torch
@@ -23,14 +24,8 @@ if TYPE_CHECKING:
 INFER_FLAGS = ("attrs", "src_attrs", "seed", "num", "label")
 
 
-class GANTask(Task):
-    """Image generation and image-to-image translation (DCGAN, CGAN, Pix2Pix, CycleGAN, StarGAN, AttGAN, STGAN)."""
-
-    scope = "gan"
-
-    def import_registries(self) -> None:
-        """Creates the ``gan`` child registries."""
-        import gan.registry  # noqa: F401
+class GANData(Data):
+    """Browse pictures of GAN datasets."""
 
     def draw_pipeline_sample(self, sample: dict, dataset_meta: dict) -> object:
         """:func:`gan.browse.draw_pipeline_sample` (``tools/browse_dataset.py``)."""
@@ -38,6 +33,39 @@ class GANTask(Task):
 
         return draw_pipeline_sample(sample, dataset_meta)
 
+
+class GANExporter(Exporter):
+    """The generator's export and its evaluation with ``--model-dir``."""
+
+    def export_options(self, cfg: Config, dynamic: bool, opset: int) -> ExportOptions:
+        """:func:`gan.export.export_options` (the generator's batch and image size)."""
+        from gan.export import export_options
+
+        return export_options(cfg, dynamic=dynamic, opset=opset)
+
+    def preprocess_steps(self, cfg: Config) -> list[dict]:
+        """:func:`gan.export.preprocess_steps` (the image inputs' steps; none are used by noise models)."""
+        from gan.export import preprocess_steps
+
+        return preprocess_steps(cfg)
+
+    def build_export_spec(self, model: torch.nn.Module, cfg: Config, options: ExportOptions) -> ExportSpec:
+        """:func:`gan.export.build_export_spec`: the generator graph with its named inputs (noise + label, image +
+        attributes), its sample feeds and deploy.yaml's ``gan`` section, exported by the core like every task."""
+        from gan.export import build_export_spec
+
+        return build_export_spec(model, cfg, options)
+
+    def check_export(self, cfg: Config, fmt: str, precision: str) -> None:
+        """ONNX FP32 only: a generator's output is a picture, not scores an FP16/INT8 graph could be checked to
+        agree on, and no TensorRT engine of a generator has been built and checked."""
+        from oars.export.errors import ExportError
+
+        if fmt != "onnx":
+            raise ExportError(f"{cfg.filename}: GAN generators export to --format onnx only (got {fmt!r})")
+        if precision != "fp32":
+            raise ExportError(f"{cfg.filename}: --half / --int8 are not supported for GAN generators yet (their output "
+                              "is an image, not scores to agree on); export FP32")
 
     # ------------------------------------------------------------------ tools/eval.py --model-dir on a generator
     evaluates_exports = True
@@ -73,35 +101,9 @@ class GANTask(Task):
         for key in result.metainfo_keys():
             sample.set_metainfo({key: result.metainfo[key]})
 
-    def export_options(self, cfg: Config, dynamic: bool, opset: int) -> ExportOptions:
-        """:func:`gan.export.export_options` (the generator's batch and image size)."""
-        from gan.export import export_options
 
-        return export_options(cfg, dynamic=dynamic, opset=opset)
-
-    def preprocess_steps(self, cfg: Config) -> list[dict]:
-        """:func:`gan.export.preprocess_steps` (the image inputs' steps; none are used by noise models)."""
-        from gan.export import preprocess_steps
-
-        return preprocess_steps(cfg)
-
-    def build_export_spec(self, model: torch.nn.Module, cfg: Config, options: ExportOptions) -> ExportSpec:
-        """:func:`gan.export.build_export_spec`: the generator graph with its named inputs (noise + label, image +
-        attributes), its sample feeds and deploy.yaml's ``gan`` section, exported by the core like every task."""
-        from gan.export import build_export_spec
-
-        return build_export_spec(model, cfg, options)
-
-    def check_export(self, cfg: Config, fmt: str, precision: str) -> None:
-        """ONNX FP32 only: a generator's output is a picture, not scores an FP16/INT8 graph could be checked to
-        agree on, and no TensorRT engine of a generator has been built and checked."""
-        from oars.export.errors import ExportError
-
-        if fmt != "onnx":
-            raise ExportError(f"{cfg.filename}: GAN generators export to --format onnx only (got {fmt!r})")
-        if precision != "fp32":
-            raise ExportError(f"{cfg.filename}: --half / --int8 are not supported for GAN generators yet (their output "
-                              "is an image, not scores to agree on); export FP32")
+class GANPredictor(Predictor):
+    """``tools/infer.py`` and ``oars.Model.predict`` (image-to-image generators) for GANs."""
 
     def infer_arguments(self, parser: ArgumentContainer) -> None:
         """``--attrs``, ``--src-attrs``, ``--seed``, ``--num``, ``--label``."""
@@ -124,8 +126,7 @@ class GANTask(Task):
         extra = {name: getattr(args, name) for name in INFER_FLAGS if getattr(args, name, None) is not None}
         return run_inference(cfg, weights, inputs, output, device=device, failures=failures, **extra)
 
-    def predict_inputs(self, model: torch.nn.Module, cfg: Config,
-                       inputs: list[tuple[str, Any]]) -> tuple[str, list[dict]]:
+    def predict(self, model: torch.nn.Module, cfg: Config, inputs: list[tuple[str, Any]]) -> tuple[str, list[dict]]:
         """``gan_images`` for image-to-image generators (pix2pix): per input ``image`` (the output, BGR uint8),
         ``picture`` (input as the model saw it | output: ``<stem>_pair.png``) and ``record``, computed as
         :func:`gan.apis.run_inference` computes them. Noise and attribute models are refused (tools/infer.py)."""
@@ -159,39 +160,17 @@ class GANTask(Task):
                             "record": translation_record(name, [f"{stem}.png", f"{stem}_pair.png"], None, None, gan)})
         return "gan_images", results
 
-    def subcommands(self) -> list[Subcommand]:
-        """``tools/demo_data.py digits``: the CGAN demo's coloured digits (python -m gan.demo_data); ``pairs``: the
-        pix2pix demo's label map -> photo pairs rendered from the demo shapes (python -m gan.demo_pairs)."""
-        return [Subcommand("demo_data", "digits", "coloured digit images in 10 class folders (the CGAN demo; python "
-                           "-m gan.demo_data)", _demo_arguments, _run_demo,
-                           usage="tools/demo_data.py digits --out data/demo_gan"),
-                Subcommand("demo_data", "pairs", "label map -> photo pairs rendered from the demo shapes (the pix2pix "
-                           "demo; python -m gan.demo_pairs)", _pairs_arguments, _run_pairs,
-                           usage="tools/demo_data.py pairs --shapes data/demo_shapes --out data/demo_pix2pix")]
 
+class GANTask(Task):
+    """Image generation and image-to-image translation (DCGAN, CGAN, Pix2Pix, CycleGAN, StarGAN, AttGAN, STGAN)."""
 
-def _demo_arguments(parser: argparse.ArgumentParser) -> None:
-    from gan.demo_data import add_arguments
+    scope = "gan"
+    kinds = (ModelKind("generator", GANExporter(), GANPredictor(), GANData()),)
+    commands = GANCommands()
 
-    add_arguments(parser)
-
-
-def _run_demo(args: argparse.Namespace) -> int:
-    from gan.demo_data import run
-
-    return run(args)
-
-
-def _pairs_arguments(parser: argparse.ArgumentParser) -> None:
-    from gan.demo_pairs import add_arguments
-
-    add_arguments(parser)
-
-
-def _run_pairs(args: argparse.Namespace) -> int:
-    from gan.demo_pairs import run
-
-    return run(args)
+    def import_registries(self) -> None:
+        """Creates the ``gan`` child registries."""
+        import gan.registry  # noqa: F401
 
 
 TASK = GANTask()

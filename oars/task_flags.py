@@ -44,7 +44,7 @@ def parse_task_command_line(parser: argparse.ArgumentParser, argv: Sequence[str]
         parser: the tool's parser with its common flags; it must have ``-c/--config`` and ``-o/--opt``
             (``dest='values'``: the output folder and ``key=value`` overrides).
         argv: the command line (None: ``sys.argv[1:]``).
-        add_flags: adds a task's flags, e.g. ``lambda task, group: task.infer_arguments(group)``.
+        add_flags: adds a task's flags, e.g. ``lambda task, group: task.default_kind.predictor.infer_arguments(group)``.
         tool: the tool's file name without ``.py``, for messages (``infer``).
         load: loads the config with overrides (``oars.config.check.load_checked_config``).
 

@@ -7,20 +7,21 @@ the way pytest finds its plugins. The core and ``tools/*.py`` reach a task only 
 names (``import_module(f"{scope}.export")``) and never branch on a task's name. Tests (and a task that is not an
 installed distribution) register one with :meth:`TaskRegistry.register`.
 
-What a task declares here (each method says who calls it and why):
+A :class:`Task` is narrow: its ``scope``, :meth:`Task.import_registries`, its :class:`~oars.task_roles.Commands`
+(subcommands, hub converters) and one or more model kinds (:class:`ModelKind`), each with its own typed roles
+(:mod:`oars.task_roles`, in the spirit of ultralytics' ``task_map``):
 
-- export (always through the core exporter, any number of named graph inputs): :meth:`Task.build_export_spec`
-  (abstract), :meth:`Task.export_options`, :meth:`Task.preprocess_steps` (None by default: the exporter's image
-  defaults), :meth:`Task.check_export`, and the task's ``tools/export.py`` flags :meth:`Task.export_arguments`;
-- ``tools/infer.py``: :meth:`Task.infer_arguments` (its own flags), :meth:`Task.requires_input`,
-  :meth:`Task.infer` (abstract);
-- registries, data checks and the report: :meth:`Task.import_registries` (abstract), :meth:`Task.check_dataset`,
-  :meth:`Task.report_hook` (what ``tools/eval.py --report`` adds to the run);
-- its own commands: :meth:`Task.subcommands` (converters, data checks) that the thin ``tools/*.py`` entry points
-  look up with :func:`tool_commands` / :func:`tool_command`.
-- data and result tools (:class:`oars.task_tools.TaskToolHooks`, which :class:`Task` inherits):
-  ``draw_pipeline_sample`` (``tools/browse_dataset.py``), ``result_records`` (``tools/eval.py --out``),
-  ``prediction_from_export`` (``tools/eval.py --model-dir``) and ``predict_inputs`` (``oars.Model.predict``).
+- :class:`~oars.task_roles.Exporter`: ``tools/export.py`` (options, pre-processing steps, checks, the spec, INT8
+  calibration inputs, its flags) and ``tools/eval.py --model-dir`` (the runtime predictor, its inputs, the
+  predictions put back into the samples);
+- :class:`~oars.task_roles.Predictor`: ``tools/infer.py`` (its flags, ``-i`` required or not, the run),
+  ``oars.Model.predict`` and streams;
+- :class:`~oars.task_roles.Data`: dataset checks, ``tools/browse_dataset.py`` pictures, ``tools/eval.py --out``
+  records and ``--report``'s hook.
+
+The core picks a config's kind with :meth:`Task.kind`: the first kind whose :meth:`ModelKind.matches` says yes,
+the task's default kind (the first listed) otherwise, so no task branches on a config's kind itself (video: clip
+recognisers, feature classifiers, temporal localisers). A tool's own flags are those of the task's default kind.
 
 This module imports nothing heavy (no torch): ``tools/convert.py --help`` lists the commands of every task
 without loading a model library; a task's ``task.py`` imports its own code inside the methods, for the same reason.
@@ -31,27 +32,21 @@ defaults, :mod:`oars.export.options`), so everything may import it and it closes
 from __future__ import annotations
 
 import abc
-import argparse
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from importlib.metadata import entry_points
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from oars.errors import OarsError
-from oars.subcommands import Subcommand  # noqa: F401  (part of this module's interface: tasks build these)
-from oars.task_tools import TaskToolHooks
+from oars.subcommands import Subcommand
+from oars.task_roles import ArgumentContainer, Commands, Data, Exporter, Predictor
 
-if TYPE_CHECKING:
-    import torch
-    from mmengine.config import Config
-
-    from oars.export.spec import ExportOptions, ExportSpec
-    from oars_deploy.failures import Failures
+__all__ = ["ArgumentContainer", "Commands", "Data", "Exporter", "ModelKind", "Predictor", "Subcommand", "TASKS",
+           "Task", "TaskRegistry", "UnknownTaskError", "activate", "find_task", "get_task", "known_tasks",
+           "tool_command", "tool_commands"]
 
 ENTRY_POINT_GROUP = "oars.tasks"
-
-# what ``parser.add_argument_group()`` returns as well as a parser: both take ``add_argument``
-ArgumentContainer = argparse._ActionsContainer
 
 
 class UnknownTaskError(OarsError, KeyError):
@@ -61,17 +56,43 @@ class UnknownTaskError(OarsError, KeyError):
         return str(self.args[0]) if self.args else ""
 
 
-class Task(TaskToolHooks, abc.ABC):
+@dataclass(frozen=True)
+class ModelKind:
+    """One kind of model a task serves, with its roles.
+
+    Args:
+        name: what messages call it (``clip recogniser``).
+        exporter: its :class:`~oars.task_roles.Exporter`.
+        predictor: its :class:`~oars.task_roles.Predictor`.
+        data: its :class:`~oars.task_roles.Data` (default: the contract's defaults).
+        when: the predicate on a config that selects this kind (None: only as the task's default kind).
+    """
+
+    name: str
+    exporter: Exporter
+    predictor: Predictor
+    data: Data = field(default_factory=Data)
+    when: Callable[[Any], bool] | None = None
+
+    def matches(self, cfg: Any) -> bool:
+        """Whether ``cfg`` is a config of this kind of model (:attr:`when`; False without one)."""
+        return self.when is not None and bool(self.when(cfg))
+
+
+class Task(abc.ABC):
     """The contract object of one task package; subclass it in ``<package>/task.py`` as ``TASK = MyTask()``.
 
-    Abstract: :attr:`scope`, :meth:`import_registries`, :meth:`build_export_spec`, :meth:`infer`. The rest have
-    defaults that suit a task whose model takes one image (the core's image export, no extra flags, no checks).
+    Abstract: :meth:`import_registries`. Set :attr:`scope`, :attr:`kinds` (at least one :class:`ModelKind`, the
+    first the default) and, when the task adds commands or hub converters, :attr:`commands`.
     """
 
     #: the ``default_scope`` of the task's configs and the scope of its registries; also the entry point's name
     scope: str = ""
+    #: the kinds of model the task serves, in the order :meth:`kind` tries them; the first is the default kind
+    kinds: Sequence[ModelKind] = ()
+    #: what the task adds to the tools (subcommands, hub converters)
+    commands: Commands = Commands()
 
-    # ------------------------------------------------------------------------------------------------ registries
     @abc.abstractmethod
     def import_registries(self) -> None:
         """Import the module that creates the task's child registries (``<package>/registry.py``).
@@ -81,137 +102,32 @@ class Task(TaskToolHooks, abc.ABC):
         by name.
         """
 
-    # ---------------------------------------------------------------------------------------------------- export
-    @abc.abstractmethod
-    def build_export_spec(self, model: torch.nn.Module, cfg: Config, options: ExportOptions) -> ExportSpec:
-        """What the core exporter traces and writes: the module (in eval mode after this), its named input and
-        outputs, deploy.yaml's ``outputs``/``postprocess`` (and more sections), and how the self-check compares
-        ONNX Runtime with PyTorch (``ExportSpec.compare``, ``atol``, ``sample_inputs``).
+    @property
+    def default_kind(self) -> ModelKind:
+        """The first of :attr:`kinds`: the kind of a config no kind's predicate matches, and the one whose roles
+        give the tools' flags."""
+        return self.kinds[0]
 
-        Args:
-            model: the model built from ``cfg`` with the checkpoint loaded (``oars.pipelines.model.init_model``).
-            cfg: the resolved config.
-            options: what :meth:`export_options` made of the user's flags and ``cfg.export``.
+    def kind(self, cfg: Any) -> ModelKind:
+        """The kind of ``cfg``'s model: the first of :attr:`kinds` that :meth:`ModelKind.matches` it, else
+        :attr:`default_kind`. Its roles learn the task's scope here (for their messages)."""
+        kind = next((k for k in self.kinds if k.matches(cfg)), self.default_kind)
+        for role in (kind.exporter, kind.predictor, kind.data):
+            if not role.scope:
+                role.scope = self.scope
+        return kind
 
-        Returns:
-            The :class:`oars.export.spec.ExportSpec`.
+    def exporter(self, cfg: Any) -> Exporter:
+        """The exporter of ``cfg``'s kind."""
+        return self.kind(cfg).exporter
 
-        Raises:
-            oars.export.ExportError: a model or config the task cannot export, naming the config and the fix.
-        """
+    def predictor(self, cfg: Any) -> Predictor:
+        """The predictor of ``cfg``'s kind."""
+        return self.kind(cfg).predictor
 
-    def export_options(self, cfg: Config, dynamic: bool, opset: int) -> ExportOptions | None:
-        """The export's fixed input shape and options from ``cfg.export`` (called before the model is built, so
-        a missing or wrong export section is a cheap error).
-
-        The default returns None: the exporter then reads an image model's ``export.input_shape`` ``[B, 3, H, W]``
-        itself (:func:`oars.export.options.task_export_options`; the contract calls nothing above it). A task
-        whose input is not one image (clips, features, noise) overrides it.
-
-        Args:
-            cfg: the resolved config.
-            dynamic: ``--dynamic`` (a dynamic batch axis).
-            opset: ``--opset``.
-
-        Returns:
-            :class:`oars.export.spec.ExportOptions`, or None for the exporter's image default.
-        """
-        return None
-
-    def preprocess_steps(self, cfg: Config) -> list[dict] | None:
-        """deploy.yaml's ``preprocess`` steps from the config's test pipeline (called before the model is built:
-        a pipeline that cannot be exported is an early error).
-
-        The default returns None: the exporter then derives an image pipeline's steps itself
-        (:func:`oars.export.options.task_preprocess_steps`).
-
-        Returns:
-            The steps, in the schema of ``oars.export.deploy_config``, or None for the exporter's image default.
-        """
-        return None
-
-    def check_export(self, cfg: Config, fmt: str, precision: str) -> None:
-        """Refuse an export the task cannot make (a format or a precision its graphs do not support), before the
-        model is built. The core has checked the flags themselves. The default accepts everything.
-
-        Args:
-            cfg: the resolved config.
-            fmt: ``--format`` (``onnx`` or ``tensorrt``).
-            precision: ``fp32``, ``fp16`` (``--half``) or ``int8`` (``--int8``).
-
-        Raises:
-            oars.export.ExportError: naming the config, what is not supported and what to do instead.
-        """
-        return None
-
-    def export_arguments(self, parser: ArgumentContainer) -> None:
-        """Add the task's own ``tools/export.py`` flags to ``parser`` (an argument group shown by
-        ``tools/export.py -c CONFIG --help``). Give each a ``default=None``: the values that were given reach
-        :meth:`export_options` / :meth:`build_export_spec` in ``ExportOptions.extra`` under their ``dest``, over the
-        same key of ``cfg.export``. The default adds none."""
-        return None
-
-    # ----------------------------------------------------------------------------------------- tools/infer.py
-    def infer_arguments(self, parser: ArgumentContainer) -> None:
-        """Add the task's own ``tools/infer.py`` flags (e.g. ``--draw-threshold``) to ``parser`` (an argument
-        group of the tool's parser). Give each a ``default=None`` so that :meth:`infer` can tell "not given".
-        The default adds none."""
-        return None
-
-    def requires_input(self, cfg: Config) -> bool:
-        """Whether ``tools/infer.py`` needs ``-i`` for this config: False for a model that makes pictures from
-        nothing (noise GANs), whose :meth:`infer` checks its input itself. Default True."""
-        return True
-
-    @abc.abstractmethod
-    def infer(self, cfg: Config, weights: str, inputs: str | None, output: str, *, device: str,
-              failures: Failures, args: argparse.Namespace) -> list[str]:
-        """Predict ``inputs`` with the model of ``cfg`` + ``weights`` and write the pictures (and result files)
-        under ``output`` (what ``tools/infer.py`` runs).
-
-        Args:
-            cfg: the resolved config (``-o`` overrides applied).
-            weights: the checkpoint.
-            inputs: ``-i``: a file or a folder (None only when :meth:`requires_input` said so).
-            output: the output folder.
-            device: ``cpu`` or ``cuda``.
-            failures: where an input that cannot be read is recorded (the others are still predicted; the tool
-                lists them and exits 2 at the end).
-            args: the parsed command line, holding the flags :meth:`infer_arguments` added (None when not given).
-
-        Returns:
-            The paths of the pictures written.
-        """
-
-    # ----------------------------------------------------------------------------------------------- data checks
-    def check_dataset(self, cfg: Config, split: str, dataset: Any) -> None:
-        """Fail at build time when a dataset disagrees with the model or the evaluators in a way only this task
-        knows (segmentation: the ``ignore_index`` every head, the label padding and the IoU metric must share).
-
-        Called by the runner for each of ``train_dataloader``/``val_dataloader``/``test_dataloader`` (``split``)
-        with the dataset built lazily (``lazy_init``: its ``metainfo``, no annotations read), after the core
-        checked the class count. The default checks nothing.
-
-        Raises:
-            oars.errors.OarsError: naming the config, the disagreeing keys and their values.
-        """
-        return None
-
-    # ---------------------------------------------------------------------------------------------------- report
-    def report_hook(self, cfg: Config, out_file: str) -> dict:
-        """The hook config ``tools/eval.py --report`` adds to the test run to write ``out_file`` (report.html).
-
-        The default is the scope's registered ``EvaluationReportHook`` (shared HTML layout in
-        ``oars.visualization.html_report``, the task's own tables and pictures); a task without one overrides this
-        to raise :class:`oars.errors.OarsError` saying so.
-        """
-        return {"type": "EvaluationReportHook", "out_file": out_file}
-
-    # --------------------------------------------------------------------------------------------- subcommands
-    def subcommands(self) -> list[Subcommand]:
-        """The commands the task adds to ``tools/*.py`` entry points: converters (``tools/convert.py``), data checks
-        (``tools/check_videos.py``), its demo-data generators (``tools/demo_data.py``). Default none."""
-        return []
+    def data(self, cfg: Any) -> Data:
+        """The data role of ``cfg``'s kind."""
+        return self.kind(cfg).data
 
 
 # --------------------------------------------------------------------------------------------------- registry
@@ -295,6 +211,8 @@ def _problem(task: object, name: str | None) -> str:
         return f"expected an instance of oars.tasks.Task, got {type(task).__name__}"
     if not task.scope:
         return f"{type(task).__name__}.scope is empty"
+    if not task.kinds or not all(isinstance(k, ModelKind) for k in task.kinds):
+        return f"{type(task).__name__}.kinds must list at least one oars.tasks.ModelKind"
     if name is not None and task.scope != name:
         return f"its scope is {task.scope!r} but it is registered as {name!r} (they must be the same)"
     return ""
@@ -361,7 +279,7 @@ def tool_commands(tool: str) -> dict[str, Subcommand]:
     """
     found: dict[str, tuple[str, Subcommand]] = {}
     for scope in sorted(TASKS):
-        for command in TASKS[scope].subcommands():
+        for command in TASKS[scope].commands.subcommands():
             if command.tool != tool:
                 continue
             if command.name in found:

@@ -55,7 +55,7 @@ def test_detection_results_fill_the_fields_the_metric_reads():
               "labels": np.int64([2, 0, 1]), "masks": rng.random((3, 20, 30)) > 0.5}
     sample = DetDataSample(metainfo={"ori_shape": (20, 30), "img_path": "a.png"})
     sample.gt_instances = InstanceData()
-    get_task("detection").prediction_from_export(result, sample)
+    get_task("detection").exporter({}).prediction_from_export(result, sample)
     got = predictions(sample)
     np.testing.assert_allclose(got["bboxes"], result["bboxes"], rtol=0, atol=1e-6)
     np.testing.assert_allclose(got["scores"], result["scores"], rtol=0, atol=1e-7)

@@ -87,24 +87,27 @@ def test_browse_refuses_the_data_folder_and_a_missing_phase(demo_data, tmp_path)
 
 
 def test_task_without_pictures_says_so():
-    from oars.tasks import Task
+    from oars.tasks import Exporter, ModelKind, Predictor, Task
+
+    class _Exporter(Exporter):
+        def build_export_spec(self, model, cfg, options):
+            raise NotImplementedError
+
+    class _Predictor(Predictor):
+        def infer(self, *a, **k):
+            raise NotImplementedError
 
     class _Bare(Task):
         scope = "bare"
+        kinds = (ModelKind("bare", _Exporter(), _Predictor()),)
 
         def import_registries(self):
             return None
 
-        def build_export_spec(self, model, cfg, options):
-            raise NotImplementedError
-
-        def infer(self, *a, **k):
-            raise NotImplementedError
-
     with pytest.raises(OarsError, match="not available for task 'bare'"):
-        _Bare().draw_pipeline_sample({}, {})
+        _Bare().data({}).draw_pipeline_sample({}, {})
     with pytest.raises(OarsError, match="--out is not available for task 'bare'"):
-        _Bare().result_records(None, {})
+        _Bare().data({}).result_records(None, {})
 
 
 def test_segmentation_picture_names_label_values_outside_the_classes():

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from oars.cli import run_cli
 from oars.tasks import Subcommand, tool_commands
 
-TOOL = "convert"  # the commands are those the registered tasks give this tool (oars.tasks, Task.subcommands)
+TOOL = "convert"  # the commands are those the registered tasks give this tool (oars.tasks, Commands.subcommands)
 
 
 def build_parser(commands: dict[str, Subcommand]) -> argparse.ArgumentParser:

@@ -1,7 +1,7 @@
 """Generate a demo data set: python tools/demo_data.py SET [--out DIR ...] (SET --help for its flags).
 
 ``shapes`` (images with boxes, instance masks and label maps: the segmentation, detection and pix2pix demos) is the
-core's; the other sets come from the registered tasks (oars.tasks, ``Task.subcommands`` for this tool). A set that is
+core's; the other sets come from the registered tasks (``Commands.subcommands`` for this tool). A set that is
 already there with the same parameters is reused; a folder holding other files is refused.
 """
 

@@ -49,7 +49,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     from oars.config.check import load_checked_config
     from oars.task_flags import parse_task_command_line
 
-    line = parse_task_command_line(parser, argv, lambda task, group: task.export_arguments(group), "export",
+    line = parse_task_command_line(parser, argv,
+                                   lambda task, group: task.default_kind.exporter.export_arguments(group), "export",
                                    load_checked_config)
     args = line.args
     stem = osp.splitext(osp.basename(args.config))[0]

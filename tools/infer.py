@@ -30,7 +30,7 @@ from oars_deploy.streams.source import stream_source
 
 
 def common_parser(add_help: bool = True) -> argparse.ArgumentParser:
-    """The flags of every task; a task adds its own (``Task.infer_arguments``) once the config names it."""
+    """The flags of every task; a task adds its own (``Predictor.infer_arguments``) once the config names it."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
                                      add_help=add_help,
                                      epilog="Each task adds its own flags: tools/infer.py -c CONFIG --help lists those "
@@ -48,11 +48,13 @@ def common_parser(add_help: bool = True) -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> None:
     # the config's default_scope names the task whose flags the parser then takes
-    line = parse_task_command_line(common_parser(), argv, lambda task, group: task.infer_arguments(group), "infer",
+    line = parse_task_command_line(common_parser(), argv,
+                                   lambda task, group: task.default_kind.predictor.infer_arguments(group), "infer",
                                    load_checked_config)
     args, cfg, task = line.args, line.cfg, line.task
     output, _ = split_output_and_overrides(args.values, args.output_dir)
-    if args.input is None and task.requires_input(cfg):  # only generative tasks make pictures from nothing
+    predictor = task.predictor(cfg)  # the predictor of the config's kind of model
+    if args.input is None and predictor.requires_input(cfg):  # only generative tasks make pictures from nothing
         raise OarsError("-i/--input is required: an image or a folder of images")
     source = stream_source(args.input)
     if source is not None:
@@ -64,7 +66,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             return
     refuse_stream_flags(args, f"-i {args.input} is read as this model's own input")
     failures = Failures()  # images that cannot be read: the others are written, then one summary, exit 2
-    written = task.infer(cfg, args.weights, args.input, output, device=args.device, failures=failures, args=args)
+    written = predictor.infer(cfg, args.weights, args.input, output, device=args.device, failures=failures, args=args)
     print(f"wrote {len(written)} pictures to {output}")
     failures.raise_if_any(total=len(written) + len(failures))
 

@@ -5,7 +5,7 @@ Why not images: a clip classifier's graph takes [N, V*T, 3, H, W] (or [N, (V,) 3
 over a whole video, so its activation ranges must come from such clips; the reading is ``oars_deploy``'s
 (:mod:`oars_deploy.clips`), as the predictor's, so calibration sees what deployment sees. The core
 (:mod:`oars.export.precision`) batches the units, feeds ONNX Runtime's calibrator and checks the agreement; the
-video task hands this reader over through :meth:`video.task.VideoTask.calibration_reader`.
+video task hands this reader over through :meth:`video.task.VideoExporter.calibration_reader`.
 """
 
 from __future__ import annotations

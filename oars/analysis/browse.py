@@ -1,6 +1,6 @@
 """What ``tools/browse_dataset.py`` does: build a config's dataset as the runner does and draw what its pipeline
 feeds the model (augmentations applied), one picture per sample, through the config's task
-(:meth:`oars.tasks.Task.draw_pipeline_sample`).
+(:meth:`oars.task_roles.Data.draw_pipeline_sample`).
 
 Why: a loss that turns NaN, or a model that learns nothing, is most often a data problem (boxes off the image
 after an augmentation, label values outside the classes, a channel-order mix-up); looking at the packed
@@ -104,7 +104,7 @@ def browse(config: str, overrides: Sequence[str], out_dir: str, phase: str = "tr
         raise OarsError(f"--num {num}: expected a positive number of samples")
     cfg = load(config, overrides)
     validate_config(cfg)
-    task = get_task(cfg.get("default_scope"), config)
+    data = get_task(cfg.get("default_scope"), config).data(cfg)
     ds_cfg = (cfg.get(f"{phase}_dataloader") or {}).get("dataset") or {}
     check_output_folder(out_dir, _data_root(ds_cfg), flag="-o", input_flag=f"{phase}_dataloader.dataset.data_root")
     dataset = build_dataset(cfg, phase)
@@ -120,7 +120,7 @@ def browse(config: str, overrides: Sequence[str], out_dir: str, phase: str = "tr
         if sample is None:  # a pipeline that drops a sample on purpose (e.g. no boxes left after a crop)
             continue
         try:
-            picture = task.draw_pipeline_sample(sample, meta)
+            picture = data.draw_pipeline_sample(sample, meta)
         except (ValueError, KeyError) as err:
             raise OarsError(f"{config}: {phase} sample {i} ({sample_stem(sample)}): cannot draw it: {err}") from None
         ok, png = cv2.imencode(".png", picture)

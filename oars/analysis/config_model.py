@@ -1,7 +1,7 @@
 """The module and sample input a config's FLOPs are counted on: the task's export graph on the task's own sample.
 
 Why the export graph: it is what a task already declares for every model it serves (one image, clips, noise +
-label, image + attributes) through :meth:`oars.tasks.Task.build_export_spec`, so counting needs no task-specific
+label, image + attributes) through ``Exporter.build_export_spec``, so counting needs no task-specific
 code here, and the number is that of the model that gets deployed (``mode='tensor'`` plus what the export puts in
 the graph). The weights are the random initial ones: FLOPs and parameters do not depend on them.
 """
@@ -87,7 +87,7 @@ def build_count_target(cfg: Config, shape: tuple[int, int] | None = None, device
         model.dataset_meta = {}
     model = model.to(device).eval()
     try:  # the task may run the graph once while building it (to read its output shape)
-        spec = task.build_export_spec(model, cfg, options)
+        spec = task.exporter(cfg).build_export_spec(model, cfg, options)
         module = spec.module.to(device).eval()
         if spec.sample_inputs is not None:
             inputs: Any = spec.sample_inputs(int(options.input_shape[0]), 0)[0]

@@ -4,7 +4,7 @@
 also takes BGR arrays that never were files. Rather than writing them to temporary files, the pipeline's
 ``LoadImageFromFile`` step is wrapped: an input that carries its array skips the read and gets the same keys
 (``img``, ``img_shape``, ``ori_shape``), every later step runs unchanged. A task's
-:meth:`oars.tasks.Task.predict_inputs` calls :func:`predict_samples` with its own annotation loaders to drop and,
+:meth:`oars.task_roles.Predictor.predict` calls :func:`predict_samples` with its own annotation loaders to drop and,
 where it has one, its own batch predictor (the one its ``tools/infer.py`` uses).
 """
 

@@ -4,7 +4,7 @@ A thin layer over what the tools run, so a notebook and the command line give th
 ``train`` is ``tools/train.py`` (:func:`oars.pipelines.train.train`), ``val`` is ``tools/eval.py``
 (:func:`oars.pipelines.evaluate.evaluate`), ``export`` is ``tools/export.py``
 (:func:`oars.pipelines.export.export_model`) and ``predict`` runs the config's test pipeline and model through the
-task's :meth:`oars.tasks.Task.predict_inputs`, then draws and records each result with the runtime predictor plug-in
+task's :meth:`oars.task_roles.Predictor.predict`, then draws and records each result with the runtime predictor plug-in
 ``oars-infer`` uses (:class:`oars.api.result.Result`).
 
 Config overrides: ``Model(cfg, overrides=["train_cfg.max_epochs=2"])`` holds ``-o`` style ``key=value`` strings for
@@ -217,7 +217,7 @@ class Model:
         cfg = self.cfg
         model = self._torch_model()
         task = get_task(cfg.get("default_scope"), cfg.filename)
-        kind, results = task.predict_inputs(model, cfg, inputs)
+        kind, results = task.predictor(cfg).predict(model, cfg, inputs)
         meta = getattr(model, "dataset_meta", None) or {}
         classes = list(meta.get("classes") or [str(i) for i in range(int(getattr(model, "num_classes", 0)))])
         palette = get_palette(len(classes), meta.get("palette")) if classes else []  # generators have no classes

@@ -71,9 +71,10 @@ def export_qat(cfg: Config, float_cfg: Config, checkpoint: str, out_dir: str, op
         for holder in model.qat_graphs.children():
             holder.convert = True
         model = model.cpu().eval()
-    spec = task.build_export_spec(model, int8_cfg, options)
+    exporter = task.exporter(int8_cfg)
+    spec = exporter.build_export_spec(model, int8_cfg, options)
     spec.module.eval()
-    reader = task.calibration_reader(int8_cfg, options) if opts.get("calib_dir") else None
+    reader = exporter.calibration_reader(int8_cfg, options) if opts.get("calib_dir") else None
     if opts.get("calib_dir") and reader is None:
         raise OarsError(f"compress.qat.calib_dir {opts['calib_dir']}: {cfg.filename}'s graph input is "
                         f"{list(options.input_shape)}, which its task has no calibration files for; leave calib_dir "

@@ -1,5 +1,5 @@
 """``tools/eval.py --out results.json``: every test prediction written to one JSON file, in the task's record
-format (:meth:`oars.tasks.Task.result_records`: detection the COCO results format that ``pycocotools``' ``loadRes``
+format (:meth:`oars.task_roles.Data.result_records`: detection the COCO results format that ``pycocotools``' ``loadRes``
 reads, as MMDetection's ``format_only``; segmentation and video one record per sample).
 
 Why a hook: the predictions exist only inside the test loop (data samples with ``pred_*`` fields); converting each
@@ -51,7 +51,7 @@ class ResultsDumpHook(Hook):
         self.out_file = out_file
         self.overwrite = overwrite
         self._samples: list[list[dict]] = []
-        self._task: Any = None
+        self._data: Any = None
         self._meta: dict = {}
 
     def before_test(self, runner: Any) -> None:
@@ -59,7 +59,7 @@ class ResultsDumpHook(Hook):
         from oars.tasks import get_task
 
         check_out_file(self.out_file, self.overwrite)
-        self._task = get_task(runner.cfg.get("default_scope"))
+        self._data = get_task(runner.cfg.get("default_scope")).data(runner.cfg)  # its kind's data role
         self._meta = dict(getattr(runner.test_dataloader.dataset, "metainfo", {}) or {})
         self._samples = []
 
@@ -68,7 +68,7 @@ class ResultsDumpHook(Hook):
         """Convert each predicted data sample of the batch to its records."""
         for sample in outputs or []:
             try:
-                self._samples.append(self._task.result_records(sample, self._meta))
+                self._samples.append(self._data.result_records(sample, self._meta))
             except (KeyError, ValueError) as err:
                 raise OarsError(f"--out {self.out_file}: cannot make the record of a test sample: {err}") from None
 

@@ -41,7 +41,7 @@ def is_validated(cfg: Config) -> bool:
 
 def check_dataset_agreement(cfg: Config, splits: Sequence[str] = ALL_SPLITS) -> None:
     """Fail at build time when a dataset disagrees with the model: class count versus
-    ``model.num_classes``, then what the config's task checks (``Task.check_dataset``; segmentation: the
+    ``model.num_classes``, then what the config's task checks (``Data.check_dataset`` of its kind; segmentation: the
     dataset's ``ignore_index`` versus the heads', the label padding value and the evaluators')."""
     num_classes = cfg.get("model", {}).get("num_classes")
     if num_classes is None:
@@ -70,4 +70,4 @@ def check_dataset_agreement(cfg: Config, splits: Sequence[str] = ALL_SPLITS) -> 
                 f"{list(classes)} but model.num_classes is {num_classes}; make them agree "
                 f"(e.g. -o model.num_classes={len(classes)})")
         if task is not None:
-            task.check_dataset(cfg, split, dataset)
+            task.data(cfg).check_dataset(cfg, split, dataset)

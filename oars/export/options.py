@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 def export_options(cfg: Config, dynamic: bool = False, opset: int = DEFAULT_OPSET) -> ExportOptions:
     """An image model's ``ExportOptions`` from ``cfg.export`` (clear error naming the config when the section is
-    missing): the default of :meth:`oars.tasks.Task.export_options`."""
+    missing): the default of :meth:`oars.task_roles.Exporter.export_options`."""
     export = cfg.get("export")
     if not export:
         raise ExportError(f"{cfg.filename}: no `export` section; add one to the config (or -o export.input_shape="
@@ -35,14 +35,14 @@ def export_options(cfg: Config, dynamic: bool = False, opset: int = DEFAULT_OPSE
 
 
 def task_export_options(task: Task, cfg: Config, dynamic: bool = False, opset: int = DEFAULT_OPSET) -> ExportOptions:
-    """``task.export_options`` (a task whose input is not one image reads its export section itself), else
-    :func:`export_options`."""
-    options = task.export_options(cfg, dynamic=dynamic, opset=opset)
+    """The exporter of ``cfg``'s kind's ``export_options`` (a model whose input is not one image reads its export
+    section itself), else :func:`export_options`."""
+    options = task.exporter(cfg).export_options(cfg, dynamic=dynamic, opset=opset)
     return options if options is not None else export_options(cfg, dynamic=dynamic, opset=opset)
 
 
 def task_preprocess_steps(task: Task, cfg: Config) -> list[dict]:
-    """``task.preprocess_steps``, else an image pipeline's steps
+    """The exporter of ``cfg``'s kind's ``preprocess_steps``, else an image pipeline's steps
     (:func:`oars.export.deploy_config.preprocess_steps`)."""
-    steps = task.preprocess_steps(cfg)
+    steps = task.exporter(cfg).preprocess_steps(cfg)
     return steps if steps is not None else preprocess_steps(cfg)

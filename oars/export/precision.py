@@ -96,7 +96,7 @@ class CalibrationReader:
     Why a class the task can replace: the calibration data must be what the deployed predictor feeds the graph
     (image models: images through deploy.yaml's ``preprocess``; a clip classifier: videos decoded, sampled and
     pre-processed as its predictor does), and only the task knows which. This default reads images; a task gives
-    its own through :meth:`oars.tasks.Task.calibration_reader`.
+    its own through :meth:`oars.task_roles.Exporter.calibration_reader`.
 
     ``what`` names the files in messages (plural). ``list_files`` lists the folder, ``items`` turns files into
     calibration units (default: one per file; a video may give several clips), ``load`` reads units into one batch.

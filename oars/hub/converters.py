@@ -1,14 +1,15 @@
-"""Converters of published checkpoints, by name: the task packages fill this table, the hub looks names up in it.
+"""Converters of published checkpoints, by name: the task packages declare them, the hub looks names up here.
 
 A hub entry (``oars/hub/torchvision.yaml``) names the converter its state dict needs (``torchvision_rcnn``); the task
-that owns that model registers the name with the function that does the work, in its ``task.py`` (the module the
-core loads through the ``oars.tasks`` entry points), as a ``"module:function"`` string so that registering imports
-nothing heavy::
+that owns that model declares the name with the function that does the work through its contract,
+:meth:`oars.task_roles.Commands.hub_converters`, as a ``"module:function"`` string so that nothing heavy is imported::
 
-    register_converter("torchvision_rcnn", "<package>.models.convert_torchvision:rcnn_from_torchvision",
-                       classes="coco80")
+    def hub_converters(self):
+        return {"torchvision_rcnn": ("<package>.models.convert_torchvision:rcnn_from_torchvision",
+                                     {"classes": "coco80"})}
 
-The core never names a task: it reaches the functions through this table, filled when the tasks load.
+This table asks the registered tasks for them when a name is looked up (no import-time side effect);
+:func:`register_converter` adds one in code (tests). The core never names a task.
 """
 
 from __future__ import annotations
@@ -103,10 +104,13 @@ def unregister_converter(name: str) -> None:
 
 
 def _load_tasks() -> None:
-    """Load every task's contract (their ``task.py`` modules register the converters)."""
+    """Register the hub converters every registered task declares (``task.commands.hub_converters()``)."""
     from oars.tasks import TASKS
 
-    list(TASKS)
+    for scope in sorted(TASKS):
+        for name, target in TASKS[scope].commands.hub_converters().items():
+            path, options = (target, {}) if isinstance(target, str) else target
+            register_converter(name, path, **options)
 
 
 def registered_converters() -> dict[str, RegisteredConverter]:
@@ -126,5 +130,5 @@ def get_converter(name: str) -> RegisteredConverter:
     if name not in _CONVERTERS:
         known = ", ".join(sorted(_CONVERTERS)) or "none"
         raise ConverterError(f"no hub converter named {name!r} is registered (registered: {known}); the task that "
-                             "owns the model registers it in its task.py with oars.hub.converters.register_converter")
+                             "owns the model declares it in its contract (Commands.hub_converters)")
     return _CONVERTERS[name]

@@ -5,10 +5,10 @@ Why: an export is what runs in production (FP32, FP16, INT8, pruned), and its ac
 loop means the same dataset, evaluator, metrics.json, ``--report`` and ``--show-dir`` as the PyTorch evaluation, with
 only the model swapped: each batch's original files (images, videos...) go through the torch-free runtime predictor
 exactly as ``oars-infer`` runs them (deploy.yaml's pre-processing, ONNX Runtime or TensorRT, the runtime's
-post-processing), and the task turns each result into its data sample's prediction fields. The task says which
-predictor and which inputs (:meth:`oars.tasks.Task.export_predictor`, :meth:`~oars.tasks.Task.export_inputs`;
-images through ``oars_deploy.predictor.Predictor`` by default) and fills the fields
-(:meth:`oars.tasks.Task.prediction_from_export`), so this core file names no task.
+post-processing), and the task turns each result into its data sample's prediction fields. The exporter role of the
+config's kind of model says which predictor and which inputs (:meth:`oars.task_roles.Exporter.export_predictor`,
+:meth:`~oars.task_roles.Exporter.export_inputs`; images through ``oars_deploy.predictor.Predictor`` by default) and
+fills the fields (:meth:`oars.task_roles.Exporter.prediction_from_export`), so this core file names no task.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from mmengine.config import Config
 from mmengine.model import BaseModel
 
 from oars.errors import OarsError
@@ -32,7 +33,7 @@ class ExportedModel(BaseModel):
         device: ``cpu`` or ``cuda``.
         backend: ``onnxruntime`` or ``tensorrt``.
         model_cfg: the config's own ``model`` section, for a task whose predictor needs it
-            (:meth:`oars.tasks.Task.export_predictor`).
+            (:meth:`oars.task_roles.Exporter.export_predictor`).
 
     Raises:
         OarsError: the task cannot evaluate exports, the export is not a model the task's predictor runs (the
@@ -46,12 +47,13 @@ class ExportedModel(BaseModel):
         from oars_deploy.errors import DeployError
 
         self.model_dir = model_dir
-        self.task = get_task(scope)
-        if not self.task.evaluates_exports:
+        # the exporter of the config's kind of model (its ``model`` section is what the kinds' predicates read)
+        self.exporter = get_task(scope).exporter(Config({"default_scope": scope, "model": dict(model_cfg or {})}))
+        if not self.exporter.evaluates_exports:
             raise OarsError(f"tools/eval.py --model-dir: task {scope!r} cannot evaluate exported models yet; "
                             "evaluate its checkpoint with -w instead")
         try:
-            self.predictor = self.task.export_predictor(model_dir, device, backend, model_cfg)
+            self.predictor = self.exporter.export_predictor(model_dir, device, backend, model_cfg)
         except DeployError as err:
             raise OarsError(f"--model-dir {model_dir}: {err}") from None
         exported_task = ((getattr(self.predictor, "deploy", None) or {}).get("model") or {}).get("task")
@@ -66,7 +68,7 @@ class ExportedModel(BaseModel):
 
         Args:
             data: the test dataloader's batch (``data_samples`` name the files and receive the predictions;
-                ``inputs`` go to the task's :meth:`~oars.tasks.Task.export_inputs`, which for image and video
+                ``inputs`` go to the task's :meth:`~oars.task_roles.Exporter.export_inputs`, which for image and video
                 models ignores them: the runtime reads and pre-processes the files itself, as in deployment).
 
         Raises:
@@ -77,11 +79,11 @@ class ExportedModel(BaseModel):
         samples = list(data["data_samples"] if isinstance(data, dict) else data[1])
         inputs = data.get("inputs") if isinstance(data, dict) else data[0]
         try:
-            results = self.predictor.predict(self.task.export_inputs(samples, inputs))
+            results = self.predictor.predict(self.exporter.export_inputs(samples, inputs))
         except DeployError as err:
             raise OarsError(f"--model-dir {self.model_dir}: {err}") from None
         for result, sample in zip(results, samples):
-            self.task.prediction_from_export(result, sample)
+            self.exporter.prediction_from_export(result, sample)
         return samples
 
     def val_step(self, data: dict | tuple | list) -> list:

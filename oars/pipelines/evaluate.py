@@ -104,10 +104,10 @@ def _use_export(cfg: Config, model_dir: str, device: str, backend: str) -> None:
 
 
 def _report_hook(cfg: Config, out_file: str) -> dict:
-    """The hook config of ``--report``: the task's (:meth:`oars.tasks.Task.report_hook`), else the scope's
+    """The hook config of ``--report``: the task's (``Data.report_hook`` of its kind), else the scope's
     ``EvaluationReportHook``."""
     task = find_task(cfg.get("default_scope"))
-    return task.report_hook(cfg, out_file) if task is not None else {"type": "EvaluationReportHook",
+    return task.data(cfg).report_hook(cfg, out_file) if task is not None else {"type": "EvaluationReportHook",
                                                                      "out_file": out_file}
 
 

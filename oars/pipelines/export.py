@@ -61,11 +61,11 @@ def export_model(config: str | Config, checkpoint: str, out_dir: str, *, fmt: st
 
     ``half``/``int8``: also ``model_fp16.onnx``/``model_int8.onnx`` (precision in the graph, see
     oars.export.precision; INT8 calibrated on ``calib_dir``, its first ``calib_num`` files when given, read by the
-    task's :meth:`~oars.tasks.Task.calibration_reader`: images, or a clip classifier's videos), checked
+    task's :meth:`~oars.task_roles.Exporter.calibration_reader`: images, or a clip classifier's videos), checked
     against the FP32 graph, and deploy.yaml's ``model.onnx`` names it, so the predictors and TensorRT use it.
     An ``out_dir`` that already holds an export is refused unless ``overwrite`` (exports never replace exports
     unasked); ``opset`` outside the range the exporter writes is refused (oars.export.guards). ``task_options``:
-    the values of the task's own ``tools/export.py`` flags (:meth:`oars.tasks.Task.export_arguments`), given to
+    the values of the task's own ``tools/export.py`` flags (:meth:`oars.task_roles.Exporter.export_arguments`), given to
     the task in ``ExportOptions.extra`` over ``cfg.export``.
     Returns ``{'onnx', 'deploy', 'engine' (tensorrt), 'precision_onnx' (fp16/int8), 'check': {
     'preprocess_max_abs_diff', 'outputs': {name: {max_abs_diff, tolerance}}, 'dynamic_batch': {...} (dynamic),
@@ -91,13 +91,14 @@ def export_model(config: str | Config, checkpoint: str, out_dir: str, *, fmt: st
     check_checkpoint_file(checkpoint)
     cfg = load_export_config(config, overrides)
     task = export_task(cfg)
-    task.check_export(cfg, fmt=fmt, precision=precision)  # what the task cannot export, before the model is built
+    exporter = task.exporter(cfg)  # the exporter of the config's kind of model
+    exporter.check_export(cfg, fmt=fmt, precision=precision)  # what cannot be exported, before the model is built
     # a task whose input is not one image (clips, features, noise) reads its export section itself
     options = task_export_options(task, cfg, dynamic=dynamic, opset=opset)
     options.extra.update({k: v for k, v in (task_options or {}).items() if v is not None})
     if precision != "fp32":
         agreement_threshold(precision, options.extra.get("min_agreement"))  # a bad value fails before the export
-    reader = task.calibration_reader(cfg, options) if int8 else None  # the task's files -> the graph's inputs
+    reader = exporter.calibration_reader(cfg, options) if int8 else None  # the task's files -> the graph's inputs
     if int8 and reader is None:
         raise ExportError(f"--int8: {cfg.filename} exports a graph whose input is {list(options.input_shape)}, and "
                           f"its task ({cfg.get('default_scope')}) has no calibration data for it (not [B, 3, H, W] "
@@ -109,7 +110,7 @@ def export_model(config: str | Config, checkpoint: str, out_dir: str, *, fmt: st
     steps = task_preprocess_steps(task, cfg)
     model = init_model(cfg, checkpoint, device)
     dataset_labels(cfg, model)  # a label list shorter than the model's classes fails before the slow part
-    spec: ExportSpec = task.build_export_spec(model, cfg, options)
+    spec: ExportSpec = exporter.build_export_spec(model, cfg, options)
     spec.module.eval()
     if precision != "fp32" and len(spec.graph_inputs) > 1:
         raise ExportError(f"{cfg.filename}: --half / --int8 export graphs with one input; this one has "

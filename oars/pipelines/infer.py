@@ -4,7 +4,7 @@ model that predicts single images (detection, instance and semantic segmentation
 Why through the runtime: ``oars-infer`` already reads streams (:mod:`oars_deploy.streams`: PyAV decoding, ``--every``,
 ``--max-frames``, ``--track``, per-frame records with their time, the annotated H.264 video). The PyTorch model
 takes the runtime predictor's place (:class:`TorchFramePredictor`: the same ``predict(images) -> results`` in the
-runtime's form, from the task's ``predict_inputs``), so the frames are read, drawn, recorded and written by the
+runtime's form, from ``Predictor.predict``), so the frames are read, drawn, recorded and written by the
 same code for an export and for a checkpoint, and the two outputs can be compared line by line.
 """
 
@@ -40,9 +40,9 @@ class TorchFramePredictor:
 
     def predict(self, images: list[np.ndarray]) -> list[dict]:
         """One result per BGR uint8 ``[H, W, 3]`` frame, in the runtime predictor's form and original pixels
-        (the task's ``predict_inputs``)."""
-        _, results = self.task.predict_inputs(self.model, self.cfg, [(f"frame_{i}", img)
-                                                                     for i, img in enumerate(images)])
+        (the predictor role's ``predict``)."""
+        _, results = self.task.predictor(self.cfg).predict(self.model, self.cfg, [(f"frame_{i}", img)
+                                                                             for i, img in enumerate(images)])
         return results
 
 
@@ -52,7 +52,7 @@ def stream_plugin(task: Task, cfg: Any) -> Any | None:
     recognizer)."""
     from oars_deploy.plugins import get_predictor
 
-    name = task.image_plugin_name(cfg)
+    name = task.predictor(cfg).image_plugin_name(cfg)
     return None if name is None else get_predictor(name)
 
 
@@ -110,7 +110,7 @@ def infer_stream(task: Task, cfg: Any, weights: str, source: Any, output: str, a
 
 def _clip_windows(task: Task, cfg: Any, weights: str, source: Any, args: argparse.Namespace,
                   device: str) -> Any | None:
-    """``--window N``: the task's clip classifier (``Task.clip_stream_predictor``) window by window over the stream
+    """``--window N``: the task's clip classifier (``Predictor.clip_stream_predictor``) window by window over the stream
     (:func:`oars_deploy.streams.windows.run_windows`); None without ``--window`` (the stream is the task's own
     input, e.g. a whole video for a recognizer)."""
     from oars_deploy.errors import DeployError
@@ -123,7 +123,7 @@ def _clip_windows(task: Task, cfg: Any, weights: str, source: Any, args: argpars
     if getattr(args, "track", False):
         raise OarsError("--track applies to detection models, not to clip classifiers")
     model = init_model(cfg, weights, device)
-    predictor = task.clip_stream_predictor(model, cfg)
+    predictor = task.predictor(cfg).clip_stream_predictor(model, cfg)
     if predictor is None:
         raise OarsError(f"--window applies to clip classifiers; {cfg.filename} is not one")
     try:

@@ -1,7 +1,7 @@
 """Shared pieces of ``tools/browse_dataset.py`` pictures: turning a packed pipeline image back into a BGR array
 and enlarging small ones so that the captions drawn on them stay readable.
 
-Why in the core: every task's ``Task.draw_pipeline_sample`` starts from the same packed ``inputs`` tensor
+Why in the core: every task's ``Data.draw_pipeline_sample`` starts from the same packed ``inputs`` tensor
 (``Pack*Inputs``: uint8 ``[C, H, W]``) and must make pictures of the same minimum size.
 """
 

@@ -195,7 +195,7 @@ def test_dynamic_batch_export_runs_at_batch_3(demo_case, tmp_path):
 
 def test_softmax_output_and_cli(demo_case, tmp_path, monkeypatch, capsys):
     """tools/export.py end to end (in-process): -o takes the folder; the segmentation task's own --output-op flag
-    (Task.export_arguments) sets export.output_op; prints files and diffs."""
+    (Exporter.export_arguments) sets export.output_op; prints files and diffs."""
     cfg, ckpt = demo_case
     cfg_path = str(tmp_path / "cfg.yaml")
     from oars.config import dump_config

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from oars.tasks import Task
+from oars.tasks import Exporter, ModelKind, Predictor, Task
 
 if TYPE_CHECKING:
     import torch
@@ -16,14 +16,8 @@ if TYPE_CHECKING:
     from oars_deploy.failures import Failures
 
 
-class OddTask(Task):
-    """Dominant-shape classification of the demo shapes images (see ``extra_task/__init__.py``)."""
-
-    scope = "oddtask"
-
-    def import_registries(self) -> None:
-        """Creates the ``oddtask`` child registries."""
-        import extra_task.registry  # noqa: F401
+class OddExporter(Exporter):
+    """One image in, the class scores out."""
 
     def build_export_spec(self, model: torch.nn.Module, cfg: Config, options: ExportOptions) -> ExportSpec:
         """One image in, softmax ``scores`` [B, num_classes] out; deploy.yaml names the runtime plug-in
@@ -42,6 +36,10 @@ class OddTask(Task):
             postprocess={"type": NAME, "output": OUTPUT, "num_classes": num, "in_graph": ["softmax"]},
             predictor=NAME)
 
+
+class OddPredictor(Predictor):
+    """``tools/infer.py``: the task's own inference."""
+
     def infer(self, cfg: Config, weights: str, inputs: str | None, output: str, *, device: str,
               failures: Failures, args: argparse.Namespace) -> list[str]:
         """:func:`extra_task.inference.run_inference` (the core's ``init_model`` / ``build_test_pipeline`` activate
@@ -50,6 +48,17 @@ class OddTask(Task):
         from extra_task.inference import run_inference
 
         return run_inference(cfg, weights, inputs, output, device=device, failures=failures)
+
+
+class OddTask(Task):
+    """Dominant-shape classification of the demo shapes images (see ``extra_task/__init__.py``)."""
+
+    scope = "oddtask"
+    kinds = (ModelKind("shape classifier", OddExporter(), OddPredictor()),)
+
+    def import_registries(self) -> None:
+        """Creates the ``oddtask`` child registries."""
+        import extra_task.registry  # noqa: F401
 
 
 TASK = OddTask()

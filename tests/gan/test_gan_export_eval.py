@@ -113,4 +113,4 @@ def test_refusals(tmp_path):
     with pytest.raises(OarsError, match=rf"--model-dir {out}: .*not a GAN generator \(no `gan` section,"):
         ExportedModel(str(out), scope="gan", model_cfg=model_cfg)
     with pytest.raises(OarsError, match="the config has none"):
-        get_task("gan").export_predictor(str(tmp_path), "cpu", "onnxruntime", None)
+        get_task("gan").default_kind.exporter.export_predictor(str(tmp_path), "cpu", "onnxruntime", None)

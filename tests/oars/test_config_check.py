@@ -361,7 +361,7 @@ def test_scope_registry_imported_on_demand(cfg_files, tmp_path, monkeypatch, req
     oars.tasks.TASKS, not by importing ``{scope}.registry``); its (empty) child registry is used."""
     import importlib
 
-    from oars.tasks import TASKS, Task
+    from oars.tasks import TASKS, Exporter, ModelKind, Predictor, Task
 
     scope = "oars_cfgcheck_lazy"
     write(tmp_path, f"pkgs/{scope}/__init__.py", "")
@@ -372,15 +372,19 @@ def test_scope_registry_imported_on_demand(cfg_files, tmp_path, monkeypatch, req
         """)
     monkeypatch.syspath_prepend(str(tmp_path / "pkgs"))
 
-    class LazyTask(Task):
-        def import_registries(self) -> None:
-            importlib.import_module(f"{scope}.registry")
-
+    class LazyExporter(Exporter):
         def build_export_spec(self, model, cfg, options):
             raise NotImplementedError
 
+    class LazyPredictor(Predictor):
         def infer(self, cfg, weights, inputs, output, *, device, failures, args):
             raise NotImplementedError
+
+    class LazyTask(Task):
+        kinds = (ModelKind("lazy", LazyExporter(), LazyPredictor()),)
+
+        def import_registries(self) -> None:
+            importlib.import_module(f"{scope}.registry")
 
     LazyTask.scope = scope
     TASKS.register(LazyTask())

@@ -4,6 +4,7 @@ Also the default INT8 calibration reader (images for [B, 3, H, W] graphs, none o
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -13,7 +14,7 @@ from mmengine.structures import BaseDataElement
 from oars.errors import OarsError
 from oars.export.precision import IMAGE_READER, CalibrationBatches, CalibrationReader
 from oars.export.spec import ExportOptions
-from oars.task_tools import TaskToolHooks
+from oars.tasks import Exporter
 from oars_deploy.errors import DeployError
 
 
@@ -29,7 +30,14 @@ class _Predictor:
         return [{"value": len(str(x))} for x in inputs]
 
 
-class _Task(TaskToolHooks):
+class _Exporter(Exporter):
+    """An exporter role with the contract's defaults (no graph to build here)."""
+
+    def build_export_spec(self, model, cfg, options):  # pragma: no cover - not exported here
+        raise NotImplementedError
+
+
+class _Task(_Exporter):
     scope = "toy"
     evaluates_exports = True
 
@@ -53,7 +61,8 @@ def _model(monkeypatch, predictor: _Predictor):
     from oars.models.exported import ExportedModel
 
     task = _Task(predictor)
-    monkeypatch.setattr(oars.tasks, "get_task", lambda scope: task)
+    # the task of the scope, whose only kind's exporter is ``task``
+    monkeypatch.setattr(oars.tasks, "get_task", lambda scope: SimpleNamespace(exporter=lambda cfg: task))
     return ExportedModel("EXPORT", scope="toy", device="cpu", backend="onnxruntime",
                          model_cfg={"type": "ToyNet"}), task
 
@@ -89,7 +98,7 @@ def test_default_export_inputs_read_image_files(tmp_path):
 
     image = np.random.default_rng(0).integers(0, 255, (6, 5, 3), dtype=np.uint8)
     cv2.imwrite(str(tmp_path / "a.png"), image)
-    hooks = TaskToolHooks()
+    hooks = _Exporter()
     got = hooks.export_inputs([BaseDataElement(metainfo={"img_path": str(tmp_path / "a.png")})])
     np.testing.assert_array_equal(got[0], image)
     with pytest.raises(OarsError, match="a test sample has no img_path"):
@@ -100,7 +109,7 @@ def test_default_export_inputs_read_image_files(tmp_path):
 
 def test_default_calibration_reader_and_batches(tmp_path):
     """Images for an image graph, none for a clip graph; batches of any reader's units, the last filled up."""
-    hooks = TaskToolHooks()
+    hooks = _Exporter()
     assert hooks.calibration_reader(None, ExportOptions(input_shape=(1, 3, 8, 8))) is IMAGE_READER
     assert hooks.calibration_reader(None, ExportOptions(input_shape=(1, 8, 3, 8, 8))) is None
 

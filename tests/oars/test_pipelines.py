@@ -13,22 +13,27 @@ from mmengine.config import Config
 
 from oars.errors import OarsError
 from oars.export.options import task_export_options, task_preprocess_steps
-from oars.tasks import Task
+from oars.tasks import Exporter, ModelKind, Predictor, Task
 
 PRIMITIVES = ("engine", "export", "hub", "compress", "data", "models", "evaluation", "visualization", "config")
 
 
-class _ImageTask(Task):
-    scope = "pipelines_test"
-
-    def import_registries(self) -> None:
-        return None
-
+class _ImageExporter(Exporter):
     def build_export_spec(self, model, cfg, options):  # pragma: no cover - not exported here
         raise NotImplementedError
 
+
+class _ImagePredictor(Predictor):
     def infer(self, cfg, weights, inputs, output, *, device, failures, args):  # pragma: no cover
         raise NotImplementedError
+
+
+class _ImageTask(Task):
+    scope = "pipelines_test"
+    kinds = (ModelKind("image model", _ImageExporter(), _ImagePredictor()),)
+
+    def import_registries(self) -> None:
+        return None
 
 
 def test_compress_methods_are_one_registry():
@@ -45,7 +50,8 @@ def test_compress_methods_are_one_registry():
 def test_the_contract_defaults_are_the_exporters():
     task = _ImageTask()
     cfg = Config({"model": {}, "export": {"input_shape": [2, 3, 32, 48], "min_agreement": 0.9}})
-    assert task.export_options(cfg, dynamic=False, opset=18) is None and task.preprocess_steps(cfg) is None
+    exporter = task.exporter(cfg)
+    assert exporter.export_options(cfg, dynamic=False, opset=18) is None and exporter.preprocess_steps(cfg) is None
     options = task_export_options(task, cfg, dynamic=True, opset=18)
     assert options.input_shape == (2, 3, 32, 48) and options.dynamic and options.extra == {"min_agreement": 0.9}
     with pytest.raises(OarsError, match="no test_dataloader/val_dataloader"):

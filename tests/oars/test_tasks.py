@@ -18,6 +18,10 @@ from oars.errors import OarsError
 from oars.tasks import (
     ENTRY_POINT_GROUP,
     TASKS,
+    Commands,
+    Exporter,
+    ModelKind,
+    Predictor,
     Subcommand,
     Task,
     UnknownTaskError,
@@ -32,26 +36,34 @@ PROBES = ("import_module", "find_spec", "__import__")
 CGAN_CFG = os.path.join(ROOT, "configs/gan/cgan/cgan_demo_digits.yaml")
 
 
-class ToyTask(Task):
-    """A task defined here, registered in code (no entry point)."""
-
-    scope = "toy_task_for_tests"
-
-    def import_registries(self) -> None:
-        return None
-
+class ToyExporter(Exporter):
     def build_export_spec(self, model, cfg, options):
         raise NotImplementedError
 
+
+class ToyPredictor(Predictor):
     def infer_arguments(self, parser) -> None:
         parser.add_argument("--toy-flag", type=int, default=None)
 
     def infer(self, cfg, weights, inputs, output, *, device, failures, args) -> list[str]:
         return []
 
+
+class ToyCommands(Commands):
     def subcommands(self) -> list[Subcommand]:
         return [Subcommand("toy_tool", "toy_tool", "does nothing", lambda p: p.add_argument("--n", type=int),
                            lambda args: args.n)]
+
+
+class ToyTask(Task):
+    """A task defined here, registered in code (no entry point)."""
+
+    scope = "toy_task_for_tests"
+    kinds = (ModelKind("toy", ToyExporter(), ToyPredictor()),)
+    commands = ToyCommands()
+
+    def import_registries(self) -> None:
+        return None
 
 
 @pytest.fixture
@@ -96,9 +108,10 @@ def test_a_task_registered_in_code_is_found(toy):
     with pytest.raises(OarsError, match="expected an instance of oars.tasks.Task"):
         TASKS.register(object())  # type: ignore[arg-type]
     # the defaults of the contract: the core's image export, no checks, input required
-    assert toy.requires_input(Config({})) and toy.check_export(Config({}), fmt="tensorrt", precision="int8") is None
+    assert toy.predictor(Config({})).requires_input(Config({}))
+    assert toy.exporter(Config({})).check_export(Config({}), fmt="tensorrt", precision="int8") is None
     probe = argparse.ArgumentParser()
-    toy.export_arguments(probe)
+    toy.default_kind.exporter.export_arguments(probe)
     assert len(probe._actions) == 1  # only -h: no export flags by default
 
 
@@ -154,10 +167,11 @@ def test_convert_help_lists_every_command(capsys):
 
 
 def test_single_command_tools_find_their_task():
-    assert tool_command("check_videos").run.__module__ == "video.task"
-    assert tool_command("class_weights").run.__module__ == "segmentation.task"
-    assert tool_command("optimize_anchors").run.__module__ == "detection.task"
-    assert tool_command("extract_features").run.__module__ == "video.task"
+    # each task's commands live in its commands module (task.py holds the contract object only)
+    assert tool_command("check_videos").run.__module__ == "video.commands"
+    assert tool_command("class_weights").run.__module__ == "segmentation.commands"
+    assert tool_command("optimize_anchors").run.__module__ == "detection.commands"
+    assert tool_command("extract_features").run.__module__ == "video.commands"
     with pytest.raises(OarsError, match=r"tools/nothing\.py: the registered tasks give no command for it"):
         tool_command("nothing")
 
@@ -200,7 +214,7 @@ def test_infer_passes_the_task_flags_to_the_task(tmp_path, capsys):
 
 
 def test_export_takes_the_flags_of_the_configs_task(capsys):
-    """tools/export.py adds the config's task's flags (Task.export_arguments); another task's flag is refused by
+    """tools/export.py adds the config's task's flags (Exporter.export_arguments); another task's flag is refused by
     name before the checkpoint is read, and the given values reach the exporter as task options."""
     from oars.config import load_config
     from oars.task_flags import parse_task_command_line
@@ -217,8 +231,9 @@ def test_export_takes_the_flags_of_the_configs_task(capsys):
         parser = argparse.ArgumentParser()
         parser.add_argument("-c", "--config", required=True)
         parser.add_argument("-o", "--opt", dest="values", nargs="+", action="extend", default=[])
-        return parse_task_command_line(parser, argv, lambda task, group: task.export_arguments(group), "export",
-                                       load_config)
+        return parse_task_command_line(parser, argv,
+                                       lambda task, group: task.default_kind.exporter.export_arguments(group),
+                                       "export", load_config)
 
     line = parse(["-c", DEMO_CFG, "--output-op", "softmax"])
     assert line.task.scope == "segmentation" and line.task_values == {"output_op": "softmax"}
@@ -229,7 +244,7 @@ def test_demo_data_sets_come_from_the_core_and_the_tasks(tmp_path, capsys):
     tool = load_tool("demo_data")
     sets = tool.commands()
     assert list(sets) == ["shapes", "digits", "pairs", "videos", "long-videos"]
-    assert sets["videos"].run.__module__ == "video.task" and sets["digits"].run.__module__ == "gan.task"
+    assert sets["videos"].run.__module__ == "video.commands" and sets["digits"].run.__module__ == "gan.commands"
     with pytest.raises(SystemExit):
         tool.main(["--help"])
     assert "tools/demo_data.py videos --out data/demo_videos" in capsys.readouterr().out
@@ -240,7 +255,7 @@ def test_demo_data_sets_come_from_the_core_and_the_tasks(tmp_path, capsys):
 
 
 def test_report_hook_comes_from_the_task():
-    assert get_task("segmentation").report_hook(Config({}), "/x/report.html") == {
+    assert get_task("segmentation").data(Config({})).report_hook(Config({}), "/x/report.html") == {
         "type": "EvaluationReportHook", "out_file": "/x/report.html"}
 
 
@@ -251,10 +266,10 @@ def test_segmentation_checks_its_datasets_ignore_index():
     cfg = Config({"model": {"decode_head": {"type": "Head", "ignore_index": 255}}})
     with pytest.raises(OarsError, match=r"train_dataloader.dataset.ignore_index is 254 but "
                                         r"model.decode_head.ignore_index=255"):
-        TASKS["segmentation"].check_dataset(cfg, "train_dataloader", Dataset())
+        TASKS["segmentation"].data(cfg).check_dataset(cfg, "train_dataloader", Dataset())
     Dataset.metainfo = {"ignore_index": 255}
-    TASKS["segmentation"].check_dataset(cfg, "train_dataloader", Dataset())
-    TASKS["detection"].check_dataset(cfg, "train_dataloader", Dataset())  # the default checks nothing
+    TASKS["segmentation"].data(cfg).check_dataset(cfg, "train_dataloader", Dataset())
+    TASKS["detection"].data(cfg).check_dataset(cfg, "train_dataloader", Dataset())  # the default checks nothing
 
 
 # -------------------------------------------------------------------------- the core and the tools name no task

@@ -39,7 +39,7 @@ CLIP_LOADERS = ("VideoInit",)  # a test pipeline must start from a video file to
 STRIP_NAMES = ("{stem}_strip.png",)  # the file written per video, as a template of its output stem
 
 
-def _check_pipeline(cfg: Config) -> None:
+def check_pipeline(cfg: Config) -> None:
     loader = cfg.get("test_dataloader") or cfg.get("val_dataloader") or {}
     steps = [s.get("type") for s in loader.get("dataset", {}).get("pipeline", [])]
     if not any(s in CLIP_LOADERS for s in steps):
@@ -88,7 +88,7 @@ def run_inference(cfg: Config, checkpoint: str, inputs: str, out_dir: str, devic
     (:class:`oars_deploy.output_paths.OutputPathError`, naming both inputs).
     """
     check_output_folder(out_dir, inputs)
-    _check_pipeline(cfg)
+    check_pipeline(cfg)
     paths = list_videos(inputs)  # a still image, a feature file or a folder without videos: refused before loading
     stems = output_stems(paths, STRIP_NAMES)  # a name collision too
     own = failures is None

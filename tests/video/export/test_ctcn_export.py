@@ -80,7 +80,7 @@ def test_refusals(exported, tmp_path):
     with DefaultScope.overwrite_default_scope("video"), \
             pytest.raises(ExportError, match=r"model.streams=\{'rgb': 201, 'flow': 201\}: a C-TCN exports with one "
                                              r"feature stream.*RGB-only C-TCN: model.streams: \{rgb: W\}"):
-        get_task("video").check_export(load_config(CTCN_CFG), "onnx", "fp32")
+        get_task("video").exporter(load_config(CTCN_CFG)).check_export(load_config(CTCN_CFG), "onnx", "fp32")
     cfg = load_config(CTCN_CFG, CTCN_SHRINK)
     with pytest.raises(ExportError, match="C-TCN scores its own classes per segment"):
         export_model(cfg, exported["ctcn_weights"], str(tmp_path / "a"), task_options={**rec, "top_k": 2})

@@ -97,6 +97,7 @@ def test_tools_export_flags_reach_the_task():
     parser.add_argument("-o", "--opt", dest="values", nargs="+", action="extend", default=[])
     line = parse_task_command_line(parser, ["-c", BMN_CFG, "--recognizer-config", "r.yaml", "--recognizer-weights",
                                             "r.pth", "--snippet", "16", "--top-k", "2"],
-                                   lambda task, group: task.export_arguments(group), "export", load_config)
+                                   lambda task, group: task.default_kind.exporter.export_arguments(group), "export",
+                                   load_config)
     assert line.task_values == {"recognizer_config": "r.yaml", "recognizer_weights": "r.pth", "snippet": 16,
                                 "top_k": 2}

@@ -314,7 +314,8 @@ def test_export_checks_of_a_localizer():
     from oars.tasks import get_task
 
     path = os.path.join(ROOT, "configs/video/bmn/bmn_400x100_9e_activitynet_feature.yaml")
-    task, cfg = get_task("video"), load_config(path)
+    cfg = load_config(path)
+    task = get_task("video").exporter(cfg)  # the localiser kind's exporter
     task.check_export(cfg, fmt="onnx", precision="fp32")
     with pytest.raises(ExportError, match="--format tensorrt is not supported"):
         task.check_export(cfg, fmt="tensorrt", precision="fp32")

@@ -286,4 +286,4 @@ def test_rgb_flow_export_is_refused_with_the_reason():
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     cfg = load_config(os.path.join(root, "configs/video/ctcn/ctcn_activitynet_feature.yaml"))
     with pytest.raises(ExportError, match="a C-TCN exports with one feature stream.*no optical-flow extractor"):
-        get_task("video").check_export(cfg, "onnx", "fp32")
+        get_task("video").exporter(cfg).check_export(cfg, "onnx", "fp32")
