@@ -129,13 +129,19 @@ class ScoreModel(ServedModel):
     """Top-k classifiers of files (clips, feature files): ``load(path) -> (input, meta)``, ``infer``, ``result``
     top-k (the runtime ``ScorePredictor`` interface). A request body is written to a private temporary file (the
     server's name, an allowed suffix), read by the same ``load``, and removed. A plug-in's subclass sets
-    ``predictor``, ``batch_size``, :attr:`suffixes`, :attr:`default_suffix` and :attr:`record_class` (a record
-    with ``from_result``)."""
+    :attr:`predictor_class` (built on the export folder; its ``batch_size`` is the server's), :attr:`suffixes`,
+    :attr:`default_suffix` and :attr:`record_class` (a record with ``from_result``)."""
 
     suffixes: ClassVar[tuple[str, ...]] = ()
     default_suffix: ClassVar[str] = ""
     record_class: Any = None
+    predictor_class: Any = None
     topk: int = 5
+
+    def __init__(self, model_dir: str, deploy: dict, device: str, backend: str) -> None:
+        super().__init__(model_dir, deploy, device, backend)
+        self.predictor = self.predictor_class(model_dir, device=device, backend=backend)
+        self.batch_size = self.predictor.batch_size
 
     def load_path(self, path: str) -> tuple[np.ndarray, dict]:
         """(model input, meta) of one file (the predictor's ``load``)."""

@@ -18,8 +18,4 @@ class ClipModel(ScoreModel):
     suffixes = VIDEO_SUFFIXES
     default_suffix = ".mp4"
     record_class = ClipClassesRecord
-
-    def __init__(self, model_dir: str, deploy: dict, device: str, backend: str) -> None:
-        super().__init__(model_dir, deploy, device, backend)
-        self.predictor = VideoPredictor(model_dir, device=device, backend=backend)
-        self.batch_size = self.predictor.batch_size
+    predictor_class = VideoPredictor

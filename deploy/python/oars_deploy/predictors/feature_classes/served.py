@@ -17,8 +17,4 @@ class FeatureModel(ScoreModel):
     suffixes = (".npz",)
     default_suffix = ".npz"
     record_class = FeatureClassesRecord
-
-    def __init__(self, model_dir: str, deploy: dict, device: str, backend: str) -> None:
-        super().__init__(model_dir, deploy, device, backend)
-        self.predictor = FeaturePredictor(model_dir, device=device, backend=backend)
-        self.batch_size = self.predictor.batch_size
+    predictor_class = FeaturePredictor
