@@ -15,7 +15,7 @@ import numpy as np
 
 from oars_deploy.errors import DeployError
 from oars_deploy.image_files import unreadable_image_message
-from oars_deploy.image_header import MAX_FILE_PIXELS, file_size_problem
+from oars_deploy.image_limits import MAX_FILE_PIXELS, file_size_problem
 
 
 def read_image(path: str, max_pixels: int = MAX_FILE_PIXELS) -> np.ndarray:

@@ -17,7 +17,7 @@ from PIL import Image
 from oars.errors import DataError, DataFileNotFoundError
 from oars.registry import TRANSFORMS
 from oars_deploy.image_files import unreadable_image_message
-from oars_deploy.image_header import file_size_problem
+from oars_deploy.image_limits import file_size_problem
 
 _COLOR_FLAGS = {
     'color': cv2.IMREAD_COLOR,
@@ -62,7 +62,7 @@ def apply_orientation(arr: np.ndarray, orientation: int) -> np.ndarray:
 def _check_declared_size(path: str, corrupt_is_problem: bool = True) -> None:
     """Refuse a file whose header declares more pixels than any image is allowed (a decompression bomb: a 50 kB
     PNG can declare 20000 x 20000), before a decoder allocates it; the runtime's one rule
-    (:func:`oars_deploy.image_header.file_size_problem`), raised as a :class:`DataError` naming the file."""
+    (:func:`oars_deploy.image_limits.file_size_problem`), raised as a :class:`DataError` naming the file."""
     problem = file_size_problem(path, corrupt_is_problem=corrupt_is_problem)
     if problem is not None:
         raise DataError(problem)
@@ -72,7 +72,7 @@ def read_image(path: str, color_type: str = 'color') -> np.ndarray:
     """An image file as OpenCV decodes it (BGR for 'color'), EXIF orientation applied (see the module docstring).
 
     Raises ``DataFileNotFoundError`` for a missing file and ``DataError`` for one OpenCV cannot decode or whose
-    header declares more than ``oars_deploy.image_header.MAX_FILE_PIXELS`` pixels, both naming the file.
+    header declares more than ``oars_deploy.image_limits.MAX_FILE_PIXELS`` pixels, both naming the file.
     """
     path = os.fspath(path)
     if not os.path.isfile(path):
