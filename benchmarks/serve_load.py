@@ -125,13 +125,13 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
 
     folders = {key: export_model(key) for key in args.models}
-    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # loopback-only Ray, as oars-serve
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    from oars_deploy.serve.cli import set_ray_environment, wait_healthy
+
+    set_ray_environment()  # loopback-only Ray with oars-serve's settings, before Ray is imported
     import ray
     from ray import serve
 
     from oars_deploy.serve.app import build_app
-    from oars_deploy.serve.cli import wait_healthy
 
     ray.init(address="local", include_dashboard=False, num_cpus=2, _node_ip_address="127.0.0.1",
              log_to_driver=False, configure_logging=False)

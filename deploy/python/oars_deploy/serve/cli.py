@@ -132,11 +132,25 @@ def check_port(host: str, port: int) -> None:
                               "port or the address is not this machine's; choose another --port or --host") from None
 
 
+def set_ray_environment() -> None:
+    """The Ray settings every local Serve instance of oars starts with (``oars-serve``, benchmarks/serve_load.py),
+    before Ray is first imported (it reads them then); a value the user set wins.
+
+    - ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``: Ray's node address is loopback, so none of its sockets listens beyond
+      this machine; ``RAY_USAGE_STATS_ENABLED=0``: no telemetry.
+    - ``RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S=30``: Serve's controller kills an HTTP proxy that has not started
+      within 5 s (its default) and the start fails with ``ActorDiedError``; on two busy cores a proxy's worker
+      process took longer than that (seen in the test suite's benchmark smoke run).
+    """
+    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    os.environ.setdefault("RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S", "30")
+
+
 def start(options: ServeOptions, host: str, port: int, num_cpus: int | None) -> float:
     """Start the local Ray instance (loopback only) and the application; returns the seconds until healthy."""
     t0 = time.perf_counter()
-    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # Ray's node address = loopback: no socket
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # of Ray's listens beyond this machine; no telemetry
+    set_ray_environment()
     # the HTTP proxy answers JSON 503 + Retry-After while the app starts and JSON for its own failures
     # (json_errors.py); Ray's workers inherit this environment
     os.environ.setdefault("RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH", PROXY_CALLBACK)
