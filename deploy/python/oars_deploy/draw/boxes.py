@@ -10,6 +10,30 @@ import numpy as np
 from oars_deploy.draw.palette import get_palette
 
 
+def drawing_order(scores: np.ndarray | None, count: int, score_thr: float, who: str,
+                  what: str) -> tuple[np.ndarray | None, np.ndarray]:
+    """Which of ``count`` drawn objects (boxes, masks) are drawn, and in which order: those scoring at least
+    ``score_thr``, weakest first, so the strongest is drawn last (on top); all, in input order, without scores.
+
+    Args:
+        scores: float [count] or None. count: the number of objects. score_thr: the smallest score drawn.
+        who: the drawing function, what: the objects' word, for the message.
+
+    Returns:
+        (scores as float64 [count] or None, int64 [K] indices in drawing order).
+
+    Raises:
+        ValueError: ``scores`` does not hold one score per object.
+    """
+    if scores is None:
+        return None, np.arange(count)
+    scores = np.asarray(scores, dtype=np.float64).reshape(-1)
+    if len(scores) != count:
+        raise ValueError(f'{who}: {count} {what} but {len(scores)} scores')
+    keep = np.flatnonzero(scores >= score_thr)
+    return scores, keep[np.argsort(scores[keep], kind='stable')]
+
+
 def _text_colour(bgr: np.ndarray) -> tuple[int, int, int]:
     """Black on light label boxes, white on dark ones (ITU-R 601 luma)."""
     b, g, r = (float(v) for v in bgr)
@@ -44,14 +68,7 @@ def draw_boxes(img: np.ndarray, bboxes: np.ndarray, labels: np.ndarray, scores: 
     if len(boxes) == 0:
         return out
     bgr = get_palette(len(names), palette)[:, ::-1].astype(np.int64)
-    if scores is not None:
-        scores = np.asarray(scores, dtype=np.float64).reshape(-1)
-        if len(scores) != len(boxes):
-            raise ValueError(f'draw_boxes: {len(boxes)} boxes but {len(scores)} scores')
-        keep = np.flatnonzero(scores >= score_thr)
-        keep = keep[np.argsort(scores[keep], kind='stable')]
-    else:
-        keep = np.arange(len(boxes))
+    scores, keep = drawing_order(scores, len(boxes), score_thr, 'draw_boxes', 'boxes')
 
     h, w = out.shape[:2]
     thick = max(1, int(round(max(h, w) / 400)))

@@ -138,9 +138,11 @@ def set_ray_environment() -> None:
 
     - ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``: Ray's node address is loopback, so none of its sockets listens beyond
       this machine; ``RAY_USAGE_STATS_ENABLED=0``: no telemetry.
-    - ``RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S=30``: Serve's controller kills an HTTP proxy that has not started
-      within 5 s (its default) and the start fails with ``ActorDiedError``; on two busy cores a proxy's worker
-      process took longer than that (seen in the test suite's benchmark smoke run).
+    - ``RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S=30``: Serve's controller marks an HTTP proxy that has not answered its
+      ready check within 5 s (its default) unhealthy and kills it, and the start fails with ``ActorDiedError``.
+      The test suite's benchmark smoke run failed that way twice while two test suites shared two cores (the proxy
+      "killed by ray.kill ... before it started running") and passed alone; the slow start is the likely cause,
+      not proven, and the longer check costs nothing when the proxy is quick.
     """
     os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")

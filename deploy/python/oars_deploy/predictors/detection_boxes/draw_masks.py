@@ -10,6 +10,7 @@ from collections.abc import Sequence
 import cv2
 import numpy as np
 
+from oars_deploy.draw.boxes import drawing_order
 from oars_deploy.draw.palette import get_palette
 
 
@@ -78,14 +79,7 @@ def draw_instance_masks(img: np.ndarray, masks: np.ndarray, labels: np.ndarray,
     out = img.copy()
     if len(masks) == 0:
         return out
-    if scores is not None:
-        scores = np.asarray(scores, dtype=np.float64).reshape(-1)
-        if len(scores) != len(masks):
-            raise ValueError(f'draw_instance_masks: {len(masks)} masks but {len(scores)} scores')
-        keep = np.flatnonzero(scores >= score_thr)
-        order = keep[np.argsort(scores[keep], kind='stable')]
-    else:
-        order = np.arange(len(masks))
+    scores, order = drawing_order(scores, len(masks), score_thr, 'draw_instance_masks', 'masks')
     if len(order) == 0:
         return out
     index = instance_index_map(masks, order)
