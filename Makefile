@@ -39,7 +39,7 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[deploy,dev,serve,compress,track]'
+	$(PY) -m pip install -q -e '.[deploy,dev,serve,compress,track,tune]'
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 

@@ -27,6 +27,7 @@ EXTRA_PACKAGES: dict[str, tuple[str, str]] = {
     "onnxscript": ("onnxscript", "deploy"),
     "ray": ("ray[serve,data]", "serve"),
     "tensorboard": ("tensorboard", "dev"),
+    "optuna": ("optuna", "tune"),
 }
 
 

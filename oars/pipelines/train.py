@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from mmengine.config import Config
+from mmengine.hooks import Hook
 
 from oars.engine.resolve import RunOptions
 from oars.engine.run_errors import TrainingInterrupted, interrupted_message, setup_errors_are_config_errors
@@ -19,7 +20,7 @@ from oars.errors import OarsError
 def train(config: str, overrides: Sequence[str] = (), *, work_dir: str | None = None,
           resume: bool | str | None = None, amp: bool = False, launcher: str = "none",
           overwrite: bool = False, compile: bool = False, loggers: Sequence[str] = (),
-          channels_last: bool = False) -> OarsRunner:
+          channels_last: bool = False, hooks: Sequence[Hook] = ()) -> OarsRunner:
     """Train the model a config describes; returns the finished Runner.
 
     A work dir that holds another run's checkpoints is refused unless ``resume`` continues that run or
@@ -27,6 +28,8 @@ def train(config: str, overrides: Sequence[str] = (), *, work_dir: str | None = 
     ``compile``: ``--compile`` (``compile: true`` unless the config sets its options; ``oars.engine.compile``).
     ``loggers``: ``--logger`` tracker names (mlflow, wandb, tensorboard, clearml; ``oars.engine.tracking``).
     ``channels_last``: ``--channels-last`` (``channels_last: true``; ``oars.engine.memory_format``).
+    ``hooks``: hook objects registered on the built Runner beside the config's (a search trial's report,
+    ``oars.pipelines.tune``); objects, not config dicts, since they carry the caller's state.
     """
     if resume and overwrite:
         raise OarsError("--resume continues the run in the work dir and --overwrite deletes it; give one of them")
@@ -39,6 +42,8 @@ def train(config: str, overrides: Sequence[str] = (), *, work_dir: str | None = 
 
     try:
         runner = build_runner(cfg, before_writing=guard)
+        for hook in hooks:
+            runner.register_hook(hook)
         with setup_errors_are_config_errors(cfg, runner):
             runner.train()
     except KeyboardInterrupt:
