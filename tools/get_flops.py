@@ -5,7 +5,9 @@ Counts one forward of the model as it is exported (the task's export graph on th
 [B, 3, H, W], clips, noise + label, ...), with random weights. FLOPs are torch.utils.flop_counter's, 2 per
 multiply-add; MACs = FLOPs / 2 are what MMDetection's get_flops and Paddle's flops print as "FLOPs". --shape sets
 the input's spatial size (one size: square); the default is the config's export input. The table lists every module
-down to --depth levels (default 3) with its parameters, FLOPs and share of the total.
+down to --depth levels (default 3) with its parameters, FLOPs and share of the total: each operator is booked to
+the module whose forward runs it (a detection head's convolutions and decoding to the head), so at every depth the
+rows under a module add up to it (its "(outside submodules)" row holds its own part, never negative).
 """
 
 from __future__ import annotations
@@ -46,9 +48,11 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     from oars.analysis.flops import count_flops, format_report
     from oars.config.check import load_checked_config
+    from oars.engine.run_errors import setup_errors_are_config_errors
 
     cfg = load_checked_config(args.config, args.overrides)  # a misspelt type is named here, as tools/train.py does
-    target = build_count_target(cfg, shape, device=args.device)
+    with setup_errors_are_config_errors(cfg):  # a value the model refuses (depth 19): one line naming the key
+        target = build_count_target(cfg, shape, device=args.device)
     try:
         report = count_flops(target.module, target.inputs, target.input_names)
     except (RuntimeError, ValueError) as err:  # e.g. an input size the architecture cannot take

@@ -8,9 +8,14 @@ Normalisation, activations, pooling and other element-wise ops have no formula t
 a few percent of a CNN's work); operators of other libraries (``torchvision::roi_align``, custom NMS) are not
 either, and the report names the ones that ran so that a gap is visible, never silent.
 
-Per-module numbers come from the counter's module tracking (inclusive: a module's FLOPs hold its submodules');
-parameters are those of the modules that ran, so an unused branch (a GAN's discriminator beside the generator that
-is measured) is not charged to the forward that was measured.
+Per-module numbers: each counted operator is booked to the innermost module whose forward is running when it runs
+(its own forward, outside its submodules), and a module's row is the sum over its subtree in ``named_modules`` —
+so every row is the sum of the rows below it plus its own part, the root equals the total, no row is negative,
+and a module that one graph reaches under two names (an export wrapper's ``self.head = detector.bbox_head``)
+is booked once, under its first name. (``FlopCounterMode``'s own per-module table names such a module by the path
+it was last reached through, and books nothing to the other: a detection head showed 0 FLOPs and its parent a
+negative remainder.) Parameters are those of the modules that ran, so an unused branch (a GAN's discriminator
+beside the generator that is measured) is not charged to the forward that was measured.
 """
 
 from __future__ import annotations
@@ -163,31 +168,48 @@ def count_flops(model: torch.nn.Module, inputs: Any, input_names: Sequence[str] 
     shapes = [(n, list(t.shape), str(t.dtype).replace("torch.", "")) for n, t in zip(names, tensors)
               if isinstance(t, torch.Tensor)]
     called: set[int] = set()
+    stack: list[int] = []
 
-    def note(module: torch.nn.Module, _args: Any) -> None:
+    def enter(module: torch.nn.Module, _args: Any) -> None:
         called.add(id(module))
+        stack.append(id(module))
 
-    handle = torch.nn.modules.module.register_module_forward_pre_hook(note)
-    counter = FlopCounterMode(display=False, depth=None)
+    def leave(module: torch.nn.Module, _args: Any, _out: Any) -> None:
+        if stack and stack[-1] == id(module):
+            stack.pop()
+
+    pre = torch.nn.modules.module.register_module_forward_pre_hook(enter)
+    post = torch.nn.modules.module.register_module_forward_hook(leave, always_call=True)
+    counter = _InnermostCounter(stack)
     recorder = _OpRecorder()
     try:
         with torch.no_grad(), counter, recorder:
             model(*args, **kwargs)
     finally:
-        handle.remove()
-    counts = counter.get_flop_counts()
-    total = sum(counts.get("Global", {}).values())
-    root = type(model).__name__
-    per_path: dict[str, int] = {}
-    for name, ops in counts.items():
-        if name == root:
-            per_path[""] = sum(ops.values())
-        elif name.startswith(root + "."):
-            per_path[name[len(root) + 1:]] = sum(ops.values())
-    rows, used = _rows(model, called, per_path, total)
-    return FlopsReport(flops=int(total), params=used, model_params=_param_count(model.parameters()), rows=rows,
-                       by_op={str(k): int(v) for k, v in counts.get("Global", {}).items()},
+        pre.remove()
+        post.remove()
+    global_counts = counter.get_flop_counts().get("Global", {})
+    total = int(sum(global_counts.values()))
+    rows, used = _rows(model, called, counter.own, total)
+    return FlopsReport(flops=total, params=used, model_params=_param_count(model.parameters()), rows=rows,
+                       by_op={str(k): int(v) for k, v in global_counts.items()},
                        uncounted_ops=dict(recorder.ops.most_common()), inputs=shapes)
+
+
+class _InnermostCounter(FlopCounterMode):
+    """``FlopCounterMode`` that also books each operator's FLOPs to the innermost running module (``own``, keyed by
+    ``id(module)``; ``None``: outside every module), from the module stack the forward hooks keep."""
+
+    def __init__(self, stack: list[int]) -> None:
+        super().__init__(display=False, depth=None)
+        self.stack = stack
+        self.own: Counter[int | None] = Counter()
+
+    def _count_flops(self, func_packet, out, args, kwargs):  # noqa: ANN001, ANN202 - torch's private hook
+        if func_packet in self.flop_registry:
+            flops = self.flop_registry[func_packet](*args, **kwargs, out_val=out)
+            self.own[self.stack[-1] if self.stack else None] += int(flops)
+        return super()._count_flops(func_packet, out, args, kwargs)
 
 
 def _param_count(params: Any) -> int:
@@ -197,10 +219,15 @@ def _param_count(params: Any) -> int:
     return sum(seen.values())
 
 
-def _rows(model: torch.nn.Module, called: set[int], per_path: dict[str, int],
+def _rows(model: torch.nn.Module, called: set[int], own: Mapping[int | None, int],
           total: int) -> tuple[list[FlopsRow], int]:
-    """The rows of the modules that ran (depth-first) with their used parameters; and the used total."""
-    modules = list(model.named_modules())
+    """The rows of the modules that ran (depth-first) with their used parameters; and the used total.
+
+    ``own`` holds the FLOPs booked to each module's own forward (by ``id``; ``None`` and modules outside ``model``'s
+    tree go to the root); a row's FLOPs are the sum over its subtree, so rows add up by construction.
+    """
+    modules = list(model.named_modules())  # each module once, under its first name
+    path_of = {id(module): path for path, module in modules}
     seen_params: set[int] = set()
     direct: dict[str, int] = {}
     for path, module in modules:
@@ -212,17 +239,18 @@ def _rows(model: torch.nn.Module, called: set[int], per_path: dict[str, int],
                     count += p.numel()
         direct[path] = count
     inclusive: dict[str, int] = dict(direct)
+    flops: dict[str, int] = {path: 0 for path, _ in modules}
+    for key, value in own.items():
+        flops[path_of.get(key, "")] += int(value)  # type: ignore[arg-type]
     for path, _ in reversed(modules[1:]):  # children after parents in named_modules: add bottom-up
         inclusive[_parent(path)] = inclusive.get(_parent(path), 0) + inclusive[path]
+        flops[_parent(path)] += flops[path]
+    if flops[""] != total:  # the same operators, booked twice: a bug here, never a silent table
+        raise RuntimeError(f"FLOPs per module add up to {flops['']}, the total is {total}")
     # a container that did not run itself (a ModuleList, a model whose parts a wrapper calls one by one) is shown
     # when something under it ran; its FLOPs are its children's (it has no forward of its own that ran)
     ran = {path for path, module in modules if id(module) in called}
     shown = {""} | {p for path in ran for p in _ancestors(path)} | ran
-    flops = {path: int(per_path.get(path, 0)) for path in shown}
-    flops[""] = int(total)
-    for path, _module in reversed(modules[1:]):
-        if path in shown and path not in ran:
-            flops[path] = sum(v for k, v in flops.items() if k and _parent(k) == path)
     rows = [FlopsRow(path, type(module).__name__, 0 if not path else path.count(".") + 1, inclusive[path],
                      flops[path]) for path, module in modules if path in shown]
     return rows, inclusive[""]

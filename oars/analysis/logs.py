@@ -186,6 +186,7 @@ def plot_curves(runs: Sequence[RunLog], keys: Sequence[str], out: str, legend: S
     """
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
 
     from oars_deploy.atomic import atomic_write
 
@@ -203,6 +204,7 @@ def plot_curves(runs: Sequence[RunLog], keys: Sequence[str], out: str, legend: S
             x, y, xlabel = run.series(key)
             ax.plot(x, y, marker="o" if len(x) < 30 else None, markersize=3, label=labels[r][k])
         ax.set_xlabel(xlabel)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # epochs and iterations are whole: no "1.5" tick
         ax.set_ylabel(key)
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize="small")

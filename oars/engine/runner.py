@@ -8,8 +8,11 @@ build); ``prepare_config`` (the engine's defaults, ``oars.engine.resolve``) and 
 from __future__ import annotations
 
 import copy
+import logging
+import os
 import os.path as osp
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import torch
 from mmengine.config import Config
@@ -50,20 +53,139 @@ def config_file_text(cfg: Config) -> str:
     return config_with_provenance(shareable_config(cfg), leave_out=RUN_STATE_KEYS)
 
 
+VERBOSE_ENV = "OARS_VERBOSE"
+_console = {"verbose": False}
+# mmengine's set-up dumps, left out of a concise console (they stay in the run's log file; the resolved config is
+# <work_dir>/config.yaml): the environment block, the config, the hook table, and notices nobody can act on
+_DUMPS = ("\n" + "-" * 60 + "\nSystem environment:", "Config:\n", "Hooks will be executed in the following order",
+          "Distributed training is not used, all SyncBatchNorm", '"FileClient" will be deprecated',
+          '"HardDiskBackend" is the alias of', "The prefix is not set in metric class")
+MAX_NOTES = 20
+
+
+def console_is_verbose() -> bool:
+    """Whether runs print mmengine's full set-up dump (environment, config, hooks): :func:`verbose_console` or
+    ``OARS_VERBOSE=1`` (tools' ``-v``)."""
+    return _console["verbose"] or os.environ.get(VERBOSE_ENV, "").lower() in {"1", "true", "yes"}
+
+
+@contextmanager
+def verbose_console(verbose: bool = True) -> Iterator[None]:
+    """Runners built inside the block print the full set-up dump when ``verbose`` (``tools/train.py -v``, the API's
+    ``verbose=True``); the concise console otherwise."""
+    before = _console["verbose"]
+    _console["verbose"] = bool(verbose)
+    try:
+        yield
+    finally:
+        _console["verbose"] = before
+
+
+class ConsoleFilter(logging.Filter):
+    """On the console's handler: drops the set-up dumps unless verbose, and keeps every warning and error so that
+    :meth:`notes` can repeat them when the run ends (an offline-weights or skipped-parameters message would
+    otherwise scroll away under the progress lines)."""
+
+    def __init__(self, verbose: bool) -> None:
+        super().__init__()
+        self.verbose = verbose
+        self.warnings: dict[str, None] = {}
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if not self.verbose and message.startswith(_DUMPS):
+            return False
+        if record.levelno >= logging.WARNING and not getattr(record, "oars_note", False):
+            self.warnings.setdefault(message.strip(), None)
+        return True
+
+    def notes(self) -> str | None:
+        """The run's warnings, once each, under a "Notes" heading; None when there were none."""
+        if not self.warnings:
+            return None
+        kept = list(self.warnings)[:MAX_NOTES]
+        more = len(self.warnings) - len(kept)
+        lines = [f"Notes ({len(self.warnings)} repeated from above):", *(f"  - {n}" for n in kept)]
+        return "\n".join(lines + ([f"  ... and {more} more in the log file"] if more else []))
+
+
 class OarsRunner(Runner):
     """mmengine's Runner, writing the resolved config as ``<work_dir>/config.yaml`` and loading
     evaluation weights strictly (``strict_load``): a checkpoint that does not fit the model is an
-    error, not a warning followed by the metrics of a half-initialised network."""
+    error, not a warning followed by the metrics of a half-initialised network.
+
+    Its console is concise (:class:`ConsoleFilter`): what runs and where it writes, the progress lines and the
+    metrics; mmengine's environment, config and hook dumps go to the log file only unless verbose
+    (:func:`verbose_console`), and the warnings are repeated under "Notes" when the run ends."""
 
     strict_load = False
 
     def __init__(self, *args, **kwargs) -> None:
         self.run_phase = RunPhase()  # which loop and batch is running: errors say where they happened
+        self.console = ConsoleFilter(console_is_verbose())
         super().__init__(*args, **kwargs)
+
+    def build_logger(self, log_level: int | str = "INFO", log_file: str | None = None, **kwargs):
+        """mmengine's logger with :attr:`console` on its console handlers (the log file keeps everything)."""
+        logger = super().build_logger(log_level=log_level, log_file=log_file, **kwargs)
+        for handler in logger.handlers:
+            if isinstance(handler, logging.StreamHandler) and not isinstance(handler, logging.FileHandler):
+                handler.addFilter(self.console)
+        return logger
 
     def call_hook(self, fn_name: str, **kwargs) -> None:
         self.run_phase.on_hook(fn_name, kwargs)
+        if fn_name in ("before_train", "before_test", "before_val") and not self.run_phase_announced:
+            self.run_phase_announced = True
+            self.logger.info(self.run_summary(fn_name[len("before_"):]))
         super().call_hook(fn_name, **kwargs)
+
+    run_phase_announced = False
+
+    def run_summary(self, phase: str) -> str:
+        """One line: what runs (config, model, parameters, dataset sizes) and where it writes."""
+        from oars_deploy.words import plural
+
+        model = getattr(self.model, "module", self.model)
+        params = sum(p.numel() for p in model.parameters())
+        sizes = []
+        for split in ("train", "val") if phase == "train" else (phase,):
+            loop = getattr(self, f"_{split}_loop", None)  # built loops only (a dict is a loop not built yet)
+            dataset = getattr(getattr(loop, "dataloader", None), "dataset", None)
+            if dataset is None:
+                continue
+            try:
+                sizes.append(f"{split} {plural(len(dataset), 'sample')}")
+            except TypeError:  # an iterable dataset has no length
+                sizes.append(f"{split} (streamed)")
+        what = {"train": "training", "test": "evaluating", "val": "validating"}[phase]
+        written = "config.yaml, checkpoints, " if phase == "train" else ""
+        return (f"{what} {self.cfg.filename or '<config>'}: {type(model).__name__} ({params / 1e6:.2f} M parameters)"
+                f"{'; ' + ', '.join(sizes) if sizes else ''}; writing to {self.work_dir} ({written}full log "
+                f"{self.log_dir}){'' if self.console.verbose else '; -v prints the set-up dump'}")
+
+    def _repeat_notes(self) -> None:
+        notes = self.console.notes()
+        if notes:
+            self.logger.info(notes, extra={"oars_note": True})
+
+    def train(self) -> torch.nn.Module:
+        try:
+            return super().train()
+        finally:
+            self._repeat_notes()
+
+    def test(self) -> dict:
+        try:
+            return super().test()
+        finally:
+            self._repeat_notes()
+
+    def val(self) -> dict:
+        try:
+            return super().val()
+        finally:
+            self._repeat_notes()
 
     def dump_config(self) -> None:
         if not is_main_process():
