@@ -9,8 +9,8 @@ parameters, in N steps (importance estimated again before each), then fine-tunin
 DIR/<variant>/pruned_config.yaml and the fine-tuning's checkpoints, which tools/eval.py, infer.py and export.py
 take as they are. Re-running continues (the pruned model is not recomputed; fine-tuning resumes).
 ptq: the INT8 export of tools/export.py --int8 (calibrated on --calib-dir), its metric from that export as deployed
-(oars.compress.ptq): the row QAT is compared with.
-qat / distill: quantisation-aware training and distillation (oars.compress.qat / oars.compress.distill).
+(oars.pipelines.compress.ptq): the row QAT is compared with.
+qat / distill: quantisation-aware training and distillation (oars.pipelines.compress.qat / .distill).
 
 Every run adds a row (and the original one) to DIR/compression.md and DIR/compression.json: parameters, FLOPs,
 ONNX Runtime latency (FP32; INT8 when the export has model_int8.onnx), size on disk and the validation metric;

@@ -1,6 +1,10 @@
-"""Model compression: structured pruning (``prune``), the variant table (``table``) and the ``PrunedModel`` config
-type that lets any tool rebuild a pruned network from an ordinary config (``pruned_model``).
+"""Model compression's primitives: structured pruning of a module (``prune``, ``prune_kept``, ``prune_layers``) and
+the ``PrunedModel`` config type that lets any tool rebuild a pruned network from an ordinary config
+(``pruned_model``); QAT model surgery (``qat_model``, ``type: QATModel``); the distillation losses and model
+(``distill_losses``, ``distill_model``, ``distill_classes``); each method's settings and training config
+(``options``, ``ptq``, ``qat``, ``distill``); measurement (``measure``) and the variant table (``table``).
 
-``tools/compress.py --method prune|qat|distill`` is the one entry point. Import the submodules directly; this
-package imports nothing heavy (torch-pruning is loaded only when pruning runs).
+These import only downward (never ``oars.pipelines``). The runs that load configs and checkpoints, train, export
+and evaluate are :mod:`oars.pipelines.compress`, which ``tools/compress.py --method prune|ptq|qat|distill`` calls.
+Import the submodules directly; this package imports nothing (torch-pruning is loaded only when pruning runs).
 """

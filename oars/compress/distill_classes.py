@@ -21,8 +21,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
+from mmengine.registry import DATASETS, DefaultScope
 
+from oars.config import load_config
 from oars.errors import OarsError
+from oars.tasks import activate
 
 ClassMap = list[int] | dict[str, str] | None
 _SPLITS = ("train_dataloader", "val_dataloader", "test_dataloader")
@@ -61,10 +64,6 @@ def config_classes(cfg: Any) -> list[str] | None:
 def _built_classes(cfg: Any, dataset: Mapping) -> list[str] | None:
     """The classes the dataset class resolves itself (a classes file, its ``METAINFO``), built lazily (no
     annotations read); None when it cannot be built here (its data is on another machine)."""
-    from mmengine.registry import DATASETS, DefaultScope
-
-    from oars.tasks import activate
-
     ds_cfg = copy.deepcopy(dict(dataset))
     ds_cfg["lazy_init"] = True
     scope = cfg.get("default_scope")
@@ -103,8 +102,6 @@ def teacher_classes_of(spec: Mapping | None, teacher: torch.nn.Module,
     from_ckpt = checkpoint_classes(teacher)
     if spec is None:
         return from_ckpt, "the teacher's checkpoint (meta.dataset_meta)"
-    from oars.config import load_config
-
     config = str(spec["config"])
     from_cfg = config_classes(load_config(config, list(spec.get("overrides") or ())))
     if from_cfg and from_ckpt and from_cfg != from_ckpt:

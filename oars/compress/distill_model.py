@@ -12,7 +12,7 @@ Prediction and export-mode forward are the student's.
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -35,22 +35,32 @@ from oars.registry import MODELS
 _CLASS_MAP = "compress.distill.class_map"  # the option's name where users write it (DistillModel's class_map)
 
 
-def load_teacher(config: str, checkpoint: str, overrides: Sequence[str] = ()) -> nn.Module:
-    """The teacher model of ``config`` with ``checkpoint`` loaded strictly, frozen (requires_grad False, eval).
+TeacherLoader = Callable[[str, str, Sequence[str]], nn.Module]
+"""``(config, checkpoint, overrides) -> the trained teacher``: what turns ``teacher: {config, checkpoint}`` into a
+model (:func:`oars.pipelines.compress.distill.load_teacher`)."""
 
-    Args:
-        config: the teacher's YAML config (any task scope: it is built in its own ``default_scope``).
-        checkpoint: its trained weights.
-        overrides: ``-o`` style ``key=value`` overrides of the teacher config.
+_teacher_loader: TeacherLoader | None = None
 
-    Returns:
-        The frozen teacher (an mmengine ``BaseModel``).
+
+def set_teacher_loader(loader: TeacherLoader | None) -> TeacherLoader | None:
+    """Set who loads a teacher given by its config and checkpoint; returns the one set before.
+
+    Why a slot: loading a trained model (its config, its task's scope, a checkpoint file or hub name) is the job of
+    the pipelines floor, above this one; DistillModel only needs the loaded model. ``oars.pipelines.compress.distill``
+    sets its ``load_teacher`` here when it is imported (``tools/compress.py --method distill`` imports it).
     """
-    from oars.config import load_config
-    from oars.pipelines.model import init_model
+    global _teacher_loader
+    before, _teacher_loader = _teacher_loader, loader
+    return before
 
-    cfg = load_config(config, list(overrides))
-    return freeze(init_model(cfg, checkpoint, "cpu"))
+
+def _load_teacher(spec: dict) -> nn.Module:
+    """The teacher of ``spec`` (``{config, checkpoint, overrides}``) through the loader that is set."""
+    if _teacher_loader is None:
+        raise OarsError(f"model.teacher {{config: {spec['config']}, checkpoint: {spec['checkpoint']}}}: no teacher "
+                        "loader is set; a DistillModel config is trained by tools/compress.py --method distill (in "
+                        "Python: import oars.pipelines.compress.distill first, which loads teachers)")
+    return _teacher_loader(str(spec["config"]), str(spec["checkpoint"]), list(spec.get("overrides") or ()))
 
 
 def freeze(model: nn.Module) -> nn.Module:
@@ -66,7 +76,8 @@ class DistillModel(BaseModel):
 
     Args:
         student: the student's model config (or a built model).
-        teacher: ``{config: path, checkpoint: path, overrides: [..]}`` (or a built, frozen model).
+        teacher: ``{config: path, checkpoint: path, overrides: [..]}``, loaded through the loader that is set
+            (:func:`set_teacher_loader`), or a built model.
         losses: ``[{student_layer: name, teacher_layer: name, weight: 1.0, loss: {type: LogitKDLoss |
             FeatureImitationLoss | ChannelWiseDistillLoss, ...its own arguments}}]``.
         sample_shape: ``[B, C, H, W]`` of the dry run that checks every layer pair and sizes the adapters
@@ -91,7 +102,7 @@ class DistillModel(BaseModel):
             if not isinstance(teacher, dict) or not teacher.get("config") or not teacher.get("checkpoint"):
                 raise OarsError(f"model.teacher must be {{config: <teacher YAML>, checkpoint: <its weights>}}, got "
                                 f"{teacher!r}")
-            teacher = load_teacher(teacher["config"], teacher["checkpoint"], teacher.get("overrides") or ())
+            teacher = _load_teacher(teacher)
         self._teacher = [freeze(teacher)]  # a list: outside the module tree (no parameters, no state_dict keys)
         if not losses:
             raise OarsError("model.losses: give at least one distillation loss, e.g. {student_layer: "

@@ -13,6 +13,9 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.utils.flop_counter import FlopCounterMode
+
+from oars.analysis.flops import count_flops as core_count
 
 ForwardFn = Callable[[nn.Module, Any], Any]
 
@@ -49,15 +52,9 @@ def count_flops(model: nn.Module, inputs: Any, forward_fn: ForwardFn = tensor_fo
     was_training = model.training
     model.eval()
     try:
-        try:
-            from oars.analysis.flops import count_flops as core_count  # the core's counter, once it exists
-        except ImportError:
-            core_count = None
         with torch.no_grad():
-            if core_count is not None and forward_fn is tensor_forward:
+            if forward_fn is tensor_forward:  # the core's counter (tools/get_flops.py's)
                 return _as_number(core_count(model, inputs))
-            from torch.utils.flop_counter import FlopCounterMode
-
             with FlopCounterMode(display=False) as counter:
                 forward_fn(model, inputs)
             return float(counter.get_total_flops())

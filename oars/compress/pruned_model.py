@@ -22,6 +22,7 @@ import copy
 from typing import Any
 
 import torch
+from mmengine.registry import MODELS as ROOT_MODELS
 from torch import nn
 
 from oars.registry import MODELS
@@ -147,8 +148,6 @@ def build_pruned_model(pruned_from: str, pruned_shapes: dict, **model_args: Any)
         An instance of ``pruned_from``'s class with the pruned layer widths (weights are placeholders until a
         checkpoint is loaded).
     """
-    from mmengine.registry import MODELS as ROOT_MODELS
-
     if not isinstance(pruned_from, str) or not pruned_from:
         raise ValueError(f"PrunedModel: pruned_from must name the pruned model's type, got {pruned_from!r}")
     model = ROOT_MODELS.build({"type": pruned_from, **copy.deepcopy(model_args)})

@@ -20,20 +20,23 @@ reuses the export core: ``export_model`` writes the FP32 reference (the QAT weig
 ``model.onnx``, checked against PyTorch), the converted graph becomes ``model_int8.onnx``, compared with it by the
 INT8 agreement check of the PTQ path (``oars.export.precision.check_agreement``), and deploy.yaml names it, as
 ``tools/export.py --int8`` does.
+
+This module holds QAT's primitives: its settings and its training config. The run (load the checkpoint, train,
+export the INT8 graph, evaluate it) is :mod:`oars.pipelines.compress.qat`, the export
+:mod:`oars.pipelines.compress.qat_export`.
 """
 
 from __future__ import annotations
 
 import copy
 import os.path as osp
-from pathlib import Path
-from typing import Any
 
+import yaml
 from mmengine.config import Config
 
-from oars.compress.qat_export import capture_shape as capture_shape  # re-exported: its old home
-from oars.compress.qat_export import export_qat
 from oars.errors import OarsError
+from oars.export.options import task_export_options
+from oars.tasks import get_task
 
 DEFAULTS_FILE = osp.join(osp.dirname(__file__), "qat_defaults.yaml")
 
@@ -54,8 +57,6 @@ def qat_options(cfg: Config, options: dict | None) -> dict:
 def merge_settings(cfg: Config, options: dict | None, defaults_file: str, method: str, what: str) -> dict:
     """Defaults file < ``cfg.compress.<method>`` < ``options[method]`` < the known top-level keys of ``options``
     (see :func:`qat_options`); an unknown key of a ``<method>`` section is an error naming it."""
-    import yaml
-
     with open(defaults_file, encoding="utf-8") as f:
         merged = yaml.safe_load(f)
     options = dict(options or {})
@@ -87,51 +88,18 @@ def short_schedule(cfg: Config, iters: int, val_interval: int) -> None:
     cfg.log_processor = {**(cfg.get("log_processor") or {}), "by_epoch": False}
 
 
-def train_resumable(train_cfg: Config, work_dir: str) -> Any:
-    """Train ``train_cfg`` in ``work_dir``, continuing the run already there (``tools/compress.py`` re-run after an
-    interruption or a failed export: the latest checkpoint is resumed, a finished run is not trained again).
-    QAT and distillation share it. Returns the runner (after ``train()``)."""
-    from oars.engine.runner import build_runner
-    from oars.engine.work_dir import latest_checkpoint, prepare_work_dir
-
-    resume = latest_checkpoint(work_dir) is not None
-    if resume:  # mmengine resumes from the work dir's last_checkpoint (load_from would name the start weights)
-        train_cfg.resume, train_cfg.load_from = True, None
-    runner = build_runner(train_cfg, before_writing=lambda c: prepare_work_dir(c.work_dir, resume=resume,
-                                                                            overwrite=False))
-    runner.train()
-    return runner
-
-
-def reused_export(export_dir: str, checkpoint: str) -> dict | None:
-    """The export a previous run of this variant wrote from ``checkpoint`` (its deploy.yaml newer than the
-    checkpoint), reused when ``tools/compress.py`` is run again; None when there is none, or an older one (then
-    exporting refuses the taken folder, as exports never replace exports).
-
-    Returns:
-        ``{export: deploy.yaml, onnx_fp32, [onnx_int8, agreement]}`` (the fields the variant table reads).
-    """
-    from oars_deploy.deploy_config import read_deploy_yaml
-
-    deploy = osp.join(export_dir, "deploy.yaml")
-    if not (osp.isfile(deploy) and osp.getmtime(deploy) >= osp.getmtime(checkpoint)):
-        return None
-    model = read_deploy_yaml(deploy)["model"]
-    out: dict[str, Any] = {"export": deploy, "onnx_fp32": osp.join(export_dir, model.get("onnx_fp32") or model["onnx"])}
-    if model.get("precision") == "int8":
-        out.update(onnx_int8=osp.join(export_dir, model["onnx"]), agreement=model.get("agreement_with_fp32"))
-    print(f"reusing the export in {export_dir} (written after {osp.basename(checkpoint)})")
-    return out
-
-
-def validation_metrics(runner: Any) -> dict[str, float]:
-    """The validation metrics of the run's end (``{'acc/top1': ...}``); measured now when the run was resumed
-    already finished (no validation happened in this process) and the config has a validation loop."""
-    scores = runner.message_hub.log_scalars
-    metrics = {k.split("/", 1)[1]: float(v.current()) for k, v in scores.items() if k.startswith("val/")}
-    if not metrics and runner.cfg.get("val_cfg") is not None and runner.cfg.get("val_dataloader") is not None:
-        metrics = {k: float(v) for k, v in (runner.val() or {}).items() if isinstance(v, (int, float))}
-    return metrics
+def capture_shape(cfg: Config) -> list[int]:
+    """The input shape QAT captures the model on: the export's (the task's ``export_options``: an image model's
+    ``export.input_shape``, a video model's clip shape from its test pipeline), with a batch of at least 2 (a
+    batch of 1 would capture batch-norm-free shapes). Raises :class:`OarsError` naming the config when the export
+    section cannot give one."""
+    task = get_task(cfg.get("default_scope"), cfg.filename)
+    try:
+        shape = [int(v) for v in task_export_options(task, cfg, dynamic=False, opset=17).input_shape]
+    except OarsError as err:
+        raise OarsError(f"{cfg.filename}: QAT captures the model on the export input shape, which the config does "
+                        f"not give: {err}") from None
+    return [max(2, shape[0]), *shape[1:]]
 
 
 def qat_config(cfg: Config, checkpoint: str | None, opts: dict) -> Config:
@@ -165,96 +133,4 @@ def qat_config(cfg: Config, checkpoint: str | None, opts: dict) -> Config:
     return out
 
 
-def run_qat(cfg: Config, checkpoint: str, work_dir: Path, options: dict) -> dict:
-    """Fine-tune ``checkpoint`` with fake quantisers in ``work_dir``, then export the INT8 graph to
-    ``work_dir/export`` (see the module docstring).
-
-    Args:
-        cfg: the float model's loaded config.
-        checkpoint: its trained weights.
-        work_dir: the compression folder; the run goes to ``work_dir/<variant>`` (default ``qat``: checkpoint,
-            config.yaml, logs, export/).
-        options: QAT settings over the config's ``compress.qat`` (``qat_defaults.yaml`` lists them).
-
-    Returns:
-        The variant record ``{variant: 'qat', checkpoint, config, export (deploy.yaml or None), onnx_int8,
-        agreement: {output: value}, min_agreement, int8_ops: {op: count}, captured: [module names], metrics,
-        row: the variant table's row (oars.compress.table)}``.
-    """
-    import oars.compress.qat_model  # noqa: F401  (registers QATModel)
-    from oars.engine.checkpoint import check_checkpoint_file
-    from oars.engine.resolve import RunOptions
-    from oars.engine.run_setup import validated_and_resolved
-
-    opts = qat_options(cfg, options)
-    if not isinstance(opts["iters"], int) or opts["iters"] < 1:
-        raise OarsError(f"{cfg.filename}: QAT iters must be a positive integer, got {opts['iters']!r}")
-    check_checkpoint_file(checkpoint)
-    work_dir = Path(work_dir) / opts["variant"]
-    train_cfg = validated_and_resolved(qat_config(cfg, checkpoint, opts), RunOptions(work_dir=str(work_dir)))
-    runner = train_resumable(train_cfg, str(work_dir))
-    ckpt = osp.join(str(work_dir), f"iter_{opts['iters']}.pth")
-    if not osp.isfile(ckpt):
-        raise OarsError(f"QAT training ended without writing {ckpt}")
-    config_path = osp.join(str(work_dir), "config.yaml")
-    metrics = validation_metrics(runner)
-    record: dict[str, Any] = {"variant": "qat", "checkpoint": ckpt, "config": config_path, "export": None,
-                              "captured": _captured(runner.model), "metrics": metrics,
-                              "quantizer": opts["quantizer"], "iters": opts["iters"]}
-    if opts["export"]:
-        export_cfg = qat_config(cfg, None, opts)
-        export_cfg.pop("work_dir", None)
-        float_cfg = copy.deepcopy(cfg)
-        float_cfg.pop("compress", None)
-        model = getattr(runner.model, "module", runner.model)  # the trained model: no second capture
-        record.update(reused_export(str(work_dir / "export"), ckpt)
-                      or export_qat(export_cfg, float_cfg, ckpt, str(work_dir / "export"), opts, model=model))
-    if record.get("onnx_int8") and opts["val"]:
-        _deployed_metrics(record, config_path, str(work_dir))
-    record["row"] = table_row(cfg, record, opts, params=sum(p.numel() for p in runner.model.parameters()))
-    if record.get("metrics_of"):
-        record["row"]["metric_of"] = record["metrics_of"]
-    return record
-
-
-def _deployed_metrics(record: dict, config_path: str, work_dir: str) -> None:
-    """Evaluate the INT8 export (``tools/eval.py --model-dir``) on the validation set, with the run's own config
-    (its data and overrides); its metrics become the record's (the fake-quantised model's are kept as
-    ``metrics_fake_quant``). Why: the table compares QAT with PTQ, whose metric exists only as its INT8 export's;
-    the deployed graph is also what the fake quantisers only simulate."""
-    from oars.pipelines.evaluate import evaluate
-
-    evaluated = evaluate(config_path, None, work_dir=osp.join(work_dir, "export_eval"),
-                         model_dir=osp.dirname(record["export"]))
-    record["metrics_fake_quant"] = record.get("metrics")
-    record["metrics"] = {k: float(v) for k, v in evaluated["metrics"].items() if isinstance(v, (int, float))}
-    record["metrics_of"] = "int8 export"
-
-
-def table_row(cfg: Config, record: dict, opts: dict, params: int | None) -> dict:
-    """The variant table's row of a QAT or distillation record (oars.compress.table's columns): latency of the
-    exported graphs (FP32 reference and INT8), size of the deployed one, the validation metric."""
-    from oars.compress.measure import file_size, ort_latency_ms
-    from oars.compress.variants import main_metric
-
-    onnx_fp32, onnx_int8 = record.get("onnx_fp32"), record.get("onnx_int8")
-    deployed = onnx_int8 or onnx_fp32
-    row = {"variant": opts["variant"], "method": record["variant"], "params": params, "flops": None,
-           "config": record["config"], "checkpoint": record["checkpoint"],
-           "latency_fp32_ms": ort_latency_ms(onnx_fp32) if onnx_fp32 and opts["latency"] else None,
-           "latency_int8_ms": ort_latency_ms(onnx_int8) if onnx_int8 and opts["latency"] else None}
-    size = file_size(deployed)
-    row["size_of"] = "onnx" if size is not None else "checkpoint"
-    row["size_mb"] = (size if size is not None else file_size(record["checkpoint"]) or 0) / 2**20
-    row["metric"], row["metric_value"] = main_metric(cfg, record.get("metrics") or {})
-    return row
-
-
-def _captured(model: Any) -> list[str]:
-    inner = getattr(model, "module", model)
-    graphs = getattr(inner, "qat_graphs", None)
-    return [n.replace("__", ".") for n, _ in graphs.named_children()] if graphs is not None else []
-
-
-__all__ = ["merge_settings", "qat_config", "qat_options", "reused_export", "run_qat", "table_row",
-           "train_resumable", "validation_metrics"]
+__all__ = ["capture_shape", "merge_settings", "qat_config", "qat_options", "short_schedule"]

@@ -29,7 +29,9 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.utils._pytree import tree_map
 
+from oars.engine.checkpoint import checkpoint_mismatch, load_checkpoint_file, state_dict_from_checkpoint
 from oars.errors import OarsError
 from oars.extras import require_extra
 from oars.registry import MODELS
@@ -206,8 +208,6 @@ def fold_batch_norms(model: nn.Module, pairs: dict[str, str]) -> list[str]:
 def _dynamic_shapes(args: tuple) -> tuple:
     """Every axis of every tensor argument dynamic (``Dim.AUTO``): training batches and crops differ from the
     export input; torch.export keeps static only the axes the graph fixes."""
-    from torch.utils._pytree import tree_map
-
     return tree_map(lambda a: {i: torch.export.Dim.AUTO for i in range(a.dim())}
                     if isinstance(a, torch.Tensor) else None, args)
 
@@ -327,8 +327,6 @@ MODELS.register_module(name="QATModel", module=build_qat_model)
 
 def _load_float_weights(model: nn.Module, path: str) -> None:
     """The trained float weights, strictly; a QAT checkpoint here is named as such."""
-    from oars.engine.checkpoint import checkpoint_mismatch, load_checkpoint_file, state_dict_from_checkpoint
-
     state = state_dict_from_checkpoint(load_checkpoint_file(path))
     if any(k.startswith(QAT_STATE_PREFIX) for k in state):
         raise OarsError(f"model.qat.float_checkpoint {path} is already a quantisation-aware-training checkpoint; "

@@ -14,6 +14,7 @@ import os.path as osp
 from typing import Any
 
 from oars.errors import OarsError
+from oars.evaluation.report import format_table
 from oars_deploy.atomic import atomic_write
 
 JSON_FILE, MD_FILE, REPORT_FILE = "compression.json", "compression.md", "report.html"
@@ -113,8 +114,6 @@ def markdown_table(rows: list[dict[str, Any]]) -> str:
 
 def format_rows(rows: list[dict[str, Any]]) -> str:
     """The rows as a fixed-width terminal table."""
-    from oars.evaluation.report import format_table
-
     header, cells = table_cells(rows)
     return format_table(header, cells)
 

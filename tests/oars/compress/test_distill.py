@@ -121,8 +121,8 @@ def test_run_distill_short(demo_data, tmp_path):
     """Teacher: the demo U-Net (16 channels, untrained weights saved); student: 4 channels; 2 iterations."""
     from mmengine.registry import MODELS, DefaultScope
 
-    from oars.compress.distill import run_distill
     from oars.config import load_config
+    from oars.pipelines.compress.distill import run_distill
     from oars.tasks import activate
 
     teacher_over = demo_overrides(demo_data, **{"model.backbone.base_channels": 8, "model.decode_head.channels": 8})

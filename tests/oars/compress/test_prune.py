@@ -15,11 +15,11 @@ from demo_utils import DEMO_CFG, ROOT, demo_overrides, random_checkpoint
 from oars.compress.measure import count_flops
 from oars.compress.options import prune_settings
 from oars.compress.prune import PruneSettings, prune_to_target
-from oars.compress.prune_run import PRUNED_CONFIG, PRUNED_INIT, _model_and_batch, _write_pruned
 from oars.compress.pruned_model import apply_pruned_shapes
 from oars.compress.table import add_row, read_rows
 from oars.config import load_config
 from oars.errors import OarsError
+from oars.pipelines.compress.prune import PRUNED_CONFIG, PRUNED_INIT, _model_and_batch, _write_pruned
 
 SHRINK = {"model.backbone.base_channels": 8, "model.decode_head.channels": 4, "train_dataloader.batch_size": 2}
 
@@ -155,7 +155,7 @@ def test_finetune_epochs_rescale_the_epoch_schedule_not_the_iteration_warmup():
     """--epochs 16 on the demo U-Net (cosine T_max 32 over 32 epochs, a 30-iteration warm-up): the cosine ends with
     the fine-tuning, the warm-up stays, a single mapping and milestones scale too, an unchanged length changes
     nothing."""
-    from oars.compress.prune_run import rescaled_schedule
+    from oars.pipelines.compress.prune import rescaled_schedule
 
     cfg = load_config(DEMO_CFG)
     extra = rescaled_schedule(cfg.param_scheduler, cfg.train_cfg.max_epochs, 16, by_epoch=True)

@@ -19,9 +19,9 @@ from torch import nn
 
 from oars.compress.measure import count_flops
 from oars.compress.prune import PruneSettings, prune_to_target
-from oars.compress.prune_run import PRUNED_CONFIG, PRUNED_INIT, _write_pruned
 from oars.config import load_config
 from oars.errors import OarsError
+from oars.pipelines.compress.prune import PRUNED_CONFIG, PRUNED_INIT, _write_pruned
 
 FASTER_CFG = os.path.join(ROOT, "configs/detection/faster_rcnn/faster_rcnn_r50_fpn_1x_coco.yaml")
 CASCADE_CFG = os.path.join(ROOT, "configs/detection/cascade_rcnn/cascade_rcnn_r50_fpn_1x_coco.yaml")

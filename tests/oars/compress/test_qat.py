@@ -22,8 +22,8 @@ def qat_run(demo_data, tmp_path_factory):
     of 2 iterations from it, exported."""
     from mmengine.registry import MODELS, DefaultScope
 
-    from oars.compress.qat import run_qat
     from oars.config import load_config
+    from oars.pipelines.compress.qat import run_qat
     from oars.tasks import activate
 
     cfg = load_config(DEMO_CFG, demo_overrides(demo_data))
@@ -152,8 +152,8 @@ def test_capture_shape_is_the_exports_with_a_batch_of_two():
 def test_qat_export_compares_on_calibration_files_read_as_deployed(qat_run, demo_data, tmp_path):
     """``compress.qat.calib_dir``: the INT8 graph is compared with the FP32 one on the task's calibration files, read
     by the task's reader (images here; a clip classifier's videos), as ``tools/export.py --int8`` reads them."""
-    from oars.compress.qat_export import export_qat
     from oars.config import load_config
+    from oars.pipelines.compress.qat_export import export_qat
 
     float_cfg, _, record = qat_run
     images = osp.join(str(demo_data), "images", "val")

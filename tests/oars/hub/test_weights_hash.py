@@ -187,7 +187,7 @@ def test_model_of_a_registered_name_refuses_a_replaced_file(hub_env, tmp_path):
 
 
 def test_a_distillation_teacher_of_a_registered_name_is_checked(hub_env, tmp_path):
-    from oars.compress.distill_model import load_teacher
+    from oars.pipelines.compress.distill import load_teacher
 
     name, ckpt, registered = _register(tmp_path)
     found = _plant(ckpt, value=0.5)

@@ -22,15 +22,24 @@ from typing import Any
 
 import torch
 from mmengine.config import Config
+from mmengine.registry import MODELS, DefaultScope
+from mmengine.runner import Runner
 from torch import nn
 
+from oars.compress.options import prune_settings, variant_name
+from oars.compress.prune import PruneReport, prune_to_target
+from oars.compress.pruned_model import pruned_shapes
+from oars.compress.table import read_rows
+from oars.config import load_config
+from oars.config.yaml_io import config_to_yaml
+from oars.engine.checkpoint import check_checkpoint_file, load_checkpoint_file
+from oars.engine.work_dir import latest_checkpoint
 from oars.errors import OarsError
+from oars.pipelines.model import init_model
+from oars.pipelines.train import train
+from oars.tasks import activate
 from oars_deploy.atomic import atomic_write
 
-from .options import prune_settings, variant_name
-from .prune import PruneReport, prune_to_target
-from .pruned_model import pruned_shapes
-from .table import read_rows
 from .variants import measure_variant
 
 PRUNED_CONFIG, PRUNED_INIT, PRUNE_REPORT = "pruned_config.yaml", "pruned_init.pth", "prune_report.json"
@@ -51,8 +60,6 @@ def run_prune(cfg: Config, checkpoint: str, work_dir: str, options: dict[str, An
         options: the merged ``compress`` options (oars.compress.options.merged_options).
         overrides: the ``-o`` overrides, applied again to the fine-tuning, evaluation and export of the variant.
     """
-    from oars.engine.checkpoint import check_checkpoint_file
-
     settings = prune_settings(options, cfg.filename)
     variant = variant_name(options, settings)
     check_checkpoint_file(checkpoint)
@@ -86,12 +93,6 @@ def _row_is_current(work_dir: str, variant: str, checkpoint: str) -> bool:
 
 def _model_and_batch(cfg: Config, checkpoint: str) -> tuple[nn.Module, dict]:
     """The trained model (eval mode) and one preprocessed training batch (``{'inputs', 'data_samples'}``)."""
-    from mmengine.registry import DefaultScope
-    from mmengine.runner import Runner
-
-    from oars.pipelines.model import init_model
-    from oars.tasks import activate
-
     model = init_model(cfg, checkpoint)
     loader_cfg = copy.deepcopy(cfg.get("train_dataloader") or cfg.get("val_dataloader"))
     if not loader_cfg:
@@ -154,11 +155,6 @@ def pruned_config(cfg: Config, shapes: dict) -> dict:
 def _write_pruned(cfg: Config, model: nn.Module, pruned: nn.Module, report: PruneReport, checkpoint: str,
                   folder: str) -> None:
     """Write the pruned config and weights (checked to rebuild and load strictly), and the report."""
-    from mmengine.registry import MODELS, DefaultScope
-
-    from oars.config.yaml_io import config_to_yaml
-    from oars.engine.checkpoint import load_checkpoint_file
-
     base_type, args = _base_model_cfg(cfg.model.to_dict() if hasattr(cfg.model, "to_dict") else dict(cfg.model))
     with DefaultScope.overwrite_default_scope(cfg.get("default_scope")):
         fresh = MODELS.build({"type": base_type, **copy.deepcopy(args)})
@@ -202,10 +198,6 @@ def finetune(config_path: str, init_path: str, folder: str, options: dict[str, A
     last checkpoint. ``options['epochs']``: the length of the fine-tuning (``train_cfg.max_epochs``, or
     ``max_iters`` for an iteration-based loop; the learning-rate schedule is fitted to it, :func:`rescaled_schedule`);
     0 skips it (the pruned weights are the result)."""
-    from oars.config import load_config
-    from oars.engine.work_dir import latest_checkpoint
-    from oars.pipelines.train import train
-
     epochs = options.get("epochs")
     if epochs is not None and int(epochs) == 0:
         return init_path

@@ -16,14 +16,15 @@ from typing import Any
 
 from mmengine.config import Config
 
-from oars.compress.distill import run_distill
-from oars.compress.prune_run import run_prune
-from oars.compress.ptq import run_ptq
-from oars.compress.qat import run_qat
 from oars.compress.table import add_row, format_rows, has_row, read_rows
-from oars.compress.variants import measure_variant
 from oars.errors import OarsError
 from oars.extras import require_extra
+
+from .distill import run_distill
+from .prune import run_prune
+from .ptq import run_ptq
+from .qat import run_qat
+from .variants import measure_variant
 
 Runner = Callable[[Config, str, str, dict, Sequence[str]], dict]
 

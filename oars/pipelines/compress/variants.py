@@ -1,17 +1,28 @@
 """One row of the variant table from a config + checkpoint: parameters, FLOPs per input, the ONNX export's ONNX
 Runtime latency (FP32, and INT8 when the export folder has ``model_int8.onnx``), its size on disk, and the
-validation metric (``tools/eval.py``'s evaluation). Usable by every compression method.
+validation metric (``tools/eval.py``'s evaluation). Usable by every compression method; :func:`table_row` makes
+the row of a QAT, PTQ or distillation run from its record (the exports it wrote).
 """
 
 from __future__ import annotations
 
+import copy
 import os.path as osp
 from collections.abc import Sequence
 from typing import Any
 
-from oars.errors import OarsError
+import torch
+from mmengine.config import Config
+from mmengine.registry import DefaultScope
+from mmengine.runner import Runner
 
-from .measure import count_flops, count_params, file_size, ort_latency_ms
+from oars.compress.measure import count_flops, count_params, file_size, ort_latency_ms
+from oars.config import load_config
+from oars.errors import OarsError
+from oars.pipelines.evaluate import evaluate
+from oars.pipelines.export import export_model
+from oars.pipelines.model import init_model
+from oars.tasks import activate
 
 
 def main_metric(cfg: Any, metrics: dict[str, Any]) -> tuple[str | None, float | None]:
@@ -27,12 +38,6 @@ def main_metric(cfg: Any, metrics: dict[str, Any]) -> tuple[str | None, float | 
 
 def _one_input(cfg: Any, model: Any) -> Any:
     """One preprocessed validation input (batch of 1), what FLOPs are counted on."""
-    import copy
-
-    import torch
-    from mmengine.registry import DefaultScope
-    from mmengine.runner import Runner
-
     loader_cfg = copy.deepcopy(cfg.get("val_dataloader") or cfg.get("test_dataloader") or cfg.get("train_dataloader"))
     loader_cfg.update(num_workers=0, persistent_workers=False, batch_size=1)
     loader_cfg.pop("worker_init_fn", None)
@@ -51,11 +56,6 @@ def measure_variant(config: str, checkpoint: str, folder: str, variant: str, met
         ``{'variant', 'method', 'params', 'flops', 'latency_fp32_ms', 'latency_int8_ms', 'size_mb', 'size_of',
         'metric', 'metric_value', 'config', 'checkpoint', 'export_check'}`` (None where not measured).
     """
-    from oars.config import load_config
-    from oars.pipelines.evaluate import evaluate
-    from oars.pipelines.model import init_model
-    from oars.tasks import activate
-
     options = options or {}
     cfg = load_config(config, list(overrides))
     activate(cfg.get("default_scope"))
@@ -67,8 +67,6 @@ def measure_variant(config: str, checkpoint: str, folder: str, variant: str, met
     row["metric"], row["metric_value"] = main_metric(cfg, result["metrics"])
     onnx = None
     if options.get("export", True):
-        from oars.pipelines.export import export_model
-
         out = osp.join(folder, "export")
         try:
             check = export_model(config, checkpoint, out, overrides=list(overrides), overwrite=True)
@@ -87,3 +85,22 @@ def measure_variant(config: str, checkpoint: str, folder: str, variant: str, met
     row["size_of"] = "onnx" if size is not None else "checkpoint"
     row["size_mb"] = (size if size is not None else file_size(checkpoint) or 0) / 2**20
     return row
+
+
+def table_row(cfg: Config, record: dict, opts: dict, params: int | None) -> dict:
+    """The variant table's row of a QAT, PTQ or distillation record (oars.compress.table's columns): latency of
+    the exported graphs (FP32 reference and INT8), size of the deployed one, the validation metric."""
+    onnx_fp32, onnx_int8 = record.get("onnx_fp32"), record.get("onnx_int8")
+    deployed = onnx_int8 or onnx_fp32
+    row = {"variant": opts["variant"], "method": record["variant"], "params": params, "flops": None,
+           "config": record["config"], "checkpoint": record["checkpoint"],
+           "latency_fp32_ms": ort_latency_ms(onnx_fp32) if onnx_fp32 and opts["latency"] else None,
+           "latency_int8_ms": ort_latency_ms(onnx_int8) if onnx_int8 and opts["latency"] else None}
+    size = file_size(deployed)
+    row["size_of"] = "onnx" if size is not None else "checkpoint"
+    row["size_mb"] = (size if size is not None else file_size(record["checkpoint"]) or 0) / 2**20
+    row["metric"], row["metric_value"] = main_metric(cfg, record.get("metrics") or {})
+    return row
+
+
+__all__ = ["main_metric", "measure_variant", "table_row"]

@@ -19,11 +19,26 @@ from collections import Counter
 from typing import Any
 
 import numpy as np
+import torch
 from mmengine.config import Config
+from mmengine.registry import MODELS, DefaultScope
 
+from oars.compress.qat import capture_shape
+from oars.compress.qat_model import unfold_state_dict
+from oars.engine.checkpoint import load_checkpoint_file, state_dict_from_checkpoint
 from oars.errors import OarsError
+from oars.export.check import ort_outputs, ort_session
+from oars.export.guards import DEFAULT_OPSET
+from oars.export.onnx_export import export_spec_to_onnx, self_check_inputs
 from oars.export.options import task_export_options
-from oars.tasks import get_task
+from oars.export.precision import calibration_batches, calibration_files, check_agreement
+from oars.extras import require_extra
+from oars.pipelines.export import export_model
+from oars.pipelines.model import init_model
+from oars.tasks import activate, find_task
+from oars_deploy.atomic import temp_path
+from oars_deploy.deploy_config import read_deploy_yaml, validate_deploy
+from oars_deploy.deploy_writer import write_deploy_yaml
 
 QUANTIZED_KERNELS = ("QLinearConv", "QLinearMatMul", "ConvInteger", "MatMulInteger")
 
@@ -45,17 +60,6 @@ def export_qat(cfg: Config, float_cfg: Config, checkpoint: str, out_dir: str, op
         ``{export: deploy.yaml path, onnx_fp32, onnx_int8, agreement: {output: value}, min_agreement,
         int8_ops: {op type: count} of the graph ONNX Runtime runs}``.
     """
-    from oars.export.check import ort_outputs, ort_session
-    from oars.export.guards import DEFAULT_OPSET
-    from oars.export.onnx_export import export_spec_to_onnx
-    from oars.export.precision import calibration_batches, calibration_files, check_agreement
-    from oars.pipelines.export import export_model
-    from oars.pipelines.model import init_model
-    from oars.tasks import find_task
-    from oars_deploy.atomic import temp_path
-    from oars_deploy.deploy_config import read_deploy_yaml, validate_deploy
-    from oars_deploy.deploy_writer import write_deploy_yaml
-
     float_ckpt = float_checkpoint(float_cfg, checkpoint, osp.join(osp.dirname(checkpoint), "qat_float.pth"))
     result = export_model(float_cfg, float_ckpt, out_dir, overwrite=bool(opts.get("overwrite")),
                           task_options={"min_agreement": opts.get("min_agreement")})
@@ -83,12 +87,8 @@ def export_qat(cfg: Config, float_cfg: Config, checkpoint: str, out_dir: str, op
         files = calibration_files(str(opts["calib_dir"]), reader)[:int(opts.get("calib_num") or 8)]
         inputs = list(calibration_batches(files, deploy, options.input_shape[0], reader))
     else:  # the float export's self-check inputs (a task's own, e.g. video clips, else synthetic images)
-        from oars.export.onnx_export import self_check_inputs
-
         _, image, _ = self_check_inputs(spec, int8_cfg, model, deploy["preprocess"], options, options.input_shape[0])
         inputs = [image]
-    import torch
-
     int8_path = osp.join(out_dir, "model_int8.onnx")
     tmp = temp_path(int8_path)
     try:
@@ -123,26 +123,10 @@ def export_qat(cfg: Config, float_cfg: Config, checkpoint: str, out_dir: str, op
             "int8_ops": dict(ops), "self_check": result.get("check")}
 
 
-def capture_shape(cfg: Config) -> list[int]:
-    """The input shape QAT captures the model on: the export's (the task's ``export_options``: an image model's
-    ``export.input_shape``, a video model's clip shape from its test pipeline), with a batch of at least 2 (a
-    batch of 1 would capture batch-norm-free shapes). Raises :class:`OarsError` naming the config when the export
-    section cannot give one."""
-    task = get_task(cfg.get("default_scope"), cfg.filename)
-    try:
-        shape = [int(v) for v in task_export_options(task, cfg, dynamic=False, opset=17).input_shape]
-    except OarsError as err:
-        raise OarsError(f"{cfg.filename}: QAT captures the model on the export input shape, which the config does "
-                        f"not give: {err}") from None
-    return [max(2, shape[0]), *shape[1:]]
-
-
 def runtime_ops(path: str) -> Counter:
     """Op types of the graph ONNX Runtime actually runs for ``path`` (after its Q/DQ fusions), counting the
     quantised kernels (:data:`QUANTIZED_KERNELS`) and the float Conv/MatMul/Gemm left; how one proves the INT8
     graph runs in INT8 rather than as dequantise -> float op."""
-    from oars.extras import require_extra
-
     onnx = require_extra("onnx", "the INT8 export of quantisation-aware training")
     ort = require_extra("onnxruntime", "the INT8 export of quantisation-aware training")
 
@@ -160,14 +144,6 @@ def runtime_ops(path: str) -> Counter:
 def float_checkpoint(float_cfg: Config, checkpoint: str, path: str) -> str:
     """Write the QAT checkpoint ``checkpoint`` in the float model's layout to ``path``
     (:func:`oars.compress.qat_model.unfold_state_dict`); returns ``path``."""
-    import torch
-    from mmengine.registry import MODELS, DefaultScope
-
-    from oars.compress.qat_model import unfold_state_dict
-    from oars.engine.checkpoint import load_checkpoint_file, state_dict_from_checkpoint
-    from oars.tasks import activate
-    from oars_deploy.atomic import temp_path
-
     scope = float_cfg.get("default_scope")
     activate(scope)
     with DefaultScope.overwrite_default_scope(scope):
@@ -190,3 +166,6 @@ def _with_qat(cfg: Config, **values: Any) -> Config:
     out = copy.deepcopy(cfg)
     out.model["qat"] = {**dict(out.model["qat"]), "float_checkpoint": None, **values}
     return out
+
+
+__all__ = ["QUANTIZED_KERNELS", "export_qat", "float_checkpoint", "runtime_ops"]
