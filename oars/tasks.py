@@ -92,6 +92,8 @@ class Task(abc.ABC):
     kinds: Sequence[ModelKind] = ()
     #: what the task adds to the tools (subcommands, hub converters)
     commands: Commands = Commands()
+    #: ``oars.Model.val``'s friendly metric names, ultralytics-style: ``{"box.map50": "coco/bbox_mAP_50"}``
+    metric_aliases: Mapping[str, str] = {}
 
     @abc.abstractmethod
     def import_registries(self) -> None:

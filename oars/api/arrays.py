@@ -20,30 +20,9 @@ from mmengine.dataset import pseudo_collate
 
 from oars.errors import OarsError
 from oars.inference import build_test_pipeline
+from oars_deploy.sources import check_image_array  # one check for the API and the runtime (gan/task.py uses it)
 
 IMAGE_LOADER = "LoadImageFromFile"
-
-
-def check_image_array(array: Any, name: str) -> np.ndarray:
-    """``array`` as the pipeline's loader gives images: uint8 ``[H, W, 3]`` BGR (contiguous).
-
-    Args:
-        array: the user's image. name: how messages call it (``array_0``).
-
-    Returns:
-        np.ndarray uint8 [H, W, 3].
-
-    Raises:
-        OarsError: not a NumPy array, not HxWx3, or not uint8 (a float image in [0, 1] would be predicted as black).
-    """
-    if not isinstance(array, np.ndarray):
-        raise OarsError(f"{name}: expected a NumPy array (BGR uint8 [H, W, 3]) or a file path, got "
-                        f"{type(array).__name__}")
-    if array.ndim != 3 or array.shape[2] != 3 or min(array.shape[:2]) < 1:
-        raise OarsError(f"{name}: expected a BGR image of shape [H, W, 3], got shape {list(array.shape)}")
-    if array.dtype != np.uint8:
-        raise OarsError(f"{name}: expected dtype uint8 (0-255, as cv2.imread gives), got {array.dtype}")
-    return np.ascontiguousarray(array)
 
 
 class ArrayOrFileLoader:

@@ -1,34 +1,40 @@
-"""``oars.Model``: train, evaluate, predict and export from Python in a few lines.
+"""``oars.Model``: the one front door to train, evaluate, predict with and export a model from Python.
 
-A thin layer over what the tools run, so a notebook and the command line give the same runs, files and numbers:
-``train`` is ``tools/train.py`` (:func:`oars.pipelines.train.train`), ``val`` is ``tools/eval.py``
-(:func:`oars.pipelines.evaluate.evaluate`), ``export`` is ``tools/export.py``
+``Model(x)`` takes a config file, a config NAME shipped with oars (``"fcos_r50_fpn_1x_coco"``), a checkpoint (the
+config stored in it), ``oars://NAME`` (a registered checkpoint) or an export folder (the torch-free runtime
+predicts; :mod:`oars.api.model_source`). A thin layer over what the tools run, so a notebook and the command line
+give the same runs, files and numbers: ``train`` is ``tools/train.py`` (:func:`oars.pipelines.train.train`),
+``val`` is ``tools/eval.py`` (:func:`oars.pipelines.evaluate.evaluate`), ``export`` is ``tools/export.py``
 (:func:`oars.pipelines.export.export_model`) and ``predict`` runs the config's test pipeline and model through the
-task's :meth:`oars.task_roles.Predictor.predict`, then draws and records each result with the runtime predictor plug-in
-``oars-infer`` uses (:class:`oars.api.result.Result`).
+task's :meth:`oars.task_roles.Predictor.predict`; every result is an :class:`oars_deploy.result.Result`, drawn and
+recorded by the runtime plug-in ``oars-infer`` uses, the same object the runtime ``Predictor.results`` gives.
 
 Config overrides: ``Model(cfg, overrides=["train_cfg.max_epochs=2"])`` holds ``-o`` style ``key=value`` strings for
 every call; a call's keyword arguments add more, with ``__`` for the dots: ``model.train(train_cfg__max_epochs=2)``
 is ``-o train_cfg.max_epochs=2`` (values other than strings are written as JSON, which the override parser reads
-as YAML: ``optim_wrapper__optimizer__lr=0.01``, ``train_dataloader__batch_size=4``, lists stay lists).
+as YAML: ``optim_wrapper__optimizer__lr=0.01``, lists stay lists). ultralytics' names (``epochs``, ``batch``,
+``conf``, ``iou`` ...) map to the config's keys (:mod:`oars.api.train_options`, :mod:`oars.api.predict_options`).
 """
 
 from __future__ import annotations
 
 import glob
+import inspect
 import json
 import os
 import os.path as osp
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
 
 from oars.errors import OarsError
-from oars_deploy.image_files import list_images
+from oars_deploy.errors import UserError
 
-LOCAL_SCHEME = "oars://"  # oars.hub.local.LOCAL_SCHEME, spelled here so that importing this module stays light
+from .model_source import LOCAL_SCHEME, resolve_model_source
+
 Source = str | os.PathLike | np.ndarray | Sequence[str | os.PathLike | np.ndarray]
+DEFAULT_SAVE_DIR = osp.join("runs", "predict")
 
 
 def keyword_overrides(kwargs: dict[str, Any]) -> list[str]:
@@ -41,38 +47,9 @@ def keyword_overrides(kwargs: dict[str, Any]) -> list[str]:
     return out
 
 
-def resolve_config(config: str | os.PathLike, weights: str | None) -> tuple[str, str | None]:
-    """A config file, or ``oars://NAME`` (a checkpoint registered with ``tools/hub.py register NAME PATH --config
-    CFG``), which gives both the config and, unless ``weights`` is given, the weights (their sha256 checked, as
-    every load of the name: :func:`registered_weights`).
-
-    Raises:
-        OarsError: the file does not exist, or the registered name has no config recorded.
-        WeightsHashError: the registered file changed since it was registered.
-    """
-    config = os.fspath(config)
-    if config.startswith(LOCAL_SCHEME):
-        from oars.hub.entries import local_entry
-        from oars.hub.local import read_registry
-
-        name = config[len(LOCAL_SCHEME):]
-        local_entry(name)  # an unknown name: HubError listing the close ones
-        registered = read_registry()[name].get("config")
-        if not registered:
-            raise OarsError(f"{config}: registered without a config; register it again with --config CFG, or give "
-                            "Model(CONFIG_FILE, weights=...)")
-        if not osp.isfile(registered):
-            raise OarsError(f"{config}: its config {registered} no longer exists; register it again with --config")
-        return registered, weights or registered_weights(config)
-    if not osp.isfile(config):
-        raise OarsError(f"Model: config file not found: {config} (expected a YAML config or oars://NAME)")
-    return config, weights
-
-
 def registered_weights(name: str) -> str:
     """The file of the registered ``oars://NAME``, its sha256 checked against the one recorded (the hub's one
-    check, :func:`oars.hub.verify.check_hash`; a file unchanged since the last check in this process is not read
-    again).
+    check, :func:`oars.hub.verify.check_hash`).
 
     Raises:
         HubError: the name is not registered or its file is gone.
@@ -83,12 +60,25 @@ def registered_weights(name: str) -> str:
     return local_file(name[len(LOCAL_SCHEME):])
 
 
+def next_run_dir(base: str) -> str:
+    """``base`` when it is free (missing or empty), else ``base2``, ``base3``... (ultralytics' ``runs/predict``,
+    ``runs/predict2``): a second ``predict(save=True)`` never writes over the first one's pictures."""
+    candidate, n = base, 1
+    while osp.isdir(candidate) and os.listdir(candidate) or osp.isfile(candidate):
+        n += 1
+        candidate = f"{base}{n}"
+    return candidate
+
+
 class Model:
-    """A config (+ weights) to train, evaluate, predict with and export.
+    """A model to train, evaluate, predict with and export.
 
     Args:
-        config: a YAML config file, or ``oars://NAME`` (a registered checkpoint and its config).
-        weights: a checkpoint (``.pth``) to evaluate, predict and export with; set by :meth:`train` otherwise.
+        model: a YAML config file; a config name shipped with oars (``"fcos_r50_fpn_1x_coco"``,
+            ``"detection/fcos/fcos_r50_fpn_1x_coco"``), else ``NAME.yaml`` in the current folder; a checkpoint
+            (``.pth``: its stored config and weights); ``oars://NAME``; or an export folder (``deploy.yaml``:
+            predict and info only).
+        weights: a checkpoint (``.pth``) for a config; set by :meth:`train` otherwise.
         overrides: ``key=value`` config overrides (``-o`` of the tools) kept for every call.
         work_dir: where training and evaluation write (default the engine's ``work_dirs/<config name>``).
         device: ``cpu`` or ``cuda`` for evaluation, prediction and the export's self-check.
@@ -99,137 +89,300 @@ class Model:
 
     Example::
 
-        model = Model("configs/segmentation/unet/unet_demo_shapes.yaml", work_dir="work_dirs/unet")
-        model.train(train_cfg__max_epochs=2)
-        print(model.val()["metrics"])
+        model = Model("unet_demo_shapes", work_dir="work_dirs/unet")
+        model.train(epochs=2)
+        print(model.val().mIoU)
         model.predict("img.png")[0].save("img_vis.png")
         model.export("onnx")
     """
 
-    def __init__(self, config: str | os.PathLike, weights: str | None = None, overrides: Sequence[str] | None = None,
-                 work_dir: str | None = None, device: str = "cpu") -> None:
-        self.config, self.weights = resolve_config(config, weights)
-        # oars://NAME's weights are checked again at each use (the file may be replaced after this call)
-        named = os.fspath(config)
-        self._registered = (named, self.weights) if named.startswith(LOCAL_SCHEME) and not weights else None
+    def __init__(self, model: str | os.PathLike, weights: str | None = None,
+                 overrides: Sequence[str] | None = None, work_dir: str | None = None, device: str = "cpu") -> None:
         if isinstance(overrides, str):
             raise OarsError("Model(overrides=...): expected a list of 'key=value' strings, got one string")
+        source = resolve_model_source(model, weights)
+        self.config, self.weights, self.export_dir = source.config, source.weights, source.export_dir
+        # oars://NAME's weights are checked again at each use (the file may be replaced after this call)
+        self._registered = (source.registered, self.weights) if source.registered else None
         self.overrides = list(overrides or ())
+        if self.export_dir and self.overrides:
+            raise OarsError(f"Model({self.export_dir!r}, overrides=...): an export folder is fixed; config overrides "
+                            "apply to configs and checkpoints")
         self.work_dir = work_dir
         self.device = device
         self.draw_threshold: float | None = None
-        self._cfg = None
+        self._cfgs: dict[tuple[str, ...], Any] = {}
         self._model = None
         self._model_key: tuple | None = None
+        self._runtime = None
 
     def __repr__(self) -> str:
+        if self.export_dir:
+            return f"Model(export_dir={self.export_dir!r}, device={self.device!r})"
         return f"Model(config={self.config!r}, weights={self.weights!r}, device={self.device!r})"
+
+    # -------------------------------------------------------------------------------------------------- the config
+    def _config(self, extra: Sequence[str] = ()):
+        """The loaded config with :attr:`overrides` and ``extra``, checked as the tools check it (a misspelt type
+        named with did-you-mean); kept per set of overrides."""
+        self._refuse_export("config")
+        key = tuple(self.overrides) + tuple(extra)
+        if key not in self._cfgs:
+            from oars.config.check import load_checked_config
+
+            self._cfgs[key] = load_checked_config(self.config, list(key))
+        return self._cfgs[key]
 
     @property
     def cfg(self):
         """The loaded config (overrides applied), an mmengine ``Config``."""
-        if self._cfg is None:  # checked as the tools check it: a misspelt type named with did-you-mean
-            from oars.config.check import load_checked_config
+        return self._config()
 
-            self._cfg = load_checked_config(self.config, self.overrides)
-        return self._cfg
+    def _refuse_export(self, what: str) -> None:
+        if self.export_dir:
+            raise OarsError(f"Model({self.export_dir!r}) is an export folder: it predicts (predict, info, names) "
+                            f"but has no {what}; use Model(CONFIG or CHECKPOINT) to train, val or export")
 
     def _need_weights(self, what: str) -> str:
         """:attr:`weights` before a load; those of ``oars://NAME`` (unless replaced since) re-checked first."""
         if not self.weights:
-            raise OarsError(f"Model.{what} needs weights: Model(config, weights='model.pth') or model.train() first")
+            raise OarsError(f"Model.{what} needs weights: Model(config, weights='model.pth'), Model('model.pth') or "
+                            "model.train() first")
         if self._registered is not None and self.weights == self._registered[1]:
             registered_weights(self._registered[0])  # WeightsHashError when the file changed since registering
         return self.weights
 
+    # ------------------------------------------------------------------------------------------------ what it is
+    @property
+    def names(self) -> dict[int, str]:
+        """``{class id: class name}`` (an export's deploy.yaml labels; else the checkpoint's classes, else the
+        config's)."""
+        if self.export_dir:
+            return dict(enumerate(self._predictor().labels))
+        from .info import config_names
+
+        return config_names(self.cfg, self.weights)
+
+    def info(self, verbose: bool = True) -> dict[str, Any]:
+        """Parameters, FLOPs (one forward on the export input, as ``tools/get_flops.py``), input size, classes.
+
+        Args:
+            verbose: print the short table too.
+
+        Returns:
+            ``{'parameters', 'flops', 'input_size', 'classes', 'names', 'model', 'config' | 'export_dir', ...}``
+            (an export folder: ``parameters``/``flops`` None).
+        """
+        from .info import export_info, format_info, torch_info
+
+        info = export_info(self._predictor()) if self.export_dir else torch_info(self.cfg, self.weights, self.device)
+        if verbose:
+            print(format_info(info))
+        return info
+
     # --------------------------------------------------------------------------------------------------- training
-    def train(self, **overrides: Any) -> dict:
-        """Train as ``tools/train.py -c CONFIG -o ...`` with the model's and these overrides (``a__b=v`` is
-        ``-o a.b=v``); afterwards :attr:`weights` is the best checkpoint (``best_*.pth``) when the run kept one,
-        else the last, and these overrides are kept for the later calls (the weights belong to that config).
-        A work dir that holds another run's checkpoints is refused, as by ``tools/train.py``: give another
-        ``work_dir``.
+    def train(self, data: str | None = None, epochs: int | None = None, batch: int | None = None,
+              imgsz: int | None = None, lr0: float | None = None, workers: int | None = None,
+              device: str | None = None, amp: bool = False, resume: bool | str = False, exist_ok: bool = False,
+              **overrides: Any) -> dict:
+        """Train as ``tools/train.py -c CONFIG -o ...``; afterwards :attr:`weights` is the best checkpoint
+        (``best_*.pth``) when the run kept one, else the last, and the overrides are kept for the later calls
+        (the weights belong to that config).
+
+        Args:
+            data: a dataset description file (``--data``) for every loader. epochs: ``train_cfg.max_epochs``.
+            batch: ``train_dataloader.batch_size``. imgsz: every fixed resize step's scale. lr0: the optimizer's
+            ``lr``. workers: every loader's ``num_workers``. device: ``cpu``/``cuda``, checked against the
+            machine (training uses CUDA when there is one). amp: ``--amp``. resume: ``--resume`` (True: the work
+            dir's last checkpoint, or a checkpoint path). exist_ok: ``--overwrite`` (start afresh in a work dir
+            that holds another run's checkpoints). overrides: more ``a__b=v`` (``-o a.b=v``).
 
         Returns:
             ``{'work_dir', 'weights', 'metrics'}``: ``metrics`` the last validation's numbers (empty without one).
+
+        Raises:
+            OarsError: a bad argument, or a work dir holding another run's checkpoints without ``resume=True`` /
+                ``exist_ok=True`` (the message names these arguments).
         """
         from oars.engine.work_dir import latest_checkpoint
         from oars.pipelines.train import train
 
+        from .train_options import api_message, train_overrides
+
+        self._refuse_export("training")
+        _check_train_device(device)
         run_overrides = self.overrides + keyword_overrides(overrides)
-        runner = train(self.config, run_overrides, work_dir=self.work_dir)
+        cfg = self._config(keyword_overrides(overrides))
+        run_overrides += train_overrides(cfg, epochs=epochs, batch=batch, imgsz=imgsz, lr0=lr0, workers=workers)
+        kwargs: dict[str, Any] = {"work_dir": self.work_dir, "resume": resume or None, "amp": amp,
+                                  "overwrite": exist_ok}
+        if data is not None:
+            kwargs["data"] = _data_argument(train, data, "train")
+        if resume and exist_ok:
+            raise OarsError("Model.train(resume=..., exist_ok=True): resume continues the run in the work dir and "
+                            "exist_ok deletes its checkpoints; give one of them")
+        try:
+            runner = train(self.config, run_overrides, **kwargs)
+        except UserError as err:
+            raise type(err)(api_message(str(err))) from None
         work_dir = runner.work_dir
         # the weights belong to the config they were trained with: later calls use the same overrides
-        self.overrides, self._cfg, self._model = run_overrides, None, None
+        self.overrides, self._cfgs, self._model = run_overrides, {}, None
         best = sorted(glob.glob(osp.join(work_dir, "best_*.pth")), key=osp.getmtime)
-        last = latest_checkpoint(work_dir)
-        self.weights = best[-1] if best else last
+        self.weights = best[-1] if best else latest_checkpoint(work_dir)
+        self._registered = None
         self.work_dir = work_dir
         scalars = runner.message_hub.log_scalars
         metrics = {k[len("val/"):]: float(v.current()) for k, v in scalars.items()
                    if k.startswith("val/") and k not in ("val/time", "val/data_time")}
         return {"work_dir": work_dir, "weights": self.weights, "metrics": metrics}
 
-    def val(self, **overrides: Any) -> dict:
+    def val(self, data: str | None = None, **overrides: Any):
         """Evaluate :attr:`weights` on the config's test set, as ``tools/eval.py`` (writes
         ``<work_dir>/metrics.json``).
 
+        Args:
+            data: a dataset description file (``--data``) to evaluate on instead of the config's test set.
+            overrides: more ``a__b=v`` (``-o a.b=v``).
+
         Returns:
-            ``{'metrics': {name: value}, 'metrics_file', ...}`` (:func:`oars.pipelines.evaluate.evaluate`).
+            :class:`oars.api.metrics.Metrics`: ``m["mIoU"]``, ``m.coco.bbox_mAP_50``, the tasks' aliases
+            (``m.box.map50``), ``m.to_dict()``; ``m.results`` is what ``tools/eval.py`` returned
+            (``metrics_file``...).
         """
         from oars.pipelines.evaluate import evaluate
+        from oars.tasks import get_task
 
-        return evaluate(self.config, self._need_weights("val"), self.overrides + keyword_overrides(overrides),
-                        work_dir=self.work_dir, device=self.device)
+        from .metrics import Metrics, check_metrics, register_metric_aliases
+
+        self._refuse_export("val (evaluate an export with tools/eval.py --model-dir)")
+        kwargs: dict[str, Any] = {"work_dir": self.work_dir, "device": self.device}
+        if data is not None:
+            kwargs["data"] = _data_argument(evaluate, data, "val")
+        result = evaluate(self.config, self._need_weights("val"), self.overrides + keyword_overrides(overrides),
+                          **kwargs)
+        register_metric_aliases(get_task(self.cfg.get("default_scope"), self.config).metric_aliases)
+        return Metrics(check_metrics(result.get("metrics")), result)
 
     # ------------------------------------------------------------------------------------------------- prediction
-    def _torch_model(self):
-        """The model with :attr:`weights`, built once per (weights, device) and kept for the next calls."""
+    def _torch_model(self, cfg):
+        """The model of ``cfg`` with :attr:`weights`, built once per (weights, device, overrides)."""
         from oars.pipelines.model import init_model
 
-        key = (self._need_weights("predict"), self.device)
+        key = (self._need_weights("predict"), self.device, cfg.filename, json.dumps(cfg.get("model"), default=str))
         if self._model is None or self._model_key != key:
-            self._model = init_model(self.cfg, key[0], self.device)
+            self._model = init_model(cfg, key[0], self.device)
             self._model_key = key
         return self._model
 
-    def predict(self, source: Source) -> list:
-        """Predict images (or videos, for a video model) with the PyTorch model.
+    def _predictor(self):
+        """The runtime predictor of an export folder, made once."""
+        if self._runtime is None:
+            from oars_deploy.predictor import Predictor
+
+            self._runtime = Predictor(self.export_dir, device=self.device)
+        return self._runtime
+
+    def predict(self, source: Source, conf: float | None = None, iou: float | None = None,
+                classes: Sequence[int] | None = None, max_det: int | None = None,
+                imgsz: int | Sequence[int] | None = None, save: bool = False, save_dir: str | None = None,
+                stream: bool = False) -> list | Iterator:
+        """Predict images (a video model: video files) with the PyTorch model, or with the runtime for an export.
 
         Args:
-            source: an image file, a folder of images, a BGR uint8 ``[H, W, 3]`` array (as ``cv2.imread`` gives),
-                a video file for a video model, or a list of these. An input the pipeline cannot read stops the
-                call with a message naming it (``tools/infer.py`` skips and lists those instead).
+            source: an image file, a folder of images, a glob pattern, a ``.txt`` list of files, a BGR uint8
+                ``[H, W, 3]`` array (as ``cv2.imread`` gives), a video file (an image model: every frame; a video
+                model: the clip), or a list of these. An input the pipeline cannot read stops the call with a
+                message naming it (``tools/infer.py`` skips and lists those instead).
+            conf: keep predictions scoring at least this (the model's test-time ``score_thr``).
+            iou: the NMS IoU threshold. max_det: at most this many predictions per image (``max_per_img``).
+            classes: keep only these class ids. imgsz: the test pipeline's resize scale (a PyTorch model).
+            save: write each result's picture (:meth:`Result.plot`) to ``save_dir`` as ``<stem>.png``.
+            save_dir: default ``runs/predict``; a folder already holding files gets ``2``, ``3``... appended.
+            stream: a generator that reads, predicts and yields one input at a time (constant memory over a long
+                folder or video) instead of a list.
 
         Returns:
-            One :class:`oars.api.result.Result` per input (a folder: per image, sorted), in order.
+            One :class:`oars_deploy.result.Result` per input (a folder: per image, sorted; a video of an image
+            model: per frame), in order: a list, or a generator when ``stream``.
 
         Raises:
-            OarsError: an input that is neither a file, a folder nor a BGR uint8 [H, W, 3] array (naming it).
+            OarsError / DeployError: an input that is neither a file, a folder, a pattern nor a BGR uint8
+                [H, W, 3] array (naming it), or a knob this model has no setting for (naming the argument).
         """
-        from oars.tasks import get_task
+        from oars_deploy.sources import iter_sources
+
+        keep = _class_filter(classes)
+        if self.export_dir:
+            results = self._export_results(source, conf, iou, max_det, imgsz)
+        else:
+            from oars.tasks import get_task
+
+            from .predict_options import knob_overrides
+
+            cfg = self._config()
+            knobs = knob_overrides(cfg, conf=conf, iou=iou, max_det=max_det, imgsz=imgsz)
+            cfg = self._config(knobs) if knobs else cfg
+            role = get_task(cfg.get("default_scope"), cfg.filename).predictor(cfg)
+            items = iter_sources(source, "Model.predict", video_frames=role.image_plugin_name(cfg) is not None)
+            model = self._torch_model(cfg)
+            results = self._torch_results(role, model, cfg, items, batch=1 if stream else None)
+        if keep is not None:
+            results = (_keep_classes(r, keep) for r in results)
+        if save:
+            out_dir = next_run_dir(save_dir or DEFAULT_SAVE_DIR)
+            results = _saving(results, out_dir)
+        return results if stream else list(results)
+
+    def _export_results(self, source: Source, conf, iou, max_det, imgsz) -> Iterator:
+        from .predict_options import export_postprocess
+
+        predictor = self._predictor()
+        if imgsz is not None:
+            raise OarsError(f"Model.predict(imgsz={imgsz!r}): the export {self.export_dir} takes the input size "
+                            f"it was exported with ({predictor.input_shape}); export again for another size")
+        post = export_postprocess(predictor.deploy["postprocess"], conf, iou, max_det, self.export_dir)
+        results = predictor.results(source, stream=True, draw_threshold=self.draw_threshold)  # the source checked now
+
+        def generate() -> Iterator:
+            saved, predictor.post = predictor.post, post
+            try:
+                yield from results
+            finally:
+                predictor.post = saved
+
+        return generate()
+
+    def _torch_results(self, role, model, cfg, items, batch: int | None) -> Iterator:
+        """Results of the task's predictor over ``items``, ``batch`` inputs per call (None: all at once)."""
         from oars_deploy.draw import get_palette
         from oars_deploy.outputs import read_image
+        from oars_deploy.result import Result
 
-        from .result import Result
-
-        inputs = expand_source(source)
-        cfg = self.cfg
-        model = self._torch_model()
-        task = get_task(cfg.get("default_scope"), cfg.filename)
-        kind, results = task.predictor(cfg).predict(model, cfg, inputs)
         meta = getattr(model, "dataset_meta", None) or {}
-        classes = list(meta.get("classes") or [str(i) for i in range(int(getattr(model, "num_classes", 0)))])
-        palette = get_palette(len(classes), meta.get("palette")) if classes else []  # generators have no classes
-        out = []
-        for (name, array), data in zip(inputs, results):
-            image = array if array is not None else (read_image(name) if _is_image(name) else None)
-            out.append(Result(name, image, data, kind, classes, palette, self.draw_threshold))
-        return out
+        labels = list(meta.get("classes") or [str(i) for i in range(int(getattr(model, "num_classes", 0)))])
+        palette = get_palette(len(labels), meta.get("palette")) if labels else []  # generators have no classes
 
-    def __call__(self, source: Source) -> list:
+        def chunks():
+            chunk = []
+            for item in items:
+                chunk.append(item)
+                if batch is not None and len(chunk) == batch:
+                    yield chunk
+                    chunk = []
+            if chunk:
+                yield chunk
+
+        for chunk in chunks():
+            kind, data = role.predict(model, cfg, [(item.name, item.image) for item in chunk])
+            for item, d in zip(chunk, data):
+                image = item.image if item.image is not None else (read_image(item.name) if _is_image(item.name)
+                                                                   else None)
+                yield Result(item.name, image, d, kind, labels, palette, self.draw_threshold, item.frame, item.stem)
+
+    def __call__(self, source: Source, **kwargs: Any) -> list | Iterator:
         """:meth:`predict`."""
-        return self.predict(source)
+        return self.predict(source, **kwargs)
 
     # ----------------------------------------------------------------------------------------------------- export
     def export(self, format: str = "onnx", out_dir: str | None = None, **kwargs: Any) -> str:
@@ -243,10 +396,12 @@ class Model:
                 ``int8``, ``calib_dir``, ``check``, ``overwrite``, ``task_options``).
 
         Returns:
-            The export folder, for ``oars_deploy.Predictor(folder)`` or ``oars-infer --model-dir``.
+            The export folder, for ``Model(folder)``, ``oars_deploy.Predictor(folder)`` or ``oars-infer
+            --model-dir``.
         """
         from oars.pipelines.export import export_model
 
+        self._refuse_export("export (it is one)")
         weights = self._need_weights("export")
         out_dir = out_dir or osp.join(osp.dirname(osp.abspath(weights)), "export")
         export_model(self.config, weights, out_dir, fmt=format, overrides=self.overrides, device=self.device,
@@ -254,35 +409,65 @@ class Model:
         return out_dir
 
 
-def expand_source(source: Any) -> list[tuple[str, np.ndarray | None]]:
-    """``source`` as ``(name, array or None)`` pairs: arrays named ``array_<i>``, folders listed (images, sorted).
+def _check_train_device(device: str | None) -> None:
+    """``train(device=...)``: training runs where mmengine puts it (CUDA when the machine has it), so a device is
+    checked against the machine rather than silently ignored."""
+    if device is None:
+        return
+    import torch
 
-    Raises:
-        OarsError: a path that does not exist, an empty folder, or something that is neither a path nor an array.
-    """
-    items = list(source) if isinstance(source, (list, tuple)) else [source]
-    if not items:
-        raise OarsError("Model.predict: nothing to predict (an empty list)")
-    out: list[tuple[str, np.ndarray | None]] = []
-    for i, item in enumerate(items):
-        if isinstance(item, np.ndarray):
-            out.append((f"array_{i}", item))
-        elif isinstance(item, (str, os.PathLike)):
-            path = os.fspath(item)
-            if osp.isdir(path):
-                out.extend((p, None) for p in list_images(path))
-            elif osp.isfile(path):
-                out.append((path, None))
-            else:
-                raise OarsError(f"Model.predict: no such file or folder: {path}")
-        else:
-            raise OarsError(f"Model.predict: input {i} is a {type(item).__name__}; expected a file or folder path or "
-                            "a BGR uint8 [H, W, 3] NumPy array")
-    return out
+    has_cuda = torch.cuda.is_available()
+    if str(device).startswith("cuda") and not has_cuda:
+        raise OarsError(f"Model.train(device={device!r}): CUDA is not available on this machine; give device='cpu'")
+    if device == "cpu" and has_cuda:
+        raise OarsError("Model.train(device='cpu'): this machine has CUDA, which training uses; to train on the CPU "
+                        "start Python with CUDA_VISIBLE_DEVICES= set empty")
+    if device != "cpu" and not str(device).startswith("cuda"):
+        raise OarsError(f"Model.train(device={device!r}): expected 'cpu' or 'cuda'")
+
+
+def _data_argument(fn: Any, data: str, what: str) -> str:
+    """``data`` for ``fn`` (train / evaluate), when that pipeline takes a dataset description file."""
+    if "data" not in inspect.signature(fn).parameters:
+        raise OarsError(f"Model.{what}(data={data!r}): dataset description files are not supported by this oars "
+                        f"version's {fn.__module__}.{fn.__name__}; set the loaders with overrides instead")
+    return data
+
+
+def _class_filter(classes: Sequence[int] | None) -> list[int] | None:
+    if classes is None:
+        return None
+    values = [classes] if isinstance(classes, int) else list(classes)
+    if not values or not all(isinstance(c, (int, np.integer)) and not isinstance(c, bool) and c >= 0
+                             for c in values):
+        raise OarsError(f"Model.predict(classes={classes!r}): expected class ids (ints of 0 or more), e.g. [0, 2]")
+    return [int(c) for c in values]
+
+
+def _keep_classes(result: Any, classes: list[int]) -> Any:
+    """``result`` with only the predictions of ``classes`` (the plug-in's ``keep_classes``)."""
+    keep = getattr(result._plugin, "keep_classes", None)  # noqa: SLF001 - the Result's own plug-in
+    if keep is None:
+        raise OarsError(f"Model.predict(classes=...): predictor {result.predictor!r} ({result._plugin.describes}) "  # noqa: SLF001
+                        "gives no per-object classes to filter")
+    from oars_deploy.result import Result
+
+    return Result(result.path, result.orig_img, keep(result.data, classes), result.predictor, result.labels,
+                  result.palette, result.draw_threshold, result.frame, result.stem)
+
+
+def _saving(results: Iterator, out_dir: str) -> Iterator:
+    """Yield ``results``, each picture written first as ``<out_dir>/<stem>.png`` (``Result.stem``: unique across
+    the inputs by :func:`oars_deploy.output_paths.output_stems`, a frame ``<video stem>_<index>``)."""
+    os.makedirs(out_dir, exist_ok=True)
+    for result in results:
+        path = osp.join(out_dir, f"{result.stem}.png")
+        os.makedirs(osp.dirname(path), exist_ok=True)
+        result.save(path)
+        yield result
 
 
 def _is_image(path: str) -> bool:
     from oars_deploy.image_files import IMAGE_SUFFIXES
 
     return osp.splitext(path)[1].lower() in IMAGE_SUFFIXES
-

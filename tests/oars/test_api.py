@@ -19,6 +19,7 @@ import pytest
 from demo_utils import DEMO_CFG, DET_DEMO_CFG, ROOT, demo_overrides, det_demo_overrides, random_checkpoint
 
 from oars.errors import OarsError
+from oars_deploy.errors import UserError
 
 
 def test_import_oars_stays_cheap():
@@ -64,16 +65,17 @@ def test_segmentation_train_val_predict_export(trained, demo_data, tmp_path):
     from_file, from_array = model.predict([image_file, image])
     assert from_file.input == image_file and from_array.input == "array_1"
     label = from_file.data["label"]
+    np.testing.assert_array_equal(from_file.label_map, label)
     assert label.shape == image.shape[:2] and label.dtype == np.int64
     np.testing.assert_array_equal(from_array.data["label"], label)  # the same pipeline for files and arrays
-    record = from_file.to_json()
+    record = from_file.to_dict()
     assert record["predictor"] == "semantic_labels" and record["image_size"] == list(image.shape[:2])
     assert sum(c["pixels"] for c in record["classes"]) == label.size
     picture = from_file.plot()
     assert picture.dtype == np.uint8 and picture.shape[0] >= image.shape[0] and picture.shape[2] == 3
     saved = from_file.save(str(tmp_path / "vis.png"))
     np.testing.assert_array_equal(cv2.imread(saved), picture)
-    with pytest.raises(OarsError, match="input image"):
+    with pytest.raises(UserError, match="input image"):
         from_file.save(image_file)  # outputs never replace inputs
 
     folder = model.export("onnx", out_dir=str(tmp_path / "export"))
@@ -90,11 +92,11 @@ def test_segmentation_train_val_predict_export(trained, demo_data, tmp_path):
 
 def test_predict_rejects_bad_inputs(trained, tmp_path):
     model = trained[0]
-    with pytest.raises(OarsError, match=r"shape \[8, 8\]"):
+    with pytest.raises(UserError, match=r"shape \[8, 8\]"):
         model.predict(np.zeros((8, 8), np.uint8))
-    with pytest.raises(OarsError, match="no such file"):
+    with pytest.raises(UserError, match="no such file"):
         model.predict(str(tmp_path / "missing.png"))
-    with pytest.raises(OarsError, match="int"):
+    with pytest.raises(UserError, match="int"):
         model.predict(3)
 
 
@@ -138,10 +140,10 @@ def test_detection_predict_matches_tools_infer(demo_data, tmp_path, monkeypatch)
     assert (model.config, model.weights) == (DET_DEMO_CFG, ckpt)
     result = model.predict(image_file)[0]
     assert result.predictor == "detection_boxes" and len(expected["detections"]) > 0
-    assert result.to_json() == expected
+    assert result.to_dict() == expected and json.loads(result.to_json()) == expected
     np.testing.assert_array_equal(result.plot(), expected_picture)
     array_result = model.predict(cv2.imread(image_file))[0]
-    assert array_result.to_json()["detections"] == expected["detections"]
+    assert array_result.to_dict()["detections"] == expected["detections"]
 
 
 def test_video_predict_matches_tools_infer(tmp_path):
@@ -162,9 +164,11 @@ def test_video_predict_matches_tools_infer(tmp_path):
     model = Model(cfg, weights=ckpt, overrides=opts)
     result = model.predict(video)[0]
     assert result.predictor == "clip_classes" and result.image is None
-    got = result.to_json()
+    got = result.to_dict()
     assert got["topk"][0]["class"] == expected["topk"][0]["class"] and got["frame_inds"] == expected["frame_inds"]
     np.testing.assert_allclose([t["score"] for t in got["topk"]], [t["score"] for t in expected["topk"]], atol=1e-5)
+    assert result.probs.top1 == got["label"] and result.names[result.probs.top1] == got["class"]
+    assert result.probs.top5 == [t["label"] for t in got["topk"]][:5]
     np.testing.assert_array_equal(result.plot(), cv2.imread(str(tmp_path / "out" / "00000_strip.png")))
     with pytest.raises(OarsError, match="video files"):
         model.predict(np.zeros((8, 8, 3), np.uint8))
@@ -201,4 +205,4 @@ def test_gan_translation_matches_tools_infer(demo_data, tmp_path):
     assert result.predictor == "gan_images"
     np.testing.assert_array_equal(result.data["image"], cv2.imread(str(tmp_path / "out" / "0000.png")))
     np.testing.assert_array_equal(result.plot(), cv2.imread(str(tmp_path / "out" / "0000_pair.png")))
-    assert result.to_json() == {**expected, "input": "array_0", "images": ["array_0.png", "array_0_pair.png"]}
+    assert result.to_dict() == {**expected, "input": "array_0", "images": ["array_0.png", "array_0_pair.png"]}

@@ -1,17 +1,19 @@
 """Predict with an exported model folder (deploy.yaml + model.onnx, or model.engine), without torch.
 
-``Predictor(model_dir).predict([bgr_image, ...])`` (or ``Predictor(model_dir)(image_or_file_or_list)``) -> one dict
-per image, in original image pixels, made by the post-processing of the export's image plug-in (deploy.yaml's
+``Predictor(model_dir).predict([bgr_image, ...])`` (or ``Predictor(model_dir)(image_file_folder_or_list)``) -> one
+dict per image, in original image pixels, made by the post-processing of the export's image plug-in (deploy.yaml's
 ``predictor``: e.g. ``{'label': [H, W] int64}`` of ``semantic_labels``, ``{'bboxes', 'scores', 'labels'}`` of
 ``detection_boxes``; see each plug-in's ``postprocess``), the same numbers as the PyTorch model's ``test_step`` on
 the same images. Pre-processing, the backend and batching are the same for every kind, here.
+``Predictor(model_dir).results(source)`` gives :class:`oars_deploy.result.Result` objects instead (``.plot()``,
+``.save()``, ``.to_json()`` and the plug-in's views such as ``.boxes``): the objects ``oars.Model.predict`` returns.
 """
 
 from __future__ import annotations
 
 import os.path as osp
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -24,6 +26,8 @@ from oars_deploy.errors import DeployError
 from oars_deploy.outputs import read_image
 from oars_deploy.plugins import predictor_for
 from oars_deploy.preprocess import check_steps, preprocess
+from oars_deploy.result import Result
+from oars_deploy.sources import SourceItem, iter_sources
 
 
 class Predictor:
@@ -90,28 +94,59 @@ class Predictor:
         batch, metas = self.preprocess(images)
         return self.postprocess(self.infer(batch), metas)
 
-    def __call__(self, source: np.ndarray | str | Sequence[np.ndarray | str]) -> list[dict]:
-        """Predict one image or a list: BGR uint8 ``[H, W, 3]`` arrays and/or image files (read as oars-infer reads
-        them); ``Predictor(export_dir)(cv2.imread("a.jpg"))[0]["label"]``.
+    def __call__(self, source: Any) -> list[dict]:
+        """Predict one image or many: BGR uint8 ``[H, W, 3]`` arrays, image files (read as oars-infer reads them),
+        folders of images, glob patterns, ``.txt`` lists of files, video files (every frame), or a list of these
+        (:func:`oars_deploy.sources.iter_sources`); ``Predictor(export_dir)(cv2.imread("a.jpg"))[0]["label"]``.
 
         Returns:
-            One result dict per image, in order (:meth:`predict`; one image gives a list of one).
+            One result dict per image, in order (:meth:`predict`; one image gives a list of one). :meth:`results`
+            gives :class:`oars_deploy.result.Result` objects instead.
 
         Raises:
-            DeployError: an input that is neither an image file nor a BGR uint8 [H, W, 3] array (naming it).
+            DeployError: an input that is neither an image file, a folder, a pattern nor a BGR uint8 [H, W, 3]
+                array (naming it).
         """
-        items = list(source) if isinstance(source, (list, tuple)) else [source]
-        images = []
-        for i, item in enumerate(items):
-            if isinstance(item, str):
-                item = read_image(item)
-            if not (isinstance(item, np.ndarray) and item.ndim == 3 and item.shape[2] == 3 and item.dtype == np.uint8):
-                what = f"shape {list(item.shape)} dtype {item.dtype}" if isinstance(item, np.ndarray) else \
-                    type(item).__name__
-                raise DeployError(f"Predictor input {i}: expected a BGR uint8 [H, W, 3] image or an image file, "
-                                  f"got {what}")
-            images.append(item)
+        images = [item.image if item.image is not None else read_image(item.name) for item in iter_sources(source)]
         return self.predict(images) if images else []
+
+    def results(self, source: Any, stream: bool = False, batch: int = 1,
+                draw_threshold: float | None = None) -> list[Result] | Iterator[Result]:
+        """Predict ``source`` (what :meth:`__call__` takes) into :class:`oars_deploy.result.Result` objects, the ones
+        ``oars.Model.predict`` returns: ``r.boxes.xyxy``, ``r.label_map``, ``r.plot()``, ``r.save(path)``,
+        ``r.to_json()``.
+
+        Args:
+            source: see :meth:`__call__`. stream: return a generator that reads, predicts and yields one batch at a
+                time (constant memory over a long folder or video) instead of a list.
+            batch: images per model call. draw_threshold: what ``plot()`` draws (None: the plug-in's default).
+
+        Returns:
+            The results in input order: a list, or a generator when ``stream``.
+
+        Raises:
+            DeployError: a bad input (before anything is predicted: the whole source is checked first).
+        """
+        if batch < 1:
+            raise DeployError(f"Predictor.results: batch={batch}; expected 1 or more images per model call")
+        gen = self._results(iter_sources(source), batch, draw_threshold)
+        return gen if stream else list(gen)
+
+    def _results(self, items: Iterator[SourceItem], batch: int, draw_threshold: float | None) -> Iterator[Result]:
+        chunk: list[tuple[SourceItem, np.ndarray]] = []
+        for item in items:
+            chunk.append((item, item.image if item.image is not None else read_image(item.name)))
+            if len(chunk) == batch:
+                yield from self._chunk_results(chunk, draw_threshold)
+                chunk = []
+        if chunk:
+            yield from self._chunk_results(chunk, draw_threshold)
+
+    def _chunk_results(self, chunk: list[tuple[SourceItem, np.ndarray]],
+                       draw_threshold: float | None) -> list[Result]:
+        data = self.predict([image for _, image in chunk])
+        return [Result(item.name, image, d, self.plugin.name, self.labels, self.palette, draw_threshold, item.frame,
+                       item.stem) for (item, image), d in zip(chunk, data)]
 
     def benchmark(self, images: Sequence[np.ndarray], warmup: int = 5, runs: int = 30) -> dict[str, float]:
         """Latency of ``predict(images)`` (end to end) and of the model call alone: median/p90 ms, images/s."""

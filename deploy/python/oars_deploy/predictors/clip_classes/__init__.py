@@ -15,6 +15,7 @@ from typing import Any
 from oars_deploy.classifiers import check_classify_args
 from oars_deploy.failures import Failures
 from oars_deploy.plugins import PredictorPlugin, PredictorRun, add_flag, register_predictor
+from oars_deploy.predictors.clip_classes.views import result_views
 from oars_deploy.records import ResultRecord
 from oars_deploy.streams.windows import run_windows
 
@@ -33,6 +34,7 @@ class ClipClasses(PredictorPlugin):
     section = "sampling"
     describes = "video classifiers"
     windows = True  # oars-infer --window: a stream classified window by window
+    result_views = staticmethod(result_views)  # Result.probs: oars_deploy.result
 
     def validate(self, deploy: dict, path: str) -> None:
         """The ``sampling`` section, the clip input and the video steps

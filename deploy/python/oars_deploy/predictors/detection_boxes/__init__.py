@@ -23,6 +23,7 @@ from oars_deploy.plugins import add_flag, register_predictor
 from oars_deploy.predictors.detection_boxes.draw import draw_detection_sample
 from oars_deploy.predictors.detection_boxes.postprocess import detection
 from oars_deploy.predictors.detection_boxes.records import detection_result, detections_json
+from oars_deploy.predictors.detection_boxes.views import keep_classes, result_views
 from oars_deploy.predictors.images import ImagePlugin, image_task
 from oars_deploy.records import ResultRecord, write_records
 
@@ -49,6 +50,8 @@ class DetectionBoxes(ImagePlugin):
 
     describes = "detection models"
     tracks = True  # boxes, scores and labels per image: oars-infer --track follows them
+    result_views = staticmethod(result_views)  # Result.boxes (and .masks): oars_deploy.result
+    keep_classes = staticmethod(keep_classes)  # predict(classes=[...]) in oars.Model
 
     def claims(self, deploy: dict) -> bool:
         """An old export of task detection without a masks output."""

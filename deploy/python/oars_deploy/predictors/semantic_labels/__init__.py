@@ -23,6 +23,7 @@ from oars_deploy.predictors.images import ImagePlugin, image_task
 from oars_deploy.predictors.semantic_labels.draw import draw_sample
 from oars_deploy.predictors.semantic_labels.postprocess import segmentation
 from oars_deploy.predictors.semantic_labels.records import semantic_labels_result
+from oars_deploy.predictors.semantic_labels.views import result_views
 from oars_deploy.records import ResultRecord
 
 
@@ -33,6 +34,7 @@ class SemanticLabels(ImagePlugin):
     describes = "segmentation models"
     array_postprocess = True
     output_names = ("{stem}_vis.png", "{stem}.png")
+    result_views = staticmethod(result_views)  # Result.label_map: oars_deploy.result
 
     def claims(self, deploy: dict) -> bool:
         """An old export of task segmentation."""
