@@ -384,6 +384,25 @@ class Model:
         """:meth:`predict`."""
         return self.predict(source, **kwargs)
 
+    # ----------------------------------------------------------------------------------------------------- search
+    def tune(self, space: str, trials: int, *, metric: str | None = None, direction: str | None = None,
+             budget_epochs: int | None = None, work_dir: str | None = None, storage: str | None = None,
+             pruner: str = "halving", ray: bool = False, ray_address: str | None = None,
+             **overrides: Any) -> dict:
+        """Search hyper-parameters as ``tools/tune.py`` (:func:`oars.pipelines.tune.tune`): ``space`` is a YAML
+        file of config keys, ``trials`` the finished trials to reach (a second call continues the study).
+
+        Returns:
+            ``{'best': TrialRecord | None, 'best_yaml': path, 'report': path, 'trials': path}``.
+        """
+        from oars.pipelines.tune import tune
+
+        self._refuse_export("tune (search with a config or checkpoint)")
+        return tune(self.config, space, trials=trials, metric=metric, direction=direction,
+                    budget_epochs=budget_epochs, work_dir=work_dir, storage=storage,
+                    overrides=self.overrides + keyword_overrides(overrides), pruner=pruner, ray=ray,
+                    ray_address=ray_address)
+
     # ----------------------------------------------------------------------------------------------------- export
     def export(self, format: str = "onnx", out_dir: str | None = None, **kwargs: Any) -> str:
         """Export :attr:`weights` as ``tools/export.py`` does (model.onnx + deploy.yaml, checked against PyTorch).

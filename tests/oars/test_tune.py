@@ -192,3 +192,14 @@ def test_search_on_ray_tune(tmp_path, demo_data):
     assert (tmp_path / "study" / "best.yaml").is_file(), proc.stdout[-2000:]
     again = _tune(tmp_path, demo_data, "--trials", "2", "--ray", epochs=1)
     assert "continuing the Ray Tune search" in again.stdout
+
+
+def test_model_tune_is_the_tool(tmp_path, demo_data, monkeypatch):
+    """oars.Model.tune runs the same search as tools/tune.py (one trial; the summary files)."""
+    from oars import Model
+
+    monkeypatch.chdir(tmp_path)
+    model = Model(DEMO_CFG, overrides=demo_overrides(demo_data, 1))
+    summary = model.tune(_space(tmp_path, SPACE), 1, budget_epochs=1, work_dir="api_study")
+    assert summary["best"] is not None and os.path.isfile(summary["best_yaml"])
+    assert json.loads((tmp_path / "api_study" / "trials.json").read_text())["engine"] == "Optuna"
