@@ -185,26 +185,38 @@ def _coco2yolo_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument('--images', required=True, help="the folder the json's file_name entries are relative to "
                         '(only read: the images are linked, or copied with --copy-images, under OUT/images/SPLIT)')
     parser.add_argument('--out', required=True, help='output folder: labels/SPLIT/*.txt, images/SPLIT/, data.yaml; '
-                        'must be empty unless --overwrite')
+                        'new, empty, or a YOLO dataset of the same classes that lacks SPLIT (the split is added, '
+                        'the others kept); an existing SPLIT only with --overwrite')
     parser.add_argument('--split', default='train', choices=['train', 'val', 'test'],
                         help="the split's name in the folders and data.yaml (default train; an existing data.yaml "
-                             'with the same names keeps its other splits)')
+                             'with the same class names keeps its other splits; other names are refused)')
     parser.add_argument('--copy-images', action='store_true',
                         help='copy the images instead of making symbolic links')
     parser.add_argument('--overwrite', action='store_true',
-                        help='write into a non-empty --out, replacing the files this conversion writes')
+                        help='write into a non-empty --out, replacing the files this conversion writes (the split)')
 
 
 def _check_coco2yolo_output(args: argparse.Namespace) -> None:
     """Before anything is read (and before the dataset code is imported): ``--out`` may not be, hold or lie inside
-    ``--images``, may not hold ``--ann``, and must be empty or missing unless ``--overwrite``."""
+    ``--images``, may not hold ``--ann``, and unless ``--overwrite`` is missing, empty, or a YOLO dataset
+    (``data.yaml``) without ``--split`` yet: a split is added to a dataset as ``--help`` says, never written over.
+    The class names are compared once the json is read (``coco_to_yolo``)."""
     from oars_deploy.output_paths import OutputPathError, check_output_folder
 
     check_output_folder(args.out, args.images, flag='--out', input_flag='--images')
     check_output_folder(args.out, args.ann, flag='--out', input_flag='--ann')
-    if osp.isdir(args.out) and os.listdir(args.out) and not args.overwrite:
-        raise OutputPathError(f'--out {args.out} is not empty; nothing was written (pass --overwrite to replace the '
-                              'files this conversion writes there, or choose an empty or new folder)')
+    if args.overwrite or not (osp.isdir(args.out) and os.listdir(args.out)):
+        return
+    if not osp.isfile(osp.join(args.out, 'data.yaml')):
+        raise OutputPathError(f'--out {args.out} is not empty and holds no data.yaml (not a YOLO dataset to add a '
+                              'split to); nothing was written (choose an empty or new folder, or pass --overwrite '
+                              'to write into it)')
+    taken = [f'{kind}/{args.split}' for kind in ('labels', 'images')
+             if osp.lexists(osp.join(args.out, kind, args.split))]
+    if taken:
+        raise OutputPathError(f'--out {args.out} holds the split {args.split!r} already ({", ".join(taken)}); nothing '
+                              'was written (pass --overwrite to replace that split, or choose another --split; the '
+                              'other splits are kept either way)')
 
 
 def _run_coco2yolo(args: argparse.Namespace) -> None:

@@ -44,6 +44,7 @@ CORE_LOCATIONS = {
     "visualizer": ["oars.visualization"],
     "vis_backend": ["oars.visualization.tracking_backends"],  # the experiment trackers' backends (--logger)
     "function": ["oars.data"],
+    "data sampler": ["oars.data.samplers"],  # ClassAwareSampler, usable by every task's configs
 }
 
 

@@ -22,6 +22,8 @@ def shrink_model(model_cfg: dict) -> dict:
     backbone = cfg["backbone"]
     if backbone["type"] == "ResNet":
         backbone.update(depth=18, base_channels=8)
+    elif backbone["type"] == "SENet":  # 2 groups x 4 channels: widths 8 .. 64, DCN stages kept
+        backbone.update(depth=50, groups=2, group_width=4)
     elif backbone["type"] == "DarkNet":
         backbone.update(base_channels=4)
     elif backbone["type"] in ("MobileNetV3", "MobileNetV1"):
@@ -65,6 +67,7 @@ def _shrink_two_stage(cfg: dict) -> None:
     """Narrow FPN / RoI heads and few proposals, so a two-stage detector runs in a second."""
     if cfg.get("neck"):
         cfg["neck"]["out_channels"] = 16
+        _fewer_groups(cfg["neck"])
     roi = cfg["roi_head"]
     shared = roi.get("shared_head")
     if shared:  # C4: res5 of the shrunk backbone (ResNet-18 at 1/8 width)
@@ -76,6 +79,9 @@ def _shrink_two_stage(cfg: dict) -> None:
     for head in heads:
         if "fc_out_channels" in head:
             head["fc_out_channels"] = 32
+        if "conv_out_channels" in head:
+            head["conv_out_channels"] = 16
+        _fewer_groups(head)
     masks = roi.get("mask_head") or []
     for head in masks if isinstance(masks, list) else [masks]:
         head.update(num_convs=1, conv_out_channels=16)
@@ -84,6 +90,12 @@ def _shrink_two_stage(cfg: dict) -> None:
             part = cfg.get(section, {}).get(key)
             if part and "nms_pre" in part:
                 part.update(nms_pre=100, max_per_img=50)
+
+
+def _fewer_groups(part: dict) -> None:
+    """GroupNorm at 4 groups, so the 16-channel shrunk layers divide."""
+    if isinstance(part.get("norm"), dict) and part["norm"].get("type") == "GN":
+        part["norm"] = {**part["norm"], "num_groups": 4}
 
 
 def _box_masks(boxes: torch.Tensor, size: int) -> torch.Tensor:

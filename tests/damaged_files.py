@@ -16,3 +16,11 @@ def flip_tensor_bytes(path: str | Path, member_suffix: str = "data/0") -> None:
     raw[at] ^= 0xFF
     raw[at + 1] ^= 0xFF
     path.write_bytes(bytes(raw))
+
+
+def truncate_file(path: str | Path, keep: float = 0.5) -> None:
+    """Cut a file to ``keep`` of its bytes, as an interrupted copy or download leaves it (an image stays a file
+    with a valid header and no end)."""
+    path = Path(path)
+    raw = path.read_bytes()
+    path.write_bytes(raw[: max(1, int(len(raw) * keep))])

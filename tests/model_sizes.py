@@ -88,6 +88,28 @@ TSM_R50 = ("hand count of MMAction2's tsm_r50 (the shift has no parameters: TSN'
 
 SIZES: dict[str, Size] = {
     # ---- detection
+    "detection/cacascade_rcnn/cacascade_rcnn_se154_vd_dcnv2_fpn_gn_obj365.yaml": Size(
+        169_217_226, 169_217_226,
+        "hand count of PaddleDetection's cascade_rcnn_dcnv2_se154_vd_fpn_gn_cas (Objects365 v1: 365 classes + "
+        "background; Paddle states no size; tests/oars/models/test_backbones_vd.py counts the trunk layer by layer): "
+        "SENet-154 trunk 113,039,984 (Cadene's senet154 115,088,984 less its fc 2048*1000+1000) less its BN 247,552 "
+        "(frozen BN has no parameters) + DCNv2 offset convs in C3-C5 fc(w/2*9, 27) 8 x 62,235 + 36 x 124,443 + 3 x "
+        "248,859 = 5,724,405: 118,516,837; GN FPN laterals conv(256/512/1024/2048, 256, 1) 983,040 + 4 "
+        "conv(256, 256, 3) 2,359,296 + 8 GN 4,096: 3,346,432; RPN 593,935; 3 stages of 4 conv(256, 256, 3)+GN "
+        "2,361,344 + fc(256*7*7, 1024) 12,846,080 + cls fc(1024, 366) 375,150 + class-agnostic reg fc(1024, 4) 4,100 "
+        "= 15,586,674"),
+    "detection/cacascade_rcnn/cacascade_rcnn_r101_vd_fpn_1x_coco.yaml": Size(
+        89_272_354, 89_272_354,
+        "hand count of PaddleDetection cascade_rcnn_cls_aware_r101_vd_fpn (Paddle states no size): our Cascade "
+        "R-CNN R50-FPN 69,341,646 (below) + ResNet-101's 17 more stage-3 bottlenecks, each conv(1024, 256, 1) + "
+        "conv(256, 256, 3) + conv(256, 1024, 1) = 1,114,112 (frozen BN: no parameters) = 18,939,904 + the vd deep "
+        "stem conv(3, 32, 3) + conv(32, 32, 3) + conv(32, 64, 3) 28,512 less the 7x7 stem's 9,408 = 19,104 + "
+        "class-specific regression in 3 stages, fc(1024, 320) instead of fc(1024, 4): 3 * 323,900 = 971,700"),
+    "detection/cacascade_rcnn/cacascade_rcnn_r18_fpn_demo_shapes.yaml": Size(
+        3_522_255, 3_522_255,
+        f"{DEMO}: ResNet-18 at base_channels 16 702,096 + FPN 64 ch 163,328 + RPN conv 36,928 + 3 anchors cls 195 + "
+        "reg 780 (= 903,327) + 3 stages of box head fc(64*7*7, 256) + fc(256, 256) + fc(256, 4) + class-specific "
+        "fc(256, 12) 872,976"),
     "detection/cascade_rcnn/cascade_mask_rcnn_r50_fpn_1x_coco.yaml": Size(
         77_271_486, 77_271_486,
         "hand count of MMDetection cascade-mask-rcnn_r50_fpn: our Faster R-CNN R50-FPN 41,699,936 (pinned to "
@@ -108,6 +130,9 @@ SIZES: dict[str, Size] = {
     "detection/faster_rcnn/faster_rcnn_r50_fpn_torchvision_coco.yaml": Size(41_699_936, 41_755_286, TV_FASTER, COCO80),
     "detection/faster_rcnn/faster_rcnn_r50_fpn_finetune_demo_shapes.yaml": Size(
         41_305_311, 41_755_286, TV_FASTER, FT3_BOX),
+    "detection/faster_rcnn/faster_rcnn_r50_fpn_finetune_demo_shapes_cpu.yaml": Size(
+        41_305_311, 41_755_286, TV_FASTER,  # the same model as faster_rcnn_r50_fpn_finetune_demo_shapes
+        FT3_BOX),
     "detection/faster_rcnn/faster_rcnn_r50_vd_fpn_2x_coco.yaml": Size(
         41_719_040, 41_755_286, TV_FASTER,
         f"{COCO80}; ResNet-vd's deep stem conv(3, 32, 3) + conv(32, 32, 3) + conv(32, 64, 3) = 28,512 replaces "
@@ -123,6 +148,9 @@ SIZES: dict[str, Size] = {
         44_343_216, 44_401_393, TV_MASK, f"{COCO80}, and mask logits fc(256, 80) vs fc(256, 91): 2,827 fewer"),
     "detection/mask_rcnn/mask_rcnn_r50_fpn_finetune_demo_shapes.yaml": Size(
         43_928_802, 44_401_393, TV_MASK, f"{FT3_BOX}; mask logits fc(256, 3) 771 instead of fc(256, 91) 23,387"),
+    "detection/mask_rcnn/mask_rcnn_r50_fpn_finetune_demo_shapes_cpu.yaml": Size(
+        43_928_802, 44_401_393, TV_MASK,  # the same model as mask_rcnn_r50_fpn_finetune_demo_shapes
+        f"{FT3_BOX}; mask logits fc(256, 3) 771 instead of fc(256, 91) 23,387"),
     "detection/yolov3/yolov3_darknet53_270e_coco.yaml": Size(
         61_949_149, 61_949_149,
         "pjreddie's yolov3.weights (Redmon & Farhadi 2018, COCO): 248,007,048 bytes = 20-byte header + "
@@ -154,6 +182,9 @@ SIZES: dict[str, Size] = {
     "detection/retinanet/retinanet_r50_fpn_finetune_demo_shapes.yaml": Size(
         32_189_439, 34_014_999, TV_RETINA,
         "3 classes: cls_logits conv(256, 9*3, 3)+bias 62,235 instead of 9*91 outputs 1,887,795"),
+    "detection/retinanet/retinanet_r50_fpn_finetune_demo_shapes_cpu.yaml": Size(
+        32_189_439, 34_014_999, TV_RETINA,  # the same model as retinanet_r50_fpn_finetune_demo_shapes
+        "3 classes: cls_logits conv(256, 9*3, 3)+bias 62,235 instead of 9*91 outputs 1,887,795"),
     "detection/fcos/fcos_r50_fpn_1x_coco.yaml": Size(
         32_244_250, 32_269_600, TV_FCOS, "80 classes instead of 91: -11*2305 = -25,355; +5 learnable per-level scales"),
     "detection/fcos/fcos_r18_fpn_demo_shapes.yaml": Size(
@@ -164,6 +195,9 @@ SIZES: dict[str, Size] = {
         32_244_245, 32_269_600, TV_FCOS, "80 classes instead of 91: -11*2305 = -25,355"),
     "detection/fcos/fcos_r50_fpn_finetune_demo_shapes.yaml": Size(
         32_066_760, 32_269_600, TV_FCOS,
+        "3 classes: cls_logits conv(256, 3, 3)+bias 6,915 instead of 91 outputs 209,755"),
+    "detection/fcos/fcos_r50_fpn_finetune_demo_shapes_cpu.yaml": Size(
+        32_066_760, 32_269_600, TV_FCOS,  # the same model as fcos_r50_fpn_finetune_demo_shapes
         "3 classes: cls_logits conv(256, 3, 3)+bias 6,915 instead of 91 outputs 209,755"),
     "detection/ssd/ssd300_vgg16_coco.yaml": Size(34_305_206, 35_641_826, TV_SSD, SSD_COCO80),
     "detection/ssd/ssd300_vgg16_torchvision_coco.yaml": Size(34_305_206, 35_641_826, TV_SSD, SSD_COCO80),

@@ -91,7 +91,7 @@ def test_extra_task_trains_evaluates_exports_and_predicts(oddtask):
 
     # eval: the task's metric on the 8 validation images
     metrics = json.loads((oddtask["work"] / "eval" / "metrics.json").read_text())["metrics"]
-    assert 0.0 <= metrics["accuracy"] <= 100.0 and metrics["num_images"] == 8.0
+    assert 0.0 <= metrics["accuracy"] <= 1.0 and metrics["num_images"] == 8.0
     assert "accuracy" in logs["eval"].stdout
 
     # export: one image in, scores out; deploy.yaml names the task's runtime plug-in

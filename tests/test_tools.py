@@ -8,6 +8,7 @@ import os
 import numpy as np
 from demo_utils import DEMO_CFG, demo_overrides
 from demo_utils import run_tool as _tool
+from metric_units import assert_one_unit
 from PIL import Image
 
 
@@ -26,10 +27,14 @@ def test_train_eval_infer(demo_data, tmp_path):
     assert bad.returncode == 2 and "does not fit" in bad.stderr and "Traceback" not in bad.stderr
 
     shows = tmp_path / "pictures"
-    out = _tool("eval.py", "-c", DEMO_CFG, "-w", ckpt, "--work-dir", str(work), "--show-dir", str(shows), "-o", *opts)
+    # MMDetection's positional CONFIG CHECKPOINT (the -c/-w form is used just above)
+    out = _tool("eval.py", DEMO_CFG, ckpt, "--work-dir", str(work), "--show-dir", str(shows), "--report",
+                "-o", *opts)
     assert "mIoU" in out.stdout
     metrics = json.loads((work / "metrics.json").read_text())["metrics"]
-    assert 0.0 <= metrics["mIoU"] <= 100.0
+    for key in ("mIoU", "aAcc"):  # fractions 0-1, the same in metrics.json, report.html and the log
+        assert_one_unit(work, out.stdout + out.stderr, key)
+    assert 0.0 <= metrics["mIoU"] <= 1.0
     assert (shows / "summary.png").exists() and len(list(shows.glob("*.png"))) == 9  # 8 val images + grid
 
     infer_out = tmp_path / "infer"

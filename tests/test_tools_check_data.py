@@ -9,6 +9,7 @@ import shutil
 import cv2
 import numpy as np
 import pytest
+from damaged_files import truncate_file
 from demo_utils import DEMO_CFG, DET_DEMO_CFG, run_tool
 
 from oars.config import load_config
@@ -74,3 +75,41 @@ def test_check_config_detection_reports_size_mismatch_and_a_broken_split(demo_da
     assert files.endswith(wrong['file_name']) and 'is 128x128 (WxH) but its annotation says width 200' in reason
     assert len(val.failures) == 1 and 'holds a JSON list' in val.failures[0][1] and test.same_as == 'val'
     assert 'instances_val.json' in text
+
+
+@pytest.mark.slow  # a subprocess: ~8 s alone, 25 s on a shared machine
+def test_check_data_reports_missing_and_truncated_images_of_one_split_in_one_run(demo_data, tmp_path):
+    """A detection split with two missing images and a truncated one: all three in one run, the split's other
+    samples read, exit status 2 at the end (before, loading stopped at the first missing image)."""
+    root = copy_demo(demo_data, tmp_path)
+    missing = [os.path.join(root, 'images', 'val', name) for name in ('0001.png', '0004.png')]
+    for path in missing:
+        os.remove(path)
+    truncated = os.path.join(root, 'images', 'val', '0002.png')
+    truncate_file(truncated)
+    proc = run_tool('check_data.py', '-c', DET_DEMO_CFG, '--split', 'val', '--workers', '1', '-o', *roots(root),
+                    check=False)
+    out = proc.stdout
+    assert proc.returncode == 2 and 'Traceback' not in proc.stderr, proc.stdout + proc.stderr
+    for path in missing:
+        assert f'image file {path} not found; expected an existing file [missing image]' in out, out
+    assert f'{truncated}: could not read image' in out, out
+    assert 'val (CocoDataset): 6 sample(s) read, 3 bad' in out, out
+    assert 'error: 3 bad sample(s)' in proc.stderr
+
+    shutil.rmtree(root)  # the same split intact: nothing to report, exit status 0
+    root = copy_demo(demo_data, tmp_path)
+    proc = run_tool('check_data.py', '-c', DET_DEMO_CFG, '--split', 'val', '--workers', '1', '-o', *roots(root))
+    assert 'val (CocoDataset): 8 sample(s) read, 0 bad' in proc.stdout
+
+
+def test_check_config_lists_what_on_bad_annotation_skip_drops(demo_data, tmp_path):
+    """A split that drops bad annotations on purpose (`on_bad_annotation: skip`) still has them listed here; the
+    rest of its samples are read."""
+    root = copy_demo(demo_data, tmp_path)
+    missing = os.path.join(root, 'images', 'val', '0003.png')
+    os.remove(missing)
+    cfg = load_config(DET_DEMO_CFG, [*roots(root), 'val_dataloader.dataset.on_bad_annotation=skip'])
+    (val,) = check_config(cfg, ['val'], num_workers=0)
+    assert val.num_samples == 7 and len(val.failures) == 1
+    assert f'image file {missing} not found' in val.failures[0][1]

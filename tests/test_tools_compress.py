@@ -62,7 +62,7 @@ def test_ptq_adds_its_int8_row_measured_on_the_export(compressed, demo_data):
     assert (work / "ptq" / "export" / "model_int8.onnx").is_file()
     assert (work / "ptq" / "eval" / "metrics.json").is_file()
     assert ptq["method"] == "ptq" and ptq["metric_of"] == "int8 export" and ptq["metric"] == "mIoU", out.stdout[-2000:]
-    assert 0 <= ptq["metric_value"] <= 100 and ptq["latency_int8_ms"] > 0 and ptq["latency_fp32_ms"] > 0
+    assert 0 <= ptq["metric_value"] <= 1 and ptq["latency_int8_ms"] > 0 and ptq["latency_fp32_ms"] > 0
     assert ptq["params"] == original["params"] and ptq["size_mb"] < original["size_mb"]  # int8 weights on disk
     assert list(rows)[0] == "original" and "| mIoU (int8 export) |" in (work / "compression.md").read_text()
     bad = run_tool("compress.py", "-c", DEMO_CFG, "-w", ckpt, "--method", "ptq", "--work-dir", str(work), "-o",

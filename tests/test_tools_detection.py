@@ -9,6 +9,7 @@ import os
 import pytest
 from demo_utils import DET_DEMO_CFG, det_demo_overrides
 from demo_utils import run_tool as _tool
+from metric_units import assert_one_unit
 
 EPOCHS = 30
 # The training pipeline without random augmentation: the test asks whether the model can fit these images.
@@ -48,6 +49,10 @@ def test_yolov3_fits_training_images_and_eval_writes_report(fitted, tmp_path):
     html = (work / "report.html").read_text()
     for section in ("Precision-recall curves", "Confusion matrix", "Worst images", "data:image/png;base64,"):
         assert section in html
+    # one unit: metrics.json, report.html and the log agree, as fractions 0-1 (the per-class AP too)
+    for key in ("coco/bbox_mAP", "coco/bbox_mAP_50"):
+        assert_one_unit(work, out.stdout + out.stderr, key)
+    assert "per class bbox results (all metrics are fractions 0–1)" in out.stdout + out.stderr
 
 
 def test_infer_draws_boxes_and_writes_detections(fitted, demo_data, tmp_path):

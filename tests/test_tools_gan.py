@@ -12,6 +12,7 @@ import cv2
 import pytest
 from demo_utils import ROOT
 from demo_utils import run_tool as _tool
+from metric_units import assert_one_unit
 
 pytestmark = pytest.mark.slow
 
@@ -68,6 +69,10 @@ def test_eval_writes_metrics_pictures_and_report(trained, tmp_path):
     assert sorted(p.name for p in shows.iterdir()) == ["0000.png", "0001.png", "0002.png", "0003.png", "summary.png"]
     html = (work / "report.html").read_text()
     assert "Worst pairs by PSNR" in html and "gan/psnr" in html and html.count("data:image/png;base64,") == 1 + 4
+    # the same numbers in metrics.json, report and log; PSNR in dB and SSIM a fraction, each named in the caption
+    assert_one_unit(work, out.stdout + out.stderr, "gan/psnr", fraction=False)
+    assert_one_unit(work, out.stdout + out.stderr, "gan/ssim", fraction=False)
+    assert "PSNR in dB; SSIM and attribute accuracy are fractions 0–1" in html
 
 
 def test_export_generator_and_deployed_predictor(trained, tmp_path):

@@ -14,6 +14,7 @@ import sys
 import numpy as np
 import pytest
 from demo_utils import ROOT, random_checkpoint, run_tool
+from metric_units import assert_one_unit
 
 pytestmark = pytest.mark.slow
 
@@ -80,8 +81,11 @@ def test_eval_draws_timelines_and_reports_against_the_baseline(trained, tmp_path
     assert numbers["videos"] == 1 and numbers["map_kind"] == "class-agnostic"
     for side in ("model", "random_baseline"):
         assert set(numbers[side]) == {"AR@1", "AR@5", "AR@10", "AR@100", "AUC", "mAP@0.5", "mAP"}
-        assert all(0.0 <= v <= 100.0 for v in numbers[side].values())
+        assert all(0.0 <= v <= 1.0 for v in numbers[side].values())  # AUC too: every metric a fraction
     assert abs(numbers["model"]["AR@100"] - metrics["localization/AR@100"]) < 1e-6  # same computation
+    assert abs(numbers["model"]["AUC"] - metrics["localization/AUC"]) < 1e-6
+    for key in ("localization/AUC", "localization/AR@100"):  # one unit in metrics.json, report and log
+        assert_one_unit(work, out.stdout + out.stderr, key)
 
 
 def test_export_then_the_runtime_turns_a_video_file_into_segments(trained, tmp_path):

@@ -12,6 +12,7 @@ import sys
 import pytest
 from demo_utils import ROOT
 from demo_utils import run_tool as _tool
+from metric_units import assert_one_unit
 
 pytestmark = pytest.mark.slow
 
@@ -55,6 +56,8 @@ def test_eval_writes_metrics_pictures_and_report(trained, tmp_path):
     assert (shows / "summary.png").exists() and len(list(shows.glob("*.gif"))) == 8
     html = (work / "report.html").read_text()
     assert "Confusion matrix" in html and "data:image/png;base64," in html
+    for key in ("acc/top1", "acc/mean_class_accuracy"):  # one unit in metrics.json, report and log
+        assert_one_unit(work, out.stdout + out.stderr, key)
 
 
 @pytest.fixture(scope="module")

@@ -76,21 +76,47 @@ def _place_image(src: str, dst: str, copy: bool) -> None:
         os.symlink(os.path.realpath(src), dst)
 
 
-def _data_yaml(out: str, split: str, names: list[str]) -> dict:
-    """The data YAML for ``out``: an existing one with the same names keeps its other splits (train and val
-    converted one after the other into one folder)."""
+SPLITS = ('train', 'val', 'test')
+
+
+def _yaml_names(names: object) -> list[str] | None:
+    """A data YAML's ``names`` (a list, or ``{id: name}`` with ids 0..K-1) as a list; None when it is neither."""
+    if isinstance(names, dict) and sorted(names) == list(range(len(names))):
+        return [str(names[i]) for i in range(len(names))]
+    if isinstance(names, list):
+        return [str(n) for n in names]
+    return None
+
+
+def _data_yaml(out: str, split: str, names: list[str], source: str) -> dict:
+    """The data YAML for ``out`` with ``split`` added: an existing one keeps its other splits (train and val
+    converted one after the other into one folder) when it lists the same class names in the same order.
+
+    Raises:
+        DataError: the existing file cannot be read, or its classes differ from ``names`` (from ``source``) while
+            it holds another split, whose label ids would then mean other classes.
+    """
     path = os.path.join(out, DATA_YAML)
-    data: dict = {}
-    if os.path.isfile(path):
-        try:
-            with open(path, encoding='utf-8') as f:
-                old = yaml.safe_load(f)
-        except (OSError, yaml.YAMLError):
-            old = None
-        if isinstance(old, dict) and old.get('names') in (names, dict(enumerate(names))):
-            data = old
+    if not os.path.isfile(path):
+        return {'path': '.', split: f'images/{split}', 'names': dict(enumerate(names))}
+    try:
+        with open(path, encoding='utf-8') as f:
+            old = yaml.safe_load(f)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
+        raise DataError(f'coco2yolo: cannot read the existing {path} ({err}); expected the data YAML of the YOLO '
+                        f'dataset that split {split!r} is added to') from err
+    if not isinstance(old, dict):
+        raise DataError(f'coco2yolo: the existing {path} holds a {type(old).__name__}; expected a mapping with '
+                        f'names and splits (the data YAML of the YOLO dataset that split {split!r} is added to)')
+    others = [s for s in SPLITS if s != split and s in old]
+    old_names = _yaml_names(old.get('names'))
+    if others and old_names != names:
+        raise DataError(f'coco2yolo: {path} (splits {others}) lists the classes {old_names} but {source} has '
+                        f'{names}; a split added to a dataset needs the same classes in the same order (nothing '
+                        'was written: convert into a new --out, or fix the category list)')
+    data = dict(old) if others else {}
     data.update({'path': '.', split: f'images/{split}', 'names': dict(enumerate(names))})
-    return {k: data[k] for k in ('path', 'train', 'val', 'test', 'names') if k in data}
+    return {k: data[k] for k in ('path', *SPLITS, 'names') if k in data}
 
 
 def coco_to_yolo(ann_file: str, images: str, out: str, split: str = 'train', copy_images: bool = False) -> dict:
@@ -112,6 +138,7 @@ def coco_to_yolo(ann_file: str, images: str, out: str, split: str = 'train', cop
     coco = load_coco(os.path.abspath(ann_file), 'coco2yolo', need_annotations=False)
     cats = sorted(coco.dataset['categories'], key=lambda c: c['id'])
     names = [str(c['name']) for c in cats]
+    data = _data_yaml(out, split, names, ann_file)  # before anything is written: the classes must agree
     ds = CocoDataset(ann_file=os.path.abspath(ann_file), data_prefix={'img': os.path.abspath(images)},
                      classes=names, test_mode=True, filter_empty_gt=False, serialize_data=False)
     img_dir = os.path.join(out, 'images', split)
@@ -136,7 +163,7 @@ def coco_to_yolo(ann_file: str, images: str, out: str, split: str = 'train', cop
         atomic_write(labels, ''.join(line + '\n' for line in lines))
         _place_image(info['img_path'], dst, copy_images)
     data_yaml = os.path.join(out, DATA_YAML)
-    atomic_write(data_yaml, yaml.safe_dump(_data_yaml(out, split, names), sort_keys=False, allow_unicode=True))
+    atomic_write(data_yaml, yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
     return {'images': len(ds.data_list), 'objects': objects, 'left_out': left_out, 'names': names,
             'data_yaml': data_yaml}
 

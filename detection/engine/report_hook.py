@@ -16,6 +16,7 @@ from detection.evaluation.ap import average_precision
 from detection.evaluation.gt_utils import has_gt, image_record
 from detection.evaluation.mask_rle import decode_masks
 from detection.registry import HOOKS
+from oars.evaluation.report import FRACTION_NOTE
 from oars.visualization import ReportSection, plot_confusion_matrix, plot_pr_curves, write_html_report
 from oars_deploy.draw import get_palette
 from oars_deploy.predictors.detection_boxes.draw import draw_detection_sample
@@ -70,7 +71,7 @@ def build_report_sections(records: Sequence[dict[str, Any]], class_names: Sequen
     metrics' per-class tables (``{title: {'header', 'rows'}}``)."""
     names = [str(n) for n in class_names]
     pal = get_palette(len(names), palette)
-    sections = [ReportSection('Metrics', tables=[{'header': ['metric', 'value'],
+    sections = [ReportSection('Metrics', tables=[{'header': ['metric', 'value'], 'caption': FRACTION_NOTE,
                                                    'rows': [[k, v] for k, v in (metrics or {}).items()]}])]
     for title, table in (class_tables or {}).items():
         sections.append(ReportSection(title, tables=[table]))
@@ -85,7 +86,7 @@ def build_report_sections(records: Sequence[dict[str, Any]], class_names: Sequen
     ap = {n: average_precision(c['recall'], c['precision']) if c['num_gt'] else float('nan')
           for n, c in zip(names, curves)}
     pr_img = plot_pr_curves({n: (c['recall'], c['precision']) for n, c in zip(names, curves)},
-                            title=f'Precision-recall at IoU {iou_thr:g} (legend: AP)', ap=ap)
+                            title=f'Precision-recall at IoU {iou_thr:g} (legend: AP, 0–1)', ap=ap)
     sections.append(ReportSection('Precision-recall curves', text=f'{len(with_gt)} images, all detections.',
                                   images=[pr_img]))
 

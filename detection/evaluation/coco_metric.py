@@ -20,7 +20,7 @@ from pycocotools.cocoeval import COCOeval
 from detection.evaluation.gt_utils import has_gt, image_record
 from detection.registry import METRICS
 from oars.errors import DataError, DataFileNotFoundError
-from oars.evaluation.report import format_table
+from oars.evaluation.report import FRACTION_NOTE, format_table
 
 IOU_TYPES = ('bbox', 'segm')
 # results json key of each iou type
@@ -123,7 +123,8 @@ class CocoMetric(BaseMetric):
 
     Returns ``{type}_mAP``, ``{type}_mAP_50``, ``{type}_mAP_75``, ``{type}_mAP_s/m/l`` and
     ``{type}_AR@{max_dets}``, ``{type}_AR_s/m/l@{max_dets[-1]}`` for each type. After ``evaluate``:
-    ``per_class_table()`` (AP in percent; with both types, the columns are prefixed ``bbox``/``segm``),
+    ``per_class_table()`` (AP as fractions 0–1, like the summary; with both types, the columns are prefixed
+    ``bbox``/``segm``),
     ``precisions`` (``{type: COCOeval.eval['precision']}`` [T, R, K, A, M], K in ``cat_ids`` order),
     ``precision`` (that of the first type) and ``class_pr_curves()``. With ``format_only`` the detections are
     written to ``{outfile_prefix}.{type}.json`` and nothing is evaluated; ``outfile_prefix`` alone also writes
@@ -296,8 +297,8 @@ class CocoMetric(BaseMetric):
         self._tables[iou_type] = self._class_table(ev, cat_ids, ev.eval['precision'])
         if self.classwise:
             table = self._tables[iou_type]
-            print_log(f'per class {iou_type} results (AP in percent):\n' + format_table(table['header'], table['rows']),
-                      logger='current')
+            print_log(f'per class {iou_type} results ({FRACTION_NOTE}):\n'
+                      + format_table(table['header'], table['rows']), logger='current')
         md = self.max_dets
         return {f'{iou_type}_' + name.format(*md): float(v) for name, v in zip(_STAT_NAMES, ev.stats)}
 
@@ -316,25 +317,25 @@ class CocoMetric(BaseMetric):
                 t = np.flatnonzero(np.isclose(thrs, thr))
                 p = p[t]
             p = p[p > -1]
-            return round(float(p.mean()) * 100, 2) if p.size else float('nan')
+            return round(float(p.mean()), 4) if p.size else float('nan')
 
         header = ['class', '#gt', *_TABLE_COLUMNS]
         rows = []
         for name, cid in zip(names, cat_ids):
             k = k_of[int(cid)]
             rows.append([name, num_gt[cid], ap(k, 0), ap(k, 0, 0.5), ap(k, 0, 0.75), ap(k, 1), ap(k, 2), ap(k, 3)])
-        return {'header': header, 'rows': rows}
+        return {'header': header, 'rows': rows, 'caption': FRACTION_NOTE}
 
     def per_class_tables(self) -> dict[str, dict[str, list]]:
-        """``{type: {'header': ['class', '#gt', 'AP', ...], 'rows': [...]}}`` per evaluated type (AP in percent,
-        NaN for a class without gt), from the last evaluation."""
+        """``{type: {'header': ['class', '#gt', 'AP', ...], 'rows': [...]}}`` per evaluated type (AP as fractions
+        0–1, NaN for a class without gt), from the last evaluation."""
         if not self._tables:
             raise RuntimeError('CocoMetric.per_class_tables() is available after evaluate()/compute_metrics()')
         return dict(self._tables)
 
     def per_class_table(self) -> dict[str, list]:
-        """``{'header': ['class', '#gt', 'AP', 'AP50', 'AP75', 'APs', 'APm', 'APl'], 'rows': [...]}``, AP in
-        percent (NaN for a class without gt), from the last evaluation. With several types, one table: the
+        """``{'header': ['class', '#gt', 'AP', 'AP50', 'AP75', 'APs', 'APm', 'APl'], 'rows': [...]}``, AP as
+        fractions 0–1 (NaN for a class without gt), from the last evaluation. With several types, one table: the
         AP columns of each type, prefixed ``bbox``/``segm`` (``#gt`` is the same for both)."""
         if not self._tables:
             raise RuntimeError('CocoMetric.per_class_table() is available after evaluate()/compute_metrics()')
@@ -343,7 +344,7 @@ class CocoMetric(BaseMetric):
             return tables[0]
         header = ['class', '#gt'] + [f'{t} {c}' for t in self.metrics for c in _TABLE_COLUMNS]
         rows = [list(parts[0][:2]) + [v for p in parts for v in p[2:]] for parts in zip(*(t['rows'] for t in tables))]
-        return {'header': header, 'rows': rows}
+        return {'header': header, 'rows': rows, 'caption': FRACTION_NOTE}
 
     def class_pr_curves(self, iou_thr: float = 0.5, iou_type: str | None = None) -> list[dict[str, np.ndarray]]:
         """Per class (dataset order) ``{'recall': recThrs, 'precision'}`` at ``iou_thr``, all areas and the

@@ -12,7 +12,7 @@ from mmengine.logging import print_log
 from detection.evaluation.ap import AP_MODES, eval_ap
 from detection.evaluation.gt_utils import image_record
 from detection.registry import METRICS
-from oars.evaluation.report import format_table
+from oars.evaluation.report import FRACTION_NOTE, format_table
 
 
 def ap_name(iou_thr: float) -> str:
@@ -28,7 +28,7 @@ class VOCMetric(BaseMetric):
     ``'11points'`` is VOC2007's AP, ``'area'`` VOC2010+'s. Classes without ground truth get no AP and
     are left out of the means. Ground truth comes from each sample's ``gt_instances`` /
     ``ignored_instances`` (difficult boxes), mapped back to original pixels. After ``evaluate``:
-    ``per_class_table()`` (AP in percent) and ``curves`` (PR curves at the first threshold).
+    ``per_class_table()`` (AP as fractions 0–1) and ``curves`` (PR curves at the first threshold).
     """
 
     default_prefix: str | None = 'pascal_voc'
@@ -71,19 +71,20 @@ class VOCMetric(BaseMetric):
         metrics['mAP'] = float(np.mean(res['map']))
         header = ['class', '#gt', '#dets', *(ap_name(t) for t in self.iou_thrs)]
         rows = [[name, int(res['num_gts'][c]), int(res['num_dets'][c]),
-                 *(_percent(res['ap'][t, c]) for t in range(len(self.iou_thrs)))] for c, name in enumerate(names)]
-        self._table = {'header': header, 'rows': rows}
-        print_log(f'VOC AP ({self.eval_mode}) per class, in percent:\n' + format_table(header, rows),
+                 *(_fraction(res['ap'][t, c]) for t in range(len(self.iou_thrs)))] for c, name in enumerate(names)]
+        self._table = {'header': header, 'rows': rows, 'caption': FRACTION_NOTE}
+        print_log(f'VOC AP ({self.eval_mode}) per class ({FRACTION_NOTE}):\n' + format_table(header, rows),
                   logger='current')
         return metrics
 
     def per_class_table(self) -> dict[str, list]:
-        """``{'header': ['class', '#gt', '#dets', 'AP50', ...], 'rows': [...]}``, AP in percent (NaN
-        without gt), from the last ``compute_metrics``."""
+        """``{'header': ['class', '#gt', '#dets', 'AP50', ...], 'rows': [...]}``, AP as fractions
+        0–1 (NaN without gt), from the last ``compute_metrics``."""
         if self._table is None:
             raise RuntimeError('VOCMetric.per_class_table() is available after evaluate()/compute_metrics()')
         return self._table
 
 
-def _percent(value: float) -> float:
-    return float('nan') if np.isnan(value) else round(float(value) * 100, 2)
+def _fraction(value: float) -> float:
+    """A per-class AP as the table keeps it: a fraction 0–1 rounded to 4 decimals (NaN kept)."""
+    return float('nan') if np.isnan(value) else round(float(value), 4)

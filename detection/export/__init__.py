@@ -5,10 +5,13 @@ described in :mod:`detection.export.module`) export through :class:`DenseDecode`
 
 ``cfg.export.postprocess: true`` (default): the graph is decode + per-class NMS (ONNX ``NonMaxSuppression``)
 + a fixed-size top-M, outputs ``num_dets, boxes, scores, labels`` with fixed shapes (batch may be dynamic).
-``postprocess: false``: the graph stops after decoding (``boxes, scores``) and the predictor runs the NMS.
+``postprocess: false``: the graph stops after decoding (``boxes, scores``) and the predictor runs the NMS
+(``postprocess.nms`` in deploy.yaml carries a ``test_cfg.nms`` of ``type: soft_nms``; with the NMS inside the
+graph, soft-NMS is refused: ONNX has no soft form).
 Two-stage detectors (Faster / Mask / Cascade R-CNN; :mod:`detection.export.two_stage`): always the whole
-graph (RPN + its NMS, RoI heads, per-class NMS), the same four outputs plus ``masks [B, M, h, w]`` (mask
-probabilities in the detections' boxes) for mask models, which the predictors paste into the image.
+graph (RPN + its NMS, RoI heads, per-class NMS; soft-NMS is refused), the same four outputs plus
+``masks [B, M, h, w]`` (mask probabilities in the detections' boxes) for mask models, which the predictors
+paste into the image.
 The ONNX export needs :data:`ONNX_TRANSLATIONS` as ``custom_translation_table`` (given to the spec, which the
 core passes to ``torch.onnx.export``); see :mod:`detection.export.nms_op`.
 """
@@ -21,6 +24,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from detection.models.heads.dense_utils import refuse_soft_nms_in_graph
 from oars.config import ConfigError
 from oars.export.errors import ExportCheckError
 from oars.export.spec import ExportOptions, ExportSpec
@@ -221,6 +225,13 @@ def _dense_spec(model: nn.Module, cfg: Any, options: ExportOptions) -> ExportSpe
     except (KeyError, ValueError) as err:
         where = getattr(cfg, "filename", None) or "config"
         raise ConfigError(f"{where}: the head's test_cfg cannot describe the export's NMS: {err}") from None
+    nms = test_cfg.get("nms") if isinstance(test_cfg.get("nms"), dict) else {}
+    if in_graph_nms:
+        try:
+            refuse_soft_nms_in_graph(nms, "model.test_cfg.nms")
+        except ValueError as err:
+            where = getattr(cfg, "filename", None) or "config"
+            raise ConfigError(f"{where}: {err}") from None
     decode = DenseDecode(model).eval()
     with torch.no_grad():
         param = next(model.parameters(), None)
@@ -288,6 +299,8 @@ def _dense_spec(model: nn.Module, cfg: Any, options: ExportOptions) -> ExportSpe
         nms_pre=settings.nms_pre,
         boxes_in="input_pixels",
     )
+    if nms.get("type") == "soft_nms":  # the predictor runs the soft-NMS on the raw outputs
+        postprocess["nms"] = {k: nms[k] for k in ("type", "method", "sigma", "iou_threshold", "min_score")}
     return ExportSpec(
         module=decode,
         input_name="image",

@@ -21,6 +21,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from detection.models.heads.dense_utils import refuse_soft_nms_in_graph
 from detection.models.roi_heads.two_stage_infer import check_static_extractor
 
 from . import nms_op  # noqa: F401  (the ONNX translations of torch.ops.oars.nms and torch.ops.oars.roi_align)
@@ -35,7 +36,8 @@ class TwoStageExport(nn.Module):
 
     Args:
         detector: a ``TwoStageDetector`` (``FasterRCNN``, ``MaskRCNN``, ``CascadeRCNN``) in eval mode, with
-            RoIAlign extractors (ValueError otherwise).
+            RoIAlign extractors and hard NMS (ValueError otherwise: ``test_cfg.rcnn.nms.type: soft_nms`` has no
+            ONNX form).
         input_hw: the exported input's (H, W).
     """
 
@@ -53,6 +55,7 @@ class TwoStageExport(nn.Module):
             self.mask_heads = [head for _, _, head in roi.mask_stages()]
             self.mask_size = int(self.mask_heads[-1].mask_size)
         cfg = roi.test_cfg
+        refuse_soft_nms_in_graph(cfg["nms"], "model.test_cfg.rcnn.nms")  # the graph holds the NMS
         self.score_thr = float(cfg["score_thr"])
         self.iou_threshold = float(cfg["nms"]["iou_threshold"])
         self.nms_pre = int(cfg["nms_pre"] or 0)

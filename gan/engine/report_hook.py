@@ -20,6 +20,9 @@ from gan.visualization import generated_grid, sample_row, source_field, target_f
 from oars.visualization import ReportSection, write_html_report
 from oars_deploy.draw import make_grid
 
+GAN_UNITS = 'PSNR in dB; SSIM and attribute accuracy are fractions 0–1; FID and KID are distances (lower is better)'
+"""The metrics table's caption: GAN metrics are not all proportions, so each unit is named."""
+
 
 def _check_int(name: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
@@ -33,7 +36,8 @@ def build_report_sections(metrics: Mapping[str, Any] | None, grid: np.ndarray | 
     """The report's sections: metric table, the sample grid (BGR uint8, or None), the PSNR summary and the worst
     pairs (``(caption, BGR row)``, lowest PSNR first)."""
     rows = [[k, v] for k, v in (metrics or {}).items()]
-    sections = [ReportSection('Metrics', tables=[{'header': ['metric', 'value'], 'rows': rows}])]
+    sections = [ReportSection('Metrics', tables=[{'header': ['metric', 'value'], 'rows': rows,
+                                                   'caption': GAN_UNITS}])]
     if grid is not None:
         sections.append(ReportSection('Samples', text=grid_caption, images=[grid]))
     if not psnrs:

@@ -24,7 +24,7 @@ _LAYER_TABLES = {
 # Parts a head builds through TASK_UTILS (assigners, samplers, box coders, anchor generators, video consensus
 # modules), and keys whose ``type`` names an op the owning module resolves itself (``roi_layer: {type: RoIAlign}``).
 _TASK_UTIL_KEYS = {"assigner", "sampler", "bbox_coder", "anchor_generator", "prior_generator", "consensus"}
-_OWNER_CHECKED_KEYS = {"roi_layer"}
+_OWNER_CHECKED_KEYS = {"roi_layer", "nms"}
 _DATASET_KEYS = {"dataset", "datasets"}
 _TOP_LEVEL = {
     "visualizer": "VISUALIZERS",

@@ -4,13 +4,17 @@
 Why: a run finds a bad file only at the iteration that reads it, loses the epoch in progress, and stops at the
 first of many. Here each split's dataset is built as the config says (``-o`` overrides included) and each
 sample goes through the split's whole pipeline; a sample that raises is recorded with its files and the reason,
-and the next one is read.
+and the next one is read. A dataset whose loading stops at its first bad annotation (a missing image under
+``on_bad_annotation: fail``) is loaded again with ``on_bad_annotation: skip``, so the problems it drops are listed
+too and its other samples are still read: one run reports every problem of every split.
 """
 
 from __future__ import annotations
 
 import copy
 import os
+import re
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -23,6 +27,8 @@ from oars.errors import OarsError
 
 SPLITS = ('train', 'val', 'test')
 WRAPPER_KEYS = ('dataset', 'datasets')  # MultiImageMixDataset / RepeatDataset, ConcatDataset
+POLICY_KEY = 'on_bad_annotation'  # a dataset argument: 'fail' (default) stops loading at the first bad annotation
+SKIP_MARK = f'{POLICY_KEY}: skip'  # in the warning such a dataset gives for what it dropped under 'skip'
 
 
 @dataclass
@@ -116,17 +122,70 @@ def check_config(cfg: Config, splits: Sequence[str] = SPLITS, num_workers: int |
         seen[key] = split
         workers = num_workers if num_workers is not None else max(1, int(loader_cfg.get('num_workers') or 0))
         for leaf in leaf_dataset_configs(ds_cfg):
-            try:
-                with DefaultScope.overwrite_default_scope(cfg.get('default_scope')):
-                    dataset = DATASETS.build(leaf)
-                if hasattr(dataset, 'full_init'):
-                    dataset.full_init()
-            except Exception as err:  # noqa: BLE001 - e.g. a bad annotation file: reported with the rest
-                report.failures.append((f'{split} dataset {leaf.get("type")}',
-                                        f'cannot be built: {_reason(err)}'))
-                continue
-            check_dataset(dataset, workers, f'{split} ({leaf.get("type")})', report)
+            dataset = build_collecting(leaf, cfg.get('default_scope'), f'{split} dataset {leaf.get("type")}', report)
+            if dataset is not None:
+                check_dataset(dataset, workers, f'{split} ({leaf.get("type")})', report)
     return reports
+
+
+def _build(leaf: dict, scope: str | None):
+    with DefaultScope.overwrite_default_scope(scope):
+        dataset = DATASETS.build(leaf)
+    if hasattr(dataset, 'full_init'):
+        dataset.full_init()
+    return dataset
+
+
+def build_collecting(leaf: dict, scope: str | None, what: str, report: SplitReport):
+    """Build one dataset, recording in ``report`` every annotation it drops under ``on_bad_annotation: skip`` (its
+    warnings). On failure, when the dataset stops at its first bad annotation (``on_bad_annotation`` unset or
+    ``fail``), build it again under ``skip``: each problem it then drops is recorded instead of the first one alone,
+    and the dataset is returned, so that its samples are still read.
+
+    Args:
+        leaf: the dataset's config. scope: the config's ``default_scope``. what: names the dataset in the report.
+        report: the split's report, which receives the failures.
+
+    Returns:
+        The built dataset, or None when it cannot be built even under ``skip`` (the first failure is recorded).
+    """
+    try:
+        return _build_recording(leaf, scope, what, report)
+    except Exception as err:  # noqa: BLE001 - e.g. a bad annotation file: reported with the rest
+        failure = (what, f'cannot be built: {_reason(err)}')
+    if leaf.get(POLICY_KEY, 'fail') == 'fail':
+        try:
+            return _build_recording({**leaf, POLICY_KEY: 'skip'}, scope, what, report, fallback=failure)
+        except Exception:  # noqa: BLE001 - not a dataset with that policy, or another problem: the first message
+            pass
+    report.failures.append(failure)
+    return None
+
+
+def _build_recording(leaf: dict, scope: str | None, what: str, report: SplitReport,
+                     fallback: tuple[str, str] | None = None):
+    """``_build`` with the skip warnings recorded as failures (``fallback`` when there is none: the retry under
+    ``skip`` of a dataset that failed must not pass as clean)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter('always')
+        dataset = _build(leaf, scope)
+    dropped = [problem for w in caught if SKIP_MARK in str(w.message) for problem in _problems(str(w.message))]
+    report.failures += [(what, problem) for problem in dropped] or ([fallback] if fallback else [])
+    for w in caught:  # any other warning is shown as it would have been
+        if SKIP_MARK not in str(w.message):
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    return dataset
+
+
+def _problems(message: str) -> list[str]:
+    """One entry per problem of a skip warning (``headline`` then ``  - example`` lines): each example; the
+    headline too (its counts per kind) when it counts more problems than it lists."""
+    lines = message.splitlines()
+    examples = [line.strip()[2:] for line in lines[1:] if line.strip().startswith('- ')]
+    counted = re.search(r'skipped (\d+) ', lines[0]) if lines else None
+    if not examples or (counted and int(counted.group(1)) > len(examples)):
+        examples.insert(0, lines[0] if examples else message)
+    return examples
 
 
 def format_reports(reports: Sequence[SplitReport]) -> str:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import base64
 import html
-import math
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -17,13 +16,16 @@ from typing import Any
 import cv2
 import numpy as np
 
+from oars.evaluation.report import format_number
 from oars_deploy.atomic import atomic_write
 
 _CSS = """body{font-family:sans-serif;margin:24px;color:#222}h1{font-size:22px}h2{font-size:18px;margin-top:28px;
 border-bottom:1px solid #ccc}table{border-collapse:collapse;margin:8px 0 16px}th,td{border:1px solid #ccc;
 padding:3px 8px;text-align:right}th{background:#f0f0f0}td:first-child,th:first-child{text-align:left}
 figure{display:inline-block;margin:6px 12px 12px 0;vertical-align:top}figcaption{font-size:13px;color:#555}
-img{max-width:100%;border:1px solid #ddd}caption{text-align:left;font-weight:bold;padding:2px 0}"""
+img{max-width:100%;border:1px solid #ddd}caption{text-align:left;font-weight:bold;padding:2px 0}
+.grid{display:grid;grid-template-columns:repeat(auto-fill,minmax(360px,1fr));gap:16px;align-items:start}
+.grid figure{margin:0;display:block}.grid img{width:100%;height:auto;image-rendering:auto}"""
 
 
 @dataclass
@@ -39,8 +41,7 @@ class ReportSection:
 
 def _cell(value: Any) -> str:
     if isinstance(value, float | np.floating):
-        v = float(value)
-        return '-' if math.isnan(v) else f'{v:.4g}'
+        return format_number(float(value))  # the terminal tables' format: one number reads the same everywhere
     return html.escape(str(value))
 
 
@@ -83,8 +84,10 @@ def render_html_report(title: str, sections: Sequence[ReportSection]) -> str:
         if sec.text:
             body.append(f'<p>{html.escape(sec.text)}</p>')
         body += [_table_html(t) for t in sec.tables]
-        if sec.images:
-            body.append('<div>' + ''.join(_image_html(i) for i in sec.images) + '</div>')
+        if sec.images:  # several pictures (the worst images): a grid of columns at least 360 px wide that fills
+            # the page's width, each picture scaled to its column; one picture (a plot) keeps its own size
+            opening = '<div class="grid">' if len(sec.images) > 1 else '<div>'
+            body.append(opening + ''.join(_image_html(i) for i in sec.images) + '</div>')
         body.append('</section>')
     return ('<!DOCTYPE html>\n<html><head><meta charset="utf-8">'
             f'<title>{html.escape(title)}</title><style>{_CSS}</style></head>\n<body>\n'

@@ -16,8 +16,9 @@ def plot_pr_curves(curves: Mapping[str, tuple[np.ndarray, np.ndarray]], title: s
                    ap: Mapping[str, float] | None = None, out_path: str | Path | None = None) -> np.ndarray:
     """One line per class: ``{name: (recall, precision)}`` (equal-length arrays, NaN points dropped).
 
-    ``ap`` (``{name: value}``) is shown in the legend. Classes without points are listed in the legend
-    as ``n/a``. Returns the plot as a BGR uint8 image and writes a PNG to ``out_path`` when given.
+    ``ap`` (``{name: value}``, fractions 0–1 as every metric of the suite) is shown in the legend with three
+    decimals; the caller's ``title`` names it (e.g. ``(legend: AP, 0–1)``). Classes without points are listed in the
+    legend as ``n/a``. Returns the plot as a BGR uint8 image and writes a PNG to ``out_path`` when given.
     """
     if not curves:
         raise ValueError('plot_pr_curves: curves is empty; expected {class name: (recall, precision)}')

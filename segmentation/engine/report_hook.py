@@ -15,6 +15,7 @@ from mmengine.dist import all_gather_object, get_world_size, is_main_process
 from mmengine.hooks import Hook
 
 from oars.evaluation.confusion import overall_accuracy, per_class_scores
+from oars.evaluation.report import FRACTION_NOTE
 from oars.visualization import ReportSection, plot_per_class_bars, write_html_report
 from oars.visualization.html_report import confusion_section
 from oars_deploy.draw import draw_legend, get_palette, overlay_mask, side_by_side
@@ -81,7 +82,7 @@ def build_report_sections(metrics: Mapping[str, Any] | None, class_names: Sequen
         image_mious: every image's mIoU (fractions; NaN: nothing counted), for the summary line.
     """
     names = [str(n) for n in class_names]
-    sections = [ReportSection('Metrics', tables=[{'header': ['metric', 'value'],
+    sections = [ReportSection('Metrics', tables=[{'header': ['metric', 'value'], 'caption': FRACTION_NOTE,
                                                    'rows': [[k, v] for k, v in (metrics or {}).items()]}])]
     for title, table in (class_tables or {}).items():
         sections.append(ReportSection(title, tables=[table]))

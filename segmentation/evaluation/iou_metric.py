@@ -21,7 +21,7 @@ from mmengine.evaluator import BaseMetric
 from mmengine.logging import print_log
 
 from oars.evaluation.confusion import confusion_matrix, overall_accuracy, per_class_scores
-from oars.evaluation.report import format_table
+from oars.evaluation.report import FRACTION_NOTE, format_table
 from segmentation.evaluation.agreement import cohen_kappa
 from segmentation.registry import METRICS
 
@@ -45,7 +45,8 @@ def _pixel_data(sample: Any, field: str) -> torch.Tensor:
 class IoUMetric(BaseMetric):
     """Semantic segmentation metrics: ``aAcc``, and per ``iou_metrics`` entry ``mIoU`` (+ ``mAcc``),
     ``mDice`` (+ ``mAcc``), ``mFscore`` (+ ``mPrecision``, ``mRecall``), ``Kappa`` (Cohen's kappa of the summed
-    matrix), all in percent with two decimals (kappa too, so one table has one unit; it can be negative).
+    matrix), all fractions 0–1 rounded to 4 decimals, as every metric of the suite (kappa too, so one table has
+    one unit; it can be negative).
     ``iou_metrics: [mIoU, mDice, mFscore, Kappa]`` reports them all; the per-class table gets one column per score.
 
     ``process`` adds each image's C×C confusion matrix to one running sum (pixels whose GT is ``ignore_index``
@@ -142,7 +143,7 @@ class IoUMetric(BaseMetric):
         return scores
 
     def compute_metrics(self, results: list) -> dict[str, float]:
-        """Sum the matrices; return summary metrics in percent and log the per-class table."""
+        """Sum the matrices; return summary metrics as fractions 0–1 and log the per-class table."""
         names = self.class_names
         if not results:
             raise ValueError('IoUMetric: no results to evaluate (empty dataset?)')
@@ -154,19 +155,19 @@ class IoUMetric(BaseMetric):
         scores = self._scores(total)
         keys = [k for m in self.iou_metrics for k in _METRIC_SCORES[m]]
         keys = list(dict.fromkeys(keys))  # unique, in order
-        metrics = {'aAcc': _percent(overall_accuracy(total))}
+        metrics = {'aAcc': _fraction(overall_accuracy(total))}
         for k in keys:
-            metrics[f'm{k}'] = _percent(_nanmean(scores[k]))
+            metrics[f'm{k}'] = _fraction(_nanmean(scores[k]))
         if 'Kappa' in self.iou_metrics:
-            metrics['Kappa'] = _percent(cohen_kappa(total))
+            metrics['Kappa'] = _fraction(cohen_kappa(total))
         header = ['class', *keys]
-        rows = [[name, *(_percent(float(scores[k][i])) for k in keys)] for i, name in enumerate(names)]
-        self._table = {'header': header, 'rows': rows}
-        print_log('per class results:\n' + format_table(header, rows), logger='current')
+        rows = [[name, *(_fraction(float(scores[k][i])) for k in keys)] for i, name in enumerate(names)]
+        self._table = {'header': header, 'rows': rows, 'caption': FRACTION_NOTE}
+        print_log(f'per class results ({FRACTION_NOTE}):\n' + format_table(header, rows), logger='current')
         return metrics
 
     def per_class_table(self) -> dict[str, list]:
-        """``{'header': ['class', 'IoU', 'Acc', ...], 'rows': [[name, iou, acc, ...], ...]}`` in percent
+        """``{'header': ['class', 'IoU', 'Acc', ...], 'rows': [[name, iou, acc, ...], ...]}`` as fractions 0–1
         (NaN for undefined scores) from the last ``compute_metrics``."""
         if self._table is None:
             raise RuntimeError('IoUMetric.per_class_table() is available after evaluate()/compute_metrics()')
@@ -178,5 +179,6 @@ def _nanmean(values: torch.Tensor) -> float:
     return float(finite.mean()) if finite.numel() else float('nan')
 
 
-def _percent(value: float) -> float:
-    return value if math.isnan(value) else round(value * 100, 2)
+def _fraction(value: float) -> float:
+    """A score as reported: a fraction 0–1 rounded to 4 decimals (NaN kept)."""
+    return value if math.isnan(value) else round(value, 4)

@@ -17,6 +17,7 @@ import yaml
 
 from detection.datasets import CocoDataset, YOLOTxtDataset
 from detection.datasets.yolo_converters import coco_to_yolo, yolo_to_coco
+from oars.errors import DataError
 from oars_deploy.output_paths import OutputPathError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -115,7 +116,7 @@ def test_cli_relative_paths_existing_outputs_and_a_corrupt_line(tmp_path, monkey
     # existing outputs are refused before anything is read; the images folder is never an output
     with pytest.raises(OutputPathError, match='back.json exists already.*--overwrite'):
         convert(['yolo2coco', '--data', 'yolo/data.yaml', '--out', 'back.json'])
-    with pytest.raises(OutputPathError, match='--out yolo is not empty'):
+    with pytest.raises(OutputPathError, match="--out yolo holds the split 'train' already .*--overwrite"):
         convert(['coco2yolo', '--ann', 'ann.json', '--images', 'imgs', '--out', 'yolo'])
     with pytest.raises(OutputPathError, match='is inside the input folder --images imgs'):
         convert(['coco2yolo', '--ann', 'ann.json', '--images', 'imgs', '--out', 'imgs/yolo', '--overwrite'])
@@ -141,3 +142,35 @@ def test_a_second_split_into_the_same_folder_keeps_the_first_in_the_yaml(tmp_pat
         data = yaml.safe_load(f)
     assert data['train'] == 'images/train' and data['val'] == 'images/val'
     assert not os.path.islink(tmp_path / 'yolo' / 'images' / 'val' / 'a.jpg')
+
+
+def test_cli_adds_a_split_to_an_existing_output_and_refuses_other_classes(tmp_path, monkeypatch, capsys):
+    """As --help says: a second split into the same --out is added (the first kept, data.yaml merged); the same
+    split again needs --overwrite; other class names are one message naming both lists; a folder that is not a
+    YOLO dataset is refused. Each refusal writes nothing."""
+    convert = runpy.run_path(os.path.join(ROOT, 'tools/convert.py'))['main']
+    write_coco(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    convert(['coco2yolo', '--ann', 'ann.json', '--images', 'imgs', '--out', 'yolo', '--split', 'train'])
+    train = digest('yolo/labels/train')
+    convert(['coco2yolo', '--ann', 'ann.json', '--images', 'imgs', '--out', 'yolo', '--split', 'val'])
+    assert 'wrote yolo: 3 images (labels/val, images/val)' in capsys.readouterr().out
+    data = yaml.safe_load((tmp_path / 'yolo' / 'data.yaml').read_text())
+    assert data == {'path': '.', 'train': 'images/train', 'val': 'images/val', 'names': {0: 'zebra', 1: 'ant'}}
+    assert digest('yolo/labels/train') == train and digest('yolo/labels/val') == train  # same json, same labels
+    before = digest('yolo')
+
+    with pytest.raises(OutputPathError, match="--out yolo holds the split 'val' already"):
+        convert(['coco2yolo', '--ann', 'ann.json', '--images', 'imgs', '--out', 'yolo', '--split', 'val'])
+    other = json.loads((tmp_path / 'ann.json').read_text())
+    other['categories'][1]['name'] = 'bee'
+    (tmp_path / 'other.json').write_text(json.dumps(other))
+    with pytest.raises(DataError, match=r"yolo/data.yaml \(splits \['train', 'val'\]\) lists the classes "
+                                        r"\['zebra', 'ant'\] but other.json has \['zebra', 'bee'\]"):
+        convert(['coco2yolo', '--ann', 'other.json', '--images', 'imgs', '--out', 'yolo', '--split', 'test'])
+    assert digest('yolo') == before  # nothing written by either refusal
+
+    os.makedirs('notyolo')
+    (tmp_path / 'notyolo' / 'notes.txt').write_text('mine')
+    with pytest.raises(OutputPathError, match='--out notyolo is not empty and holds no data.yaml'):
+        convert(['coco2yolo', '--ann', 'ann.json', '--images', 'imgs', '--out', 'notyolo'])

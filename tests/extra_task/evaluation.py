@@ -1,4 +1,4 @@
-"""Accuracy of the dominant-shape classifier (percent, as the core's metrics report)."""
+"""Accuracy of the dominant-shape classifier (a fraction 0-1, as every metric of the suite)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ def _value(sample: Any, key: str) -> int:
 
 @METRICS.register_module()
 class DominantShapeAccuracy(BaseMetric):
-    """``accuracy``: percent of images whose predicted class is the dominant shape; ``num_images``."""
+    """``accuracy``: the fraction of images whose predicted class is the dominant shape; ``num_images``."""
 
     default_prefix: str | None = None
 
@@ -30,4 +30,4 @@ class DominantShapeAccuracy(BaseMetric):
 
     def compute_metrics(self, results: list) -> dict[str, float]:
         correct = sum(pred == gt for pred, gt in results)
-        return {"accuracy": 100.0 * correct / max(1, len(results)), "num_images": float(len(results))}
+        return {"accuracy": correct / max(1, len(results)), "num_images": float(len(results))}

@@ -18,6 +18,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from mmengine.dist import collect_results, is_main_process
 
+from oars.evaluation.report import FRACTION_NOTE
 from oars.visualization import ReportSection, plot_per_class_bars, write_html_report
 from oars_deploy.atomic import atomic_write
 from video.engine.localization_records import (
@@ -72,7 +73,7 @@ def build_sections(records: Sequence[dict[str, Any]], class_names: Sequence[str]
                    num_worst: int) -> list[ReportSection]:
     """The report's sections (``worst``: (caption, timeline picture) of the lowest-recall videos)."""
     sections = [ReportSection('Metrics', text=f'{len(records)} videos (the evaluator\'s numbers).',
-                              tables=[{'header': ['metric', 'value'],
+                              tables=[{'header': ['metric', 'value'], 'caption': FRACTION_NOTE,
                                        'rows': [[k, v] for k, v in (metrics or {}).items()]}])]
     rows = [[k, model[k], baseline[k]] for k in HEADLINE if k in model]
     sections.append(ReportSection(
@@ -81,8 +82,8 @@ def build_sections(records: Sequence[dict[str, Any]], class_names: Sequence[str]
              f"random scores (seeded). mAP is {model['map_kind']} "
              + ('(the model labels its segments).' if model['map_kind'] == 'per-class' else
                 '(proposals as detections of one class "action").')
-             + ' AUC in percent, the rest fractions; tIoU 0.5:0.05:0.95.',
-        tables=[{'header': ['metric', 'model', 'random baseline'], 'rows': rows}],
+             + ' tIoU 0.5:0.05:0.95.',
+        tables=[{'header': ['metric', 'model', 'random baseline'], 'rows': rows, 'caption': FRACTION_NOTE}],
         images=[('AR-AN curves', plot_ar_an({'model': (model['proposals_per_video'], model['avg_recall']),
                                              'random baseline': (baseline['proposals_per_video'],
                                                                  baseline['avg_recall'])}))]))

@@ -13,6 +13,7 @@ from mmengine.dist import all_gather_object, collect_results, get_world_size, is
 from mmengine.hooks import Hook
 
 from oars.evaluation.confusion import confusion_matrix, per_class_scores
+from oars.evaluation.report import FRACTION_NOTE
 from oars.visualization import ReportSection, plot_per_class_bars, write_html_report
 from oars.visualization.html_report import confusion_section
 from video.engine.clip_pictures import batch_inputs, clip_frames, clip_labels, clip_strip, clip_title
@@ -37,7 +38,7 @@ def build_report_sections(records: Sequence[Mapping[str, Any]], class_names: Seq
         class_ap: per-class AP [C] (NaN: no positives) for multi-label bars, e.g. ``MultiLabelMetric.class_ap``.
     """
     names = [str(n) for n in class_names]
-    sections = [ReportSection('Metrics', tables=[{'header': ['metric', 'value'],
+    sections = [ReportSection('Metrics', tables=[{'header': ['metric', 'value'], 'caption': FRACTION_NOTE,
                                                    'rows': [[k, v] for k, v in (metrics or {}).items()]}])]
     for title, table in (class_tables or {}).items():
         sections.append(ReportSection(title, tables=[table]))

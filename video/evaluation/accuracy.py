@@ -19,7 +19,7 @@ from mmengine.evaluator import BaseMetric
 from mmengine.logging import print_log
 
 from oars.evaluation.confusion import confusion_matrix, per_class_scores
-from oars.evaluation.report import format_table
+from oars.evaluation.report import FRACTION_NOTE, format_table
 from video.evaluation.fields import class_names, gt_class_ids, gt_label, pred_scores, sample_name
 from video.registry import METRICS
 
@@ -126,8 +126,8 @@ class AccMetric(BaseMetric):
         counts = self.confusion.sum(1).tolist()
         header = ['class', 'clips', 'accuracy']
         rows = [[n, int(c), float(a)] for n, c, a in zip(names, counts, acc.tolist())]
-        self._table = {'header': header, 'rows': rows}
-        print_log('per class accuracy:\n' + format_table(header, rows), logger='current')
+        self._table = {'header': header, 'rows': rows, 'caption': FRACTION_NOTE}
+        print_log(f'per class accuracy ({FRACTION_NOTE}):\n' + format_table(header, rows), logger='current')
         return metrics
 
     def per_class_table(self) -> dict[str, list]:

@@ -10,9 +10,10 @@ They follow the official ``Evaluation/eval_proposal.py`` and ``eval_detection.py
   ground-truth segment is recalled at threshold ``t`` when one kept proposal reaches tIoU >= t, and the recall
   (pooled over videos) is averaged over the thresholds. The grid is then "proposals per video" =
   ``p * max_avg_proposals`` (1..100 for the usual 100), and the AUC is
-  ``100 * trapezoid(avg_recall, proposals_per_video) / proposals_per_video[-1]`` (percent, from AN = 1, as the
-  official code). The products are evaluated in the official order, so its float truncations (e.g. the count at
-  a grid point that lands just under an integer) are reproduced.
+  ``trapezoid(avg_recall, proposals_per_video) / proposals_per_video[-1]`` from AN = 1, as the official code, but as
+  a fraction 0–1 like every metric of the suite (the official code prints 100 times it, in percent). The
+  products are evaluated in the official order, so its float truncations (e.g. the count at a grid point that
+  lands just under an integer) are reproduced.
 - Detection AP: per class, predictions sorted by score (descending, stable: ties keep their input order; the
   official code's reversed quicksort leaves ties unordered) are matched greedily, at each threshold separately,
   to the not yet matched ground truth of their video with the highest tIoU among those reaching the threshold;
@@ -173,16 +174,17 @@ def average_recall_vs_num_proposals(
 
 
 def area_under_ar_an(avg_recall: np.ndarray, proposals_per_video: np.ndarray) -> float:
-    """The official AUC of the AR-AN curve in percent: ``100 * trapezoid / proposals_per_video[-1]``.
+    """The official AUC of the AR-AN curve as a fraction: ``trapezoid / proposals_per_video[-1]`` (the official
+    code reports 100 times it, in percent; the suite keeps every metric a fraction 0–1).
 
     Args:
         avg_recall: float [P] recall in [0, 1] at each grid point.
         proposals_per_video: float [P], increasing.
 
     Returns:
-        a float in [0, 100) (the area starts at the first grid point, AN = 1, so a perfect curve scores 99).
+        a float in [0, 1) (the area starts at the first grid point, AN = 1, so a perfect curve scores 0.99).
     """
-    return 100.0 * _trapezoid(np.asarray(avg_recall, float), np.asarray(proposals_per_video, float)) \
+    return _trapezoid(np.asarray(avg_recall, float), np.asarray(proposals_per_video, float)) \
         / float(proposals_per_video[-1])
 
 

@@ -113,7 +113,7 @@ class LocalizationMetric(BaseMetric):
             JSON (what the official ``eval_proposal.py`` / ``eval_detection.py`` read); None writes nothing.
         collect_device, prefix: as mmengine's ``BaseMetric`` (default prefix ``localization``).
 
-    Results are fractions in [0, 1] except ``AUC`` (percent, as the official code). After ``evaluate``:
+    Results are fractions in [0, 1], ``AUC`` too (the official code prints it in percent). After ``evaluate``:
     ``recall`` (float64 [T, 100]), ``avg_recall`` and ``proposals_per_video`` (float64 [100]), ``ap``
     (float64 [T, C], NaN for classes without ground truth).
     """

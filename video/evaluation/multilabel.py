@@ -15,7 +15,7 @@ import torch
 from mmengine.evaluator import BaseMetric
 from mmengine.logging import print_log
 
-from oars.evaluation.report import format_table
+from oars.evaluation.report import FRACTION_NOTE, format_table
 from video.evaluation.fields import class_names, gt_class_ids, gt_label, pred_scores
 from video.registry import METRICS
 
@@ -155,8 +155,8 @@ class MultiLabelMetric(BaseMetric):
         header = ['class', 'positives', 'AP']
         rows = [[n, int(p), float(a)] for n, p, a in zip(names, labels.sum(0, dtype=torch.int64).tolist(),
                                                           ap.tolist())]
-        self._table = {'header': header, 'rows': rows}
-        print_log('per class AP:\n' + format_table(header, rows), logger='current')
+        self._table = {'header': header, 'rows': rows, 'caption': FRACTION_NOTE}
+        print_log(f'per class AP ({FRACTION_NOTE}):\n' + format_table(header, rows), logger='current')
         return metrics
 
     def per_class_table(self) -> dict[str, list]:

@@ -201,7 +201,7 @@ class FCOSHead(nn.Module):
         hw = input_hw(batch_img_metas, raw_outputs[0][0].shape[-2:], self.strides[0])
         boxes, scores = self.export_decode(raw_outputs, hw)
         cfg = self.test_cfg
-        return nms_predict(boxes, scores, batch_img_metas, cfg["nms"]["iou_threshold"], cfg["max_per_img"], rescale)
+        return nms_predict(boxes, scores, batch_img_metas, cfg["nms"], cfg["max_per_img"], rescale)
 
     # ----------------------------------------------------------------- training
     def loss(self, feats: Sequence[Tensor], data_samples: Sequence[Any]) -> dict[str, Tensor]:

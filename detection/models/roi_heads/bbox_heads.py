@@ -31,11 +31,12 @@ def sampled_priors(sampling_results: Sequence[SamplingResult]) -> list[Tensor]:
 
 
 def accuracy(cls_score: Tensor, labels: Tensor) -> Tensor:
-    """Top-1 accuracy in percent (MMDetection's ``acc`` log entry); 0 without samples. No gradient."""
+    """Top-1 accuracy as a fraction 0-1 (MMDetection's ``acc`` log entry, there in percent); 0 without samples.
+    No gradient."""
     if labels.numel() == 0:
         return cls_score.new_zeros(()).float()
     with torch.no_grad():
-        return (cls_score.argmax(dim=1) == labels).float().mean() * 100.0
+        return (cls_score.argmax(dim=1) == labels).float().mean()
 
 
 @MODELS.register_module()

@@ -219,9 +219,15 @@ class CascadeRoIHead(RoIHeadBase):
                 losses[f"s{stage}.{key}"] = value * weight if "loss" in key else value
             if stage < self.num_stages - 1:
                 with torch.no_grad():
-                    results = head.refine_bboxes(sampling, rois, cls_score.detach(), bbox_pred.detach(), targets[0],
-                                                 metas)
+                    results = head.refine_bboxes(sampling, rois, cls_score.detach(), bbox_pred.detach(),
+                                                 self.refine_labels(targets[0]), metas)
         return losses
+
+    def refine_labels(self, target_labels: Tensor) -> Tensor:
+        """The labels handed to ``refine_bboxes`` in training, where ``num_classes`` stands for the RoI's
+        top-scoring foreground class. MMDetection's rule, here: the targets (positives move by their target
+        class's regression, negatives by their top-scoring class's)."""
+        return target_labels
 
     # ----------------------------------------------------------------- inference (two_stage_infer)
     def box_stages(self) -> list[tuple[nn.Module, nn.Module | None, nn.Module]]:

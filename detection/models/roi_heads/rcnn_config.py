@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..heads.dense_utils import check_nms_cfg
+
 TEST_KEYS = ("score_thr", "nms", "max_per_img", "nms_pre")  # required
 TEST_OPTIONAL = ("min_bbox_size", "mask_thr_binary")  # min_bbox_size absent/None: off; mask_thr_binary: masks only
 TRAIN_KEYS = ("assigner", "sampler", "pos_weight")  # required
@@ -29,7 +31,8 @@ def _keys(owner: str, what: str, cfg: Any, required: tuple[str, ...], optional: 
 def check_test_cfg(owner: str, test_cfg: dict[str, Any] | None, with_mask: bool) -> dict[str, Any]:
     """``test_cfg`` (mmdet's ``test_cfg.rcnn``) validated.
 
-    Keys: ``score_thr`` (pairs need a score above it), ``nms: {iou_threshold}``, ``max_per_img`` (<= 0: all),
+    Keys: ``score_thr`` (pairs need a score above it), ``nms`` (``{iou_threshold}``, or soft-NMS:
+    :func:`detection.models.heads.dense_utils.check_nms_cfg`), ``max_per_img`` (<= 0: all),
     ``nms_pre`` (at most this many (RoI, class) pairs enter NMS; <= 0 or None: all), optionally ``min_bbox_size``
     (detections narrower or lower than it are dropped before NMS; absent or None: 0, off) and, with a mask head,
     ``mask_thr_binary`` (required then).
@@ -42,15 +45,9 @@ def check_test_cfg(owner: str, test_cfg: dict[str, Any] | None, with_mask: bool)
     """
     required = (*TEST_KEYS, "mask_thr_binary") if with_mask else TEST_KEYS
     cfg = _keys(owner, "test_cfg", test_cfg, required, TEST_OPTIONAL)
-    nms = cfg["nms"]
-    if not isinstance(nms, dict) or sorted(set(nms) - {"iou_threshold", "type"}) or "iou_threshold" not in nms \
-            or nms.get("type", "nms") != "nms":
-        raise ValueError(f"{owner}: test_cfg.nms={nms!r} is invalid; expected {{iou_threshold: 0.5}} (type: nms)")
-    cfg["nms"] = dict(nms)
+    cfg["nms"] = check_nms_cfg(owner, cfg["nms"])
     if not 0 <= float(cfg["score_thr"]) < 1:
         raise ValueError(f"{owner}: test_cfg.score_thr must be in [0, 1), got {cfg['score_thr']!r}")
-    if not 0 < float(nms["iou_threshold"]) <= 1:
-        raise ValueError(f"{owner}: test_cfg.nms.iou_threshold must be in (0, 1], got {nms['iou_threshold']!r}")
     if not isinstance(cfg["max_per_img"], int):
         raise ValueError(f"{owner}: test_cfg.max_per_img must be an int, got {cfg['max_per_img']!r}")
     if cfg["nms_pre"] is not None and not isinstance(cfg["nms_pre"], int):

@@ -19,7 +19,9 @@ Steps (after :meth:`RPNHead.proposals_padded`: ``K`` proposals per image and the
    ``test_cfg.min_bbox_size``) boxes narrower or lower than it get score 0.
 2. Per-class NMS as ONE ``oars::nms`` over ``B * C`` "batches" (one per image and class: each class's own
    boxes, no coordinate offsets), ``test_cfg`` ``score_thr``, ``nms_pre`` and ``max_per_img``; the kept pairs'
-   ``max_per_img`` best fill the padded outputs, rows by decreasing score.
+   ``max_per_img`` best fill the padded outputs, rows by decreasing score. ``test_cfg.nms.type: soft_nms``:
+   per-class soft-NMS (the runtime's NumPy implementation) per image instead, eagerly only (the static form
+   refuses it: ONNX has no soft NMS).
 3. Masks (mask heads): the mask head (Cascade: the mean of the stages' probabilities, or the last stage's) on the
    detections' boxes, the label's channel, sigmoid: ``[B, M, 28, 28]`` probabilities; pasting into the image
    (``oars_deploy.mask_paste``) is the caller's (:func:`results_from_padded`, the deploy predictors).
@@ -38,6 +40,7 @@ import torch.nn.functional as F
 from mmengine.structures import InstanceData
 from torch import Tensor, nn
 
+from ..heads.dense_utils import refuse_soft_nms_in_graph, soft_nms_image
 from ..ops import LABEL_PAD
 from .utils import scale_factor_of
 
@@ -153,6 +156,35 @@ def multiclass_nms_padded(boxes: Tensor, probs: Tensor, score_thr: float, iou_th
     return num_dets, det_boxes, scores, labels, roi
 
 
+def soft_nms_padded(boxes: Tensor, probs: Tensor, cfg: dict[str, Any]) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """Eager per-class soft-NMS (``test_cfg.nms.type: soft_nms``) with the padded outputs of
+    :func:`multiclass_nms_padded`: per image :func:`detection.models.heads.dense_utils.soft_nms_image` on the
+    pairs above ``score_thr`` (the ``nms_pre`` best), the ``max_per_img`` best rows, decayed scores.
+
+    Args:
+        boxes: ``[B, K, C or 1, 4]`` class boxes; probs: ``[B, K, C]`` (0 for pairs that take no part).
+        cfg: the RoI head's checked ``test_cfg``.
+
+    Returns:
+        ``num_dets [B]``, ``boxes [B, M, 4]``, ``scores [B, M]``, ``labels [B, M]`` (``LABEL_PAD`` in padding rows),
+        ``M = max_per_img`` (``K * C`` when <= 0).
+    """
+    b, k, c = probs.shape
+    m = int(cfg["max_per_img"]) if int(cfg["max_per_img"]) > 0 else k * c
+    out_boxes = probs.new_zeros((b, m, 4))
+    out_scores = probs.new_zeros((b, m))
+    out_labels = torch.full((b, m), LABEL_PAD, dtype=torch.int64, device=probs.device)
+    num_dets = torch.zeros((b,), dtype=torch.int64, device=probs.device)
+    for i in range(b):
+        per_class = boxes[i] if boxes.shape[2] == c else boxes[i, :, 0]
+        det_boxes, det_scores, det_labels = soft_nms_image(per_class, probs[i], cfg["nms"], float(cfg["score_thr"]),
+                                                           m, int(cfg["nms_pre"] or 0))
+        n = det_scores.shape[0]
+        num_dets[i] = n
+        out_boxes[i, :n], out_scores[i, :n], out_labels[i, :n] = det_boxes, det_scores, det_labels
+    return num_dets, out_boxes, out_scores, out_labels
+
+
 def _decode(bbox_head: nn.Module, priors: Tensor, deltas: Tensor, img_hw: Tensor) -> Tensor:
     """``bbox_head.bbox_coder.decode`` of ``priors [B, K, (1,) 4]``, clipped per image when the coder clips."""
     boxes = bbox_head.bbox_coder.decode(priors, deltas, max_shape=None)
@@ -163,27 +195,34 @@ def boxes_and_probs(roi_head: nn.Module, feats: Sequence[Tensor], rois: Tensor, 
                     ) -> tuple[Tensor, Tensor]:
     """RoIs ``[B, K, 4]`` -> class boxes ``[B, K, C or 1, 4]`` (clipped) and foreground probabilities
     ``[B, K, C]`` (step 1; ``roi_head.box_stages()`` gives the (extractor, shared head, box head) of each stage,
-    ``roi_head.combine_scores`` turns the stages' logits into probabilities)."""
+    ``roi_head.combine_scores`` turns the stages' logits into probabilities). A head with ``combine_boxes``
+    (:class:`CascadeClsAwareRoIHead`) gets every stage's class boxes, each decoded from the boxes that stage
+    was given, and returns the merged boxes; otherwise the boxes are the last stage's."""
     b, k = rois.shape[:2]
     flat = rois.reshape(b * k, 4).float()
     batch_idx = torch.arange(b, device=rois.device)[:, None].expand(b, k).reshape(-1)
     stages = roi_head.box_stages()
-    stage_scores = []
+    merge_boxes = callable(getattr(roi_head, "combine_boxes", None))  # class-aware cascade: every stage's boxes
+    stage_scores, stage_boxes = [], []
     for i, (extractor, shared_head, bbox_head) in enumerate(stages):
         x = pool_rois(extractor, feats, flat, batch_idx, static)
         if shared_head is not None:
             x = shared_head(x)
         cls_score, bbox_pred = bbox_head(x)
         stage_scores.append(cls_score.float())
+        if merge_boxes:
+            stage_boxes.append(_decode(bbox_head, flat.reshape(b, k, 1, 4), bbox_pred.float().reshape(b, k, -1, 4),
+                                       img_hw))
         if i < len(stages) - 1:  # Cascade: refine by this stage's best foreground class, clipped to the image
             labels = cls_score[:, :-1].argmax(dim=1)
             refined = _decode(bbox_head, flat.reshape(b, k, 4), _class_deltas(bbox_head, bbox_pred, labels, b, k),
                               img_hw)
             flat = refined.reshape(b * k, 4)
     probs = roi_head.combine_scores(stage_scores)
-    last = stages[-1][2]
-    deltas = bbox_pred.float().reshape(b, k, -1, 4)
-    boxes = _decode(last, flat.reshape(b, k, 1, 4), deltas, img_hw)
+    if merge_boxes:
+        boxes = roi_head.combine_boxes(stage_boxes)
+    else:
+        boxes = _decode(stages[-1][2], flat.reshape(b, k, 1, 4), bbox_pred.float().reshape(b, k, -1, 4), img_hw)
     return boxes, probs[:, : roi_head.num_classes].reshape(b, k, -1)
 
 
@@ -251,10 +290,15 @@ def detect_padded(roi_head: nn.Module, feats: Sequence[Tensor], proposals: Tenso
     if min_size > 0:  # torchvision's removal of small boxes, per (RoI, class)
         big = ((boxes[..., 2] - boxes[..., 0]) >= min_size) & ((boxes[..., 3] - boxes[..., 1]) >= min_size)
         probs = probs * big.to(probs.dtype)
-    num_dets, det_boxes, scores, labels, _ = multiclass_nms_padded(
-        boxes, probs, float(cfg["score_thr"]), float(cfg["nms"]["iou_threshold"]), int(cfg["max_per_img"]),
-        int(cfg["nms_pre"] or 0),
-    )
+    if cfg["nms"].get("type") == "soft_nms":
+        if static:
+            refuse_soft_nms_in_graph(cfg["nms"], "model.test_cfg.rcnn.nms")
+        num_dets, det_boxes, scores, labels = soft_nms_padded(boxes, probs, cfg)
+    else:
+        num_dets, det_boxes, scores, labels, _ = multiclass_nms_padded(
+            boxes, probs, float(cfg["score_thr"]), float(cfg["nms"]["iou_threshold"]), int(cfg["max_per_img"]),
+            int(cfg["nms_pre"] or 0),
+        )
     if not roi_head.with_mask:
         return num_dets, det_boxes, scores, labels
     return num_dets, det_boxes, scores, labels, mask_probs(roi_head, feats, det_boxes, labels, static)

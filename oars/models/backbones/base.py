@@ -12,6 +12,7 @@ from torch.nn.modules.batchnorm import _BatchNorm
 
 from oars.engine.checkpoint import CheckpointError
 
+from ..layers import ModulatedDeformConv2d
 from ..utils import check_init, freeze_module, load_pretrained, set_norm_eval
 
 _SKIP_PRETRAINED: ContextVar[bool] = ContextVar("oars_skip_pretrained", default=False)
@@ -30,15 +31,20 @@ def pretrained_weights_skipped() -> Iterator[None]:
 
 def init_conv_norm(module: nn.Module, leaky_slope: float = 0.0) -> None:
     """Kaiming-normal (fan_out) conv weights for a (leaky) ReLU of ``leaky_slope``, zero conv biases, norm layers
-    at weight 1 / bias 0 (torchvision's initialisation; ``leaky_slope=0`` is the ReLU gain)."""
+    at weight 1 / bias 0 (torchvision's initialisation; ``leaky_slope=0`` is the ReLU gain). A deformable conv's
+    weight is a conv weight; its offset conv stays at zero (a regular sampling grid at the start)."""
     for m in module.modules():
-        if isinstance(m, nn.Conv2d):
+        if isinstance(m, (nn.Conv2d, ModulatedDeformConv2d)):
             nn.init.kaiming_normal_(m.weight, a=leaky_slope, mode="fan_out", nonlinearity="leaky_relu")
             if m.bias is not None:
                 nn.init.zeros_(m.bias)
         elif isinstance(m, (_BatchNorm, nn.GroupNorm)) and m.weight is not None:
             nn.init.ones_(m.weight)
             nn.init.zeros_(m.bias)
+    for m in module.modules():
+        if isinstance(m, ModulatedDeformConv2d):
+            nn.init.zeros_(m.conv_offset.weight)
+            nn.init.zeros_(m.conv_offset.bias)
 
 
 class Backbone(nn.Module):

@@ -22,6 +22,13 @@ a stage whose stride would push the total stride past ``output_stride`` gets str
 dilation by its stride; its first block keeps the previous dilation in the 3x3 conv, the later blocks use
 the new one. (torchvision refuses dilation in BasicBlock; here both 3x3 convs of a BasicBlock use it.)
 
+The same two changes are also separate switches (``deep_stem`` with its ``stem_channels``, ``avg_down``), so a
+model can take the deep stem at other widths (ACE2P's 64-64-128) or the average-pool shortcut alone; ``variant``
+'c' / 'vd' switch them on by name. ``dcn_stages`` replaces the 3x3 conv of every block in the chosen stages (the
+Bottleneck's ``conv2``, BasicBlock's second 3x3) by a modulated deformable conv (DCNv2, ``ModulatedDeformConv2d``:
+same ``conv2.weight``, plus ``conv2.conv_offset``), as PaddleDetection's ``dcn_v2_stages`` and mmdet's
+``stage_with_dcn``. Depth 200 is ResNet-200 (He et al. 2016, "Identity Mappings"; Bottleneck ``[3, 24, 36, 3]``).
+
 Stages after the last of ``out_indices`` are not built: they would be dead weights that make DDP fail
 on unused parameters; their checkpoint keys are skipped silently.
 """
@@ -35,7 +42,7 @@ from torch import Tensor, nn
 
 from oars.registry import MODELS
 
-from ..layers import build_norm_layer
+from ..layers import ModulatedDeformConv2d, build_norm_layer
 from ..layers.norm import NormSpec, norm_type
 from ..utils import (
     check_frozen_stages,
@@ -43,10 +50,17 @@ from ..utils import (
     check_output_stride,
 )
 from .base import Backbone, init_conv_norm
+from .resnet_options import check_dcn_stages, check_flag, check_stem_channels, deep_stem_layers
 
 
-def conv3x3(in_planes: int, out_planes: int, stride: int = 1, dilation: int = 1) -> nn.Conv2d:
-    return nn.Conv2d(in_planes, out_planes, 3, stride=stride, padding=dilation, dilation=dilation, bias=False)
+def conv3x3(in_planes: int, out_planes: int, stride: int = 1, dilation: int = 1, dcn: bool = False,
+            groups: int = 1) -> nn.Module:
+    """A bias-free 3x3 conv keeping the size at stride 1; ``dcn``: a modulated deformable conv (DCNv2) instead."""
+    if dcn:
+        return ModulatedDeformConv2d(in_planes, out_planes, 3, stride=stride, padding=dilation, dilation=dilation,
+                                     groups=groups)
+    return nn.Conv2d(in_planes, out_planes, 3, stride=stride, padding=dilation, dilation=dilation, groups=groups,
+                     bias=False)
 
 
 def conv1x1(in_planes: int, out_planes: int, stride: int = 1) -> nn.Conv2d:
@@ -54,7 +68,7 @@ def conv1x1(in_planes: int, out_planes: int, stride: int = 1) -> nn.Conv2d:
 
 
 class BasicBlock(nn.Module):
-    """Two 3x3 convs (ResNet-18/34)."""
+    """Two 3x3 convs (ResNet-18/34); ``dcn``: the second is deformable (PaddleDetection's BasicBlock ``dcn_v2``)."""
 
     expansion = 1
 
@@ -66,12 +80,13 @@ class BasicBlock(nn.Module):
         dilation: int = 1,
         downsample: nn.Module | None = None,
         norm: NormSpec = "BN",
+        dcn: bool = False,
     ) -> None:
         super().__init__()
         self.conv1 = conv3x3(inplanes, planes, stride, dilation)
         self.bn1 = build_norm_layer(norm, planes)
         self.relu = nn.ReLU(inplace=True)
-        self.conv2 = conv3x3(planes, planes, 1, dilation)
+        self.conv2 = conv3x3(planes, planes, 1, dilation, dcn)
         self.bn2 = build_norm_layer(norm, planes)
         self.downsample = downsample
         self.stride = stride
@@ -84,7 +99,8 @@ class BasicBlock(nn.Module):
 
 
 class Bottleneck(nn.Module):
-    """1x1 -> 3x3 (carries stride and dilation, "ResNet v1.5") -> 1x1 expanding by 4 (ResNet-50+)."""
+    """1x1 -> 3x3 (carries stride and dilation, "ResNet v1.5"; deformable with ``dcn``) -> 1x1 expanding by 4
+    (ResNet-50+)."""
 
     expansion = 4
 
@@ -96,11 +112,12 @@ class Bottleneck(nn.Module):
         dilation: int = 1,
         downsample: nn.Module | None = None,
         norm: NormSpec = "BN",
+        dcn: bool = False,
     ) -> None:
         super().__init__()
         self.conv1 = conv1x1(inplanes, planes)
         self.bn1 = build_norm_layer(norm, planes)
-        self.conv2 = conv3x3(planes, planes, stride, dilation)
+        self.conv2 = conv3x3(planes, planes, stride, dilation, dcn)
         self.bn2 = build_norm_layer(norm, planes)
         self.conv3 = conv1x1(planes, planes * self.expansion)
         self.bn3 = build_norm_layer(norm, planes * self.expansion)
@@ -122,6 +139,7 @@ ARCH_SETTINGS: dict[int, tuple[type[BasicBlock] | type[Bottleneck], tuple[int, i
     50: (Bottleneck, (3, 4, 6, 3)),
     101: (Bottleneck, (3, 4, 23, 3)),
     152: (Bottleneck, (3, 8, 36, 3)),
+    200: (Bottleneck, (3, 24, 36, 3)),
 }
 VARIANTS = ("b", "c", "vd")
 DEEP_STEM_VARIANTS = ("c", "vd")  # three 3x3 convs (``stem``) instead of the 7x7 ``conv1``/``bn1``
@@ -132,7 +150,7 @@ class ResNet(Backbone):
     """ResNet backbone returning one feature map per ``out_indices`` entry (0 = ``layer1`` ... 3 = ``layer4``).
 
     Args:
-        depth: 18, 34, 50, 101 or 152.
+        depth: 18, 34, 50, 101, 152 or 200.
         in_channels: channels of the input image.
         base_channels: stem width; stage ``i`` has ``base_channels * 2**i`` planes (times 4 for Bottleneck).
         out_indices: stages to return, strictly increasing.
@@ -142,7 +160,14 @@ class ResNet(Backbone):
         norm: norm spec for every norm layer (see ``build_norm_layer``).
         norm_eval: keep every batch-norm layer in eval mode while training (small batches).
         variant: ``'b'`` (torchvision), ``'c'`` (ResNetV1c: deep stem, strided 1x1 conv shortcut) or ``'vd'``
-            (deep stem + average-pool shortcut).
+            (deep stem + average-pool shortcut); 'c' and 'vd' switch on ``deep_stem`` (and 'vd' ``avg_down``).
+        deep_stem: three 3x3 conv+norm+ReLU (the first at stride 2) instead of the 7x7 conv, then the max-pool.
+        stem_channels: the deep stem's three widths (None: ``base_channels // 2``, ``base_channels // 2``,
+            ``base_channels``, i.e. 32-32-64 as mmdet's ResNetV1d and Paddle's vd; ACE2P: 64-64-128); the last one
+            feeds ``layer1``.
+        avg_down: the shortcut of every stage average-pools (stride, ceil mode) before its 1x1 conv at stride 1.
+        dcn_stages: four flags; True makes that stage's 3x3 convs deformable (DCNv2; Paddle's DCNv2 models:
+            ``[false, true, true, true]``, stages C3-C5).
         zero_init_residual: zero the last norm weight in each block (block starts as identity).
         init: ``{checkpoint: PATH, prefix: str, strict: bool}`` pretrained weights (see ``load_pretrained``).
     """
@@ -159,6 +184,10 @@ class ResNet(Backbone):
         norm: NormSpec = "BN",
         norm_eval: bool = False,
         variant: str = "b",
+        deep_stem: bool = False,
+        stem_channels: Sequence[int] | None = None,
+        avg_down: bool = False,
+        dcn_stages: Sequence[bool] = (False, False, False, False),
         zero_init_residual: bool = False,
         init: dict[str, Any] | None = None,
     ) -> None:
@@ -173,6 +202,10 @@ class ResNet(Backbone):
         block, layers = ARCH_SETTINGS[depth]
         self.depth = depth
         self.variant = variant
+        self.deep_stem = check_flag("deep_stem", deep_stem) or variant in DEEP_STEM_VARIANTS
+        self.avg_down = check_flag("avg_down", avg_down) or variant == "vd"
+        self.stem_channels = check_stem_channels(stem_channels, self.deep_stem, base_channels)
+        self.dcn_stages = check_dcn_stages("ResNet", dcn_stages)
         self.out_indices = check_out_indices("ResNet", out_indices, 4)
         self.output_stride = check_output_stride("ResNet", output_stride)
         self.frozen_stages = check_frozen_stages("ResNet", frozen_stages, 4)
@@ -181,7 +214,7 @@ class ResNet(Backbone):
         self._make_stem(in_channels, base_channels, norm)
         self.maxpool = nn.MaxPool2d(kernel_size=3, stride=2, padding=1)
 
-        self.inplanes = base_channels
+        self.inplanes = self.stem_channels[-1]
         self.dilation = 1
         total_stride = 4
         self.stage_names: list[str] = []
@@ -193,7 +226,8 @@ class ResNet(Backbone):
                 stride = 1
             total_stride *= stride
             planes = base_channels * 2**i
-            stage = self._make_layer(block, planes, layers[i], stride, previous_dilation, norm)
+            stage = self._make_layer(block, planes, layers[i], stride, previous_dilation, norm, self.dcn_stages[i],
+                                     self.avg_down)
             name = f"layer{i + 1}"
             self.add_module(name, stage)
             self.stage_names.append(name)
@@ -207,23 +241,12 @@ class ResNet(Backbone):
         self.finish_init(init, skip, leaky_slope=None)
 
     def _make_stem(self, in_channels: int, base_channels: int, norm: NormSpec) -> None:
-        if self.variant not in DEEP_STEM_VARIANTS:
+        if not self.deep_stem:
             self.conv1 = nn.Conv2d(in_channels, base_channels, 7, stride=2, padding=3, bias=False)
             self.bn1 = build_norm_layer(norm, base_channels)
             self.relu = nn.ReLU(inplace=True)
             return
-        half = base_channels // 2
-        self.stem = nn.Sequential(
-            conv3x3(in_channels, half, stride=2),
-            build_norm_layer(norm, half),
-            nn.ReLU(inplace=True),
-            conv3x3(half, half),
-            build_norm_layer(norm, half),
-            nn.ReLU(inplace=True),
-            conv3x3(half, base_channels),
-            build_norm_layer(norm, base_channels),
-            nn.ReLU(inplace=True),
-        )
+        self.stem = deep_stem_layers(in_channels, self.stem_channels, norm)
 
     def _make_layer(
         self,
@@ -233,11 +256,17 @@ class ResNet(Backbone):
         stride: int,
         previous_dilation: int,
         norm: NormSpec,
+        dcn: bool = False,
+        avg_down: bool | None = None,
     ) -> nn.Sequential:
+        """One stage. ``dcn``: deformable 3x3 convs; ``avg_down``: the vd shortcut (None: ``self.variant == 'vd'``,
+        for the one-stage builders that call this with their own ``self``, e.g. the C4 ``ResLayer``)."""
+        if avg_down is None:
+            avg_down = self.variant == "vd"
         downsample = None
         out_planes = planes * block.expansion
         if stride != 1 or self.inplanes != out_planes:
-            if self.variant == "vd":
+            if avg_down:
                 downsample = nn.Sequential(
                     nn.AvgPool2d(stride, stride=stride, ceil_mode=True, count_include_pad=False),
                     conv1x1(self.inplanes, out_planes),
@@ -247,9 +276,9 @@ class ResNet(Backbone):
                 downsample = nn.Sequential(
                     conv1x1(self.inplanes, out_planes, stride), build_norm_layer(norm, out_planes)
                 )
-        blocks = [block(self.inplanes, planes, stride, previous_dilation, downsample, norm)]
+        blocks = [block(self.inplanes, planes, stride, previous_dilation, downsample, norm, dcn)]
         self.inplanes = out_planes
-        blocks += [block(out_planes, planes, 1, self.dilation, None, norm) for _ in range(1, num_blocks)]
+        blocks += [block(out_planes, planes, 1, self.dilation, None, norm, dcn) for _ in range(1, num_blocks)]
         return nn.Sequential(*blocks)
 
     def _init_weights(self, zero_init_residual: bool) -> None:
@@ -264,13 +293,14 @@ class ResNet(Backbone):
     def _frozen_modules(self) -> list[nn.Module]:
         if self.frozen_stages < 0:
             return []
-        stem = [self.stem] if self.variant in DEEP_STEM_VARIANTS else [self.conv1, self.bn1]
+        stem = [self.stem] if self.deep_stem else [self.conv1, self.bn1]
         stages = [getattr(self, f"layer{i}") for i in range(1, self.frozen_stages + 1) if hasattr(self, f"layer{i}")]
         return stem + stages
 
     def forward_stem(self, x: Tensor) -> Tensor:
-        """Images [B, C, H, W] -> stem + max-pool output [B, base_channels, H / 4, W / 4] float."""
-        x = self.stem(x) if self.variant in DEEP_STEM_VARIANTS else self.relu(self.bn1(self.conv1(x)))
+        """Images [B, C, H, W] -> stem + max-pool output [B, stem width, H / 4, W / 4] float (stem width:
+        ``base_channels``, or ``stem_channels[-1]`` with the deep stem)."""
+        x = self.stem(x) if self.deep_stem else self.relu(self.bn1(self.conv1(x)))
         return self.maxpool(x)
 
     def forward(self, x: Tensor) -> tuple[Tensor, ...]:

@@ -119,7 +119,7 @@ class BaseDecodeHead(nn.Module):
         with torch.no_grad():
             valid = gt != self.ignore_index
             correct = (logits.argmax(1) == gt) & valid
-            out["acc_seg"] = correct.sum().float() * 100.0 / valid.sum().clamp(min=1).float()
+            out["acc_seg"] = correct.sum().float() / valid.sum().clamp(min=1).float()  # a fraction, as every metric
         return out
 
     def predict(self, inputs: Sequence[torch.Tensor], size: Sequence[int]) -> torch.Tensor:

@@ -170,7 +170,7 @@ def test_segm_from_file_equals_direct_cocoeval(gt):
     segm = metric.per_class_tables()['segm']
     p = ev.eval['precision'][:, :, CAT_IDS.index(7), 0, -1]
     assert segm['rows'][1][0] == 'dog' and segm['rows'][1][1] == 2  # the crowd region is not counted
-    assert segm['rows'][1][2] == pytest.approx(round(float(p[p > -1].mean()) * 100, 2))
+    assert segm['rows'][1][2] == pytest.approx(round(float(p[p > -1].mean()), 4))  # a fraction, as the summary
     assert metric.class_pr_curves(0.5, 'segm')[0]['precision'].shape == (101,)
 
 

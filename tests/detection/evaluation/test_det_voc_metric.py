@@ -152,9 +152,10 @@ def test_voc_metric_through_evaluator():
     assert res['pascal_voc/mAP'] == pytest.approx((ap50 + ap75) / 2)
     table = evaluator.metrics[0].per_class_table()
     assert table['header'] == ['class', '#gt', '#dets', 'AP50', 'AP75']
-    assert table['rows'][0] == ['cat', 2, 5, 75.0, 75.0]
+    assert table['rows'][0] == ['cat', 2, 5, 0.75, 0.75]  # fractions 0-1, as the summary
     assert table['rows'][1][:3] == ['dog', 0, 1] and math.isnan(table['rows'][1][3])
-    assert table['rows'][2] == ['bird', 1, 1, 100.0, 0.0]
+    assert table['rows'][2] == ['bird', 1, 1, 1.0, 0.0]
+    assert table['caption'] == 'all metrics are fractions 0–1'
 
 
 def test_voc_metric_default_11points_and_errors():

@@ -15,7 +15,8 @@ def test_report_embeds_tables_and_images(tmp_path):
     img[5:10, 5:25] = (0, 0, 255)
     sections = [
         ReportSection('Metrics <all>', text='a & b', tables=[{'header': ['metric', 'value'],
-                                                              'rows': [['mAP', 0.51234567], ['x', float('nan')]],
+                                                              'rows': [['mAP', 0.51234567], ['x', float('nan')],
+                                                                       ['lr', 2e-05]],
                                                               'caption': 'summary'}]),
         ReportSection('Pictures', images=[img, ('second <img>', img[..., 0])]),
     ]
@@ -23,7 +24,8 @@ def test_report_embeds_tables_and_images(tmp_path):
     text = (tmp_path / 'sub' / 'report.html').read_text()
     assert out.endswith('report.html') and text.startswith('<!DOCTYPE html>')
     assert '<h1>Report &lt;1&gt;</h1>' in text and 'Metrics &lt;all&gt;' in text and 'a &amp; b' in text
-    assert '<td>0.5123</td>' in text and '<td>-</td>' in text and '<caption>summary</caption>' in text
+    assert '<td>0.512</td>' in text and '<td>2e-05</td>' in text  # 3 decimals; too small for them: 3 digits
+    assert '<td>-</td>' in text and '<caption>summary</caption>' in text
     assert 'second &lt;img&gt;' in text
     uris = re.findall(r'src="data:image/png;base64,([^"]+)"', text)
     assert len(uris) == 2

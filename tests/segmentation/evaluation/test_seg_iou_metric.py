@@ -63,11 +63,11 @@ def test_iou_metric_hand_case_with_ignore_and_absent_class():
     metric.process({}, [sample_dict(pred, gt)])
     res = metric.evaluate(1)
     # class a: IoU 1/4, Acc 1/3; b: 1/3, 1/2; c: predicted only -> IoU 0, Acc NaN; d: absent -> NaN
-    assert res == {'aAcc': 40.0, 'mIoU': round((0.25 + 1 / 3 + 0) / 3 * 100, 2), 'mAcc': 41.67,
-                   'mDice': round((2 / 5 + 2 / 4 + 0) / 3 * 100, 2)}
+    assert res == {'aAcc': 0.4, 'mIoU': round((0.25 + 1 / 3 + 0) / 3, 4), 'mAcc': 0.4167,
+                   'mDice': round((2 / 5 + 2 / 4 + 0) / 3, 4)}  # fractions 0-1, as every metric of the suite
     table = metric.per_class_table()
     assert table['header'] == ['class', 'IoU', 'Acc', 'Dice']
-    assert table['rows'][0] == ['a', 25.0, 33.33, 40.0]
+    assert table['rows'][0] == ['a', 0.25, 0.3333, 0.4]
     assert table['rows'][2][1] == 0.0 and math.isnan(table['rows'][2][2])
     assert all(math.isnan(v) for v in table['rows'][3][1:])
     assert metric.confusion.tolist()[0] == [1, 1, 1, 0]
@@ -77,7 +77,7 @@ def test_nan_to_num_counts_in_the_mean():
     metric = make_metric(nan_to_num=0)
     metric.process({}, [sample_dict(np.array([[0, 1]]), np.array([[0, 1]]))])
     res = metric.evaluate(1)
-    assert res['mIoU'] == 50.0 and res['aAcc'] == 100.0  # two perfect classes, two zeros
+    assert res['mIoU'] == 0.5 and res['aAcc'] == 1.0  # two perfect classes, two zeros
 
 
 def numpy_reference(pairs, num_classes, ignore_index):
@@ -118,7 +118,7 @@ def test_iou_metric_matches_numpy_on_random_data():
     ref = numpy_reference(pairs, 4, 255)
     assert set(res) == set(ref)
     for k, v in ref.items():
-        assert res[k] == pytest.approx(round(v * 100, 2), abs=1e-9), k
+        assert res[k] == pytest.approx(round(v, 4), abs=1e-9), k
 
 
 def test_through_mmengine_evaluator():
@@ -133,7 +133,7 @@ def test_through_mmengine_evaluator():
     evaluator.process(samples)
     res = evaluator.evaluate(1)
     # a, b perfect; c: 1 of 2 -> IoU 1/2, Acc 1/2; d: predicted once, never GT -> IoU 0
-    assert res == {'aAcc': 75.0, 'mIoU': round((1 + 1 + 0.5 + 0) / 4 * 100, 2), 'mAcc': round(2.5 / 3 * 100, 2)}
+    assert res == {'aAcc': 0.75, 'mIoU': round((1 + 1 + 0.5 + 0) / 4, 4), 'mAcc': round(2.5 / 3, 4)}
 
 
 def test_errors():

@@ -40,7 +40,8 @@ def _sample(pred: np.ndarray, gt: np.ndarray) -> dict:
 
 
 def _pct(x: float) -> float:
-    return round(100 * x, 2)
+    """The metric's unit: a fraction 0-1 rounded to 4 decimals (it was percent with 2 before issue 37)."""
+    return round(x, 4)
 
 
 def test_all_scores_against_the_hand_computed_matrix():

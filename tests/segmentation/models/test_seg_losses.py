@@ -84,7 +84,7 @@ def test_head_combines_listed_losses():
     torch.testing.assert_close(out["loss_ce"], F.cross_entropy(logits, target, ignore_index=255))
     torch.testing.assert_close(out["loss_dice"], 3.0 * DiceLoss()(logits, target, 255))
     valid = target != 255
-    acc = (logits.argmax(1)[valid] == target[valid]).float().mean() * 100
+    acc = (logits.argmax(1)[valid] == target[valid]).float().mean()
     torch.testing.assert_close(out["acc_seg"], acc)
     # logits at a lower resolution are upsampled to the label size before the loss
     small = head.loss(logits[..., :3, :3], target)

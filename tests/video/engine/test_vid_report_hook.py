@@ -9,6 +9,7 @@ import pytest
 import torch
 from test_vid_pictures_hook import CLASSES, fake_runner, frames_nchw, sample
 
+from oars.evaluation.report import format_number
 from video.engine import VideoReportHook
 from video.engine.report_hook import build_report_sections
 from video.evaluation import AccMetric, MultiLabelMetric
@@ -48,7 +49,7 @@ def test_report_single_label(tmp_path):
                   'Worst clips (up to 2)'):
         assert f'<h2>{title}</h2>' in text
     assert 'acc/top1' in text and 'acc/mean_class_accuracy' in text
-    assert f"<td>{metrics['acc/top1']:.4g}</td>" in text
+    assert f"<td>{format_number(metrics['acc/top1'])}</td>" in text and 'all metrics are fractions 0–1' in text
     # worst clips: bad (0.03) then meh (0.3); good and fine are not shown
     assert text.index('bad.mp4: p(true) = 0.030') < text.index('meh.mp4: p(true) = 0.300')
     assert 'good.mp4' not in text and 'fine.mp4' not in text

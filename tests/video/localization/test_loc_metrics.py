@@ -64,21 +64,21 @@ def test_ar_an_hand_case():
     # AN = 1: A's [10, 35] recalls A at 10 thresholds; B's [0, 7.2] recalls gt [0, 10] at 5; gt [50, 70] at 0
     #   -> mean over thresholds of matches / 3 gts = 15 / 30 = 0.5
     # AN >= 2: A 10, B's two gts 5 + 9 -> 24 / 30 = 0.8
-    # AUC = 100 * (trapezoid over AN 1..100) / 100 = (0.65 + 98 * 0.8) = 79.05
+    # AUC = (trapezoid over AN 1..100) / 100 = (0.65 + 98 * 0.8) / 100 = 0.7905 (a fraction; official: percent)
     out = _evaluate([_sample('A', PROPOSALS['A']), _sample('B', PROPOSALS['B'])])
     assert out == pytest.approx({'localization/AR@1': 0.5, 'localization/AR@5': 0.8, 'localization/AR@10': 0.8,
-                                 'localization/AR@100': 0.8, 'localization/AUC': 79.05})
+                                 'localization/AR@100': 0.8, 'localization/AUC': 0.7905})
 
 
 def test_ar_an_perfect_proposals():
     # proposals = the gts: 1 for A, 2 for B (3 in all). Grid point k keeps int(K_v * k / 100 * 200 / 3):
     # k = 1 -> A 0 (int 0.67), B 1 (int 1.33): 1 of 3 gts; k >= 2 -> all -> recall 1.
-    # AUC = (1/3 + 1) / 2 + 98 = 98.667 (the official curve starts at AN = 1)
+    # AUC = ((1/3 + 1) / 2 + 98) / 100 = 0.98667 (the official curve starts at AN = 1)
     samples = [_sample(n, np.concatenate([GT[n][0], np.full((len(GT[n][0]), 1), 0.5)], 1)) for n in 'AB']
     out = _evaluate(samples, prefix='loc')
     assert out['loc/AR@1'] == pytest.approx(1 / 3)
     assert out['loc/AR@5'] == out['loc/AR@100'] == 1.0
-    assert out['loc/AUC'] == pytest.approx((1 / 3 + 1) / 2 + 98)
+    assert out['loc/AUC'] == pytest.approx(((1 / 3 + 1) / 2 + 98) / 100)
 
 
 def test_detection_map_hand_case():
@@ -212,7 +212,7 @@ def test_mmaction_proposal_list_and_submission_files(tmp_path):
         s['proposals'] = as_list[s['video_name']]
     out = _evaluate(samples, metrics=['AR@AN', 'mAP'], proposal_file=str(tmp_path / 'p.json'),
                     detection_file=str(tmp_path / 'd.json'))
-    assert out['localization/AR@1'] == pytest.approx(0.5) and out['localization/AUC'] == pytest.approx(79.05)
+    assert out['localization/AR@1'] == pytest.approx(0.5) and out['localization/AUC'] == pytest.approx(0.7905)
     assert out['localization/mAP'] == pytest.approx(0.75)  # class 0: B's [50, 70] missed -> AP 0.5; class 1: 1
     sub = json.loads((tmp_path / 'p.json').read_text())
     assert sub['version'] == 'VERSION 1.3' and sub['results']['A'][1] == {'segment': [10.0, 35.0], 'score': 0.9}

@@ -1,7 +1,8 @@
 """Model outputs -> per-image boxes in original image pixels, mirroring the PyTorch detectors' predict path
 (detection/models/heads/yolov3_head.py ``predict_by_feat``): boxes in input pixels -> divided by ``scale_factor``
 (w, h) and clipped to the original image; for raw head outputs the predictor first clips to ``img_shape`` and runs
-the same multi-class NMS (:mod:`oars_deploy.nms`). Mask models (``postprocess.masks``, a ``masks [B, M, h, w]``
+the same multi-class NMS (:mod:`oars_deploy.nms`; soft-NMS, :mod:`oars_deploy.soft_nms`, when
+``postprocess.nms`` asks for it). Mask models (``postprocess.masks``, a ``masks [B, M, h, w]``
 output of probabilities): each detection's mask is pasted over its box in the original image
 (:mod:`oars_deploy.mask_paste`, the sampling of the models' ``paste_masks``), as ``FCNMaskHead`` does.
 """
@@ -16,6 +17,7 @@ from oars_deploy.arrays import to_numpy
 from oars_deploy.errors import DeployError
 from oars_deploy.mask_paste import PASTE_MODES, paste_masks
 from oars_deploy.nms import multiclass_nms
+from oars_deploy.soft_nms import multiclass_soft_nms, soft_nms_settings
 
 
 def _to_original(boxes: np.ndarray, meta: dict) -> np.ndarray:
@@ -30,8 +32,11 @@ def _nms_settings(post: dict) -> dict:
     missing = [k for k in ("score_thr", "iou_threshold") if k not in post]
     if missing:
         raise DeployError(f"deploy.yaml postprocess (raw detection outputs) lacks {missing}; needed for NMS")
-    return dict(score_thr=float(post["score_thr"]), iou_threshold=float(post["iou_threshold"]),
-                max_per_img=post.get("max_per_img", 100), nms_pre=post.get("nms_pre", 1000))
+    settings = dict(score_thr=float(post["score_thr"]), iou_threshold=float(post["iou_threshold"]),
+                    max_per_img=post.get("max_per_img", 100), nms_pre=post.get("nms_pre", 1000))
+    if "nms" in post:  # the model's test_cfg.nms of type soft_nms
+        settings.update(soft_nms_settings(post["nms"], "deploy.yaml postprocess.nms"))
+    return settings
 
 
 def _mask_settings(post: dict, outputs: dict[str, Any]) -> tuple[str, float, str] | None:
@@ -91,6 +96,7 @@ def detection(outputs: dict[str, Any], metas: list[dict], post: dict) -> list[di
         img_h, img_w = meta["img_shape"]
         boxes = np.clip(outputs["boxes"][i].astype(np.float32),
                         0, np.asarray([img_w, img_h, img_w, img_h], dtype=np.float32))
-        b, s, lab = multiclass_nms(boxes, scores, **settings)
+        nms = multiclass_soft_nms if "method" in settings else multiclass_nms
+        b, s, lab = nms(boxes, scores, **settings)
         results.append({"bboxes": _to_original(b, meta), "scores": s, "labels": lab})
     return results

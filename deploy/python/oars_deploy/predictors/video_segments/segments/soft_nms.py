@@ -1,8 +1,11 @@
-"""Gaussian Soft-NMS of temporal proposals (Bodla et al. 2017) with BMN's width-adaptive IoU threshold (NumPy)."""
+"""Gaussian Soft-NMS of temporal proposals (Bodla et al. 2017) with BMN's width-adaptive IoU threshold (NumPy):
+the runtime's one soft-NMS (:func:`oars_deploy.soft_nms.soft_nms`) on intervals, with a threshold per kept width."""
 
 from __future__ import annotations
 
 import numpy as np
+
+from oars_deploy.soft_nms import soft_nms as interval_soft_nms
 
 
 def soft_nms(proposals: np.ndarray, alpha: float = 0.4, low_threshold: float = 0.5, high_threshold: float = 0.9,
@@ -40,23 +43,8 @@ def soft_nms(proposals: np.ndarray, alpha: float = 0.4, low_threshold: float = 0
                          f"{tuple(proposals.shape)}")
     dtype = np.result_type(proposals.dtype, np.float32)
     start, end = proposals[:, 0].astype(dtype), proposals[:, 1].astype(dtype)
-    score = proposals[:, -1].astype(dtype)  # a copy: decayed in place below
-    width = end - start
-    alive = np.ones(score.shape, dtype=bool)
-    keep_idx: list[int] = []
-    keep_score: list = []
-    for _ in range(min(proposals.shape[0], top_k + 1)):
-        m = int(np.where(alive, score, -np.inf).argmax())
-        keep_idx.append(m)
-        keep_score.append(score[m])
-        alive[m] = False
-        inter = np.maximum(np.minimum(end, end[m]) - np.maximum(start, start[m]), 0)
-        union = width + width[m] - inter
-        iou = inter / np.maximum(union, dtype.type(1e-12))
-        threshold = low_threshold + (high_threshold - low_threshold) * width[m]
-        decay = alive & (iou > threshold)
-        score = np.where(decay, score * np.exp(-np.square(iou) / alpha), score).astype(dtype, copy=False)
-    if not keep_idx:
-        return np.zeros((0, 3), dtype=dtype)
-    idx = np.asarray(keep_idx, dtype=np.int64)
-    return np.stack([start[idx], end[idx], np.asarray(keep_score, dtype=dtype)], axis=1)
+    # the threshold that applies when proposal j is the kept one: it grows with j's width
+    thresholds = low_threshold + (high_threshold - low_threshold) * (end - start)
+    keep, kept_scores = interval_soft_nms(proposals[:, :2], proposals[:, -1], method="gaussian", sigma=alpha,
+                                          iou_threshold=thresholds, max_keep=top_k + 1)
+    return np.stack([start[keep], end[keep], kept_scores.astype(dtype, copy=False)], axis=1)
