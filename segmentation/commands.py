@@ -1,5 +1,6 @@
 """The segmentation task's commands (:class:`oars.tasks.Commands`): the ``tools/convert.py`` commands labelme2seg
-and cityscapes2seg, the ``tools/class_weights.py`` command, and the hub converters of torchvision's DeepLabV3 and FCN.
+and cityscapes2seg, the ``tools/demo_data.py figures`` set, the ``tools/class_weights.py`` command, and the hub
+converters of torchvision's DeepLabV3 and FCN.
 Everything heavy is imported inside the functions.
 """
 
@@ -16,7 +17,8 @@ class SegmentationCommands(Commands):
     """What segmentation adds to the tools."""
 
     def subcommands(self) -> list[Subcommand]:
-        """``tools/convert.py`` labelme2seg and cityscapes2seg, and ``tools/class_weights.py``."""
+        """``tools/convert.py`` labelme2seg and cityscapes2seg, ``tools/demo_data.py figures`` and
+        ``tools/class_weights.py``."""
         return [
             Subcommand("convert", "labelme2seg", "a folder of labelme *.json files -> label-map PNGs (class ids)",
                        _labelme2seg_arguments, _run_labelme2seg,
@@ -32,6 +34,9 @@ class SegmentationCommands(Commands):
                              "createTrainIdLabelImgs writes, at the same relative paths; see\n    "
                              "segmentation/datasets/cityscapes_polygons.py)",
                        check_outputs=_check_cityscapes2seg_output),
+            Subcommand("demo_data", "figures", "stick figures for human parsing whose left/right limbs differ only by "
+                       "pose (python -m segmentation.demo_figures)", _figures_arguments, _run_figures,
+                       usage="tools/demo_data.py figures --out data/demo_figures"),
             Subcommand("class_weights", "class_weights",
                        "median-frequency class weights from a config's training label maps",
                        _class_weights_arguments, _run_class_weights),
@@ -92,6 +97,19 @@ def _run_cityscapes2seg(args: argparse.Namespace) -> None:
     from segmentation.datasets.cityscapes_polygons import cityscapes_to_train_ids, summary
 
     print(summary(cityscapes_to_train_ids(args.input, args.out, overwrite=args.overwrite)))
+
+
+# ------------------------------------------------------------------------------------- tools/demo_data.py
+def _figures_arguments(parser: argparse.ArgumentParser) -> None:
+    from segmentation.demo_figures import add_arguments
+
+    add_arguments(parser)
+
+
+def _run_figures(args: argparse.Namespace) -> int:
+    from segmentation.demo_figures import run
+
+    return run(args)
 
 
 # ------------------------------------------------------------------------------------- tools/class_weights.py

@@ -18,6 +18,7 @@ from oars.data.transforms.loading import read_label_map
 from oars.errors import DataError
 from segmentation.registry import TRANSFORMS
 from segmentation.structures import SegDataSample
+from segmentation.transforms_parsing import GenerateEdge, RandomFlipParsing  # noqa: F401  (registers them)
 
 
 def _present_values(seg: np.ndarray) -> np.ndarray:
@@ -122,7 +123,8 @@ class PackSegInputs:
     """Turn the results dict into ``{'inputs': [C, H, W] tensor, 'data_samples': SegDataSample}``.
 
     ``inputs`` keeps the image's dtype (uint8 BGR unless Normalize ran); ``gt_sem_seg`` is a
-    [1, H, W] map when a label map was loaded, kept narrow (uint8 for 8-bit labels, else int16/int32)
+    [1, H, W] map when a label map was loaded (``gt_edge_map`` likewise when ``GenerateEdge`` ran), kept
+    narrow (uint8 for 8-bit labels, else int16/int32)
     because it crosses the workers' shared memory; the model and metric widen it on the device.
     ``meta_keys`` present in results become metainfo.
     """
@@ -144,6 +146,8 @@ class PackSegInputs:
         sample = SegDataSample()
         if results.get('gt_seg_map') is not None:
             sample.gt_sem_seg = PixelData(data=torch.from_numpy(compact_labels(results['gt_seg_map'])[None]))
+        if results.get('gt_edge_map') is not None:  # edge targets of GenerateEdge (transforms_parsing.py)
+            sample.gt_edge_map = PixelData(data=torch.from_numpy(compact_labels(results['gt_edge_map'])[None]))
         sample.set_metainfo({k: results[k] for k in self.meta_keys if k in results})
         return {'inputs': inputs, 'data_samples': sample}
 

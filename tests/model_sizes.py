@@ -76,6 +76,10 @@ DLV3P_DECODER = ("low-level conv(256, 48, 1)+BN 12,384, two separable 3x3 convs 
                  "cls fc(256, C)")
 AUX_1024 = "aux FCN conv(1024, 256, 3)+BN + fc(256, C)"
 PSP_HEAD = "PPM 4 x (conv(2048, 512, 1)+BN) 4,198,400 + bottleneck conv(4096, 512, 3)+BN 18,875,392 + fc(512, C)"
+ACE2P_R101 = ("hand count of AugmentCE2P (GoGoDuck912/Self-Correction-Human-Parsing networks/AugmentCE2P.py, written "
+              "out in tests/segmentation/test_ace2p_parts.py): deep-stem ResNet-101 42,623,936 (" + R101 + ", less the "
+              "7x7 stem 9,536, plus the deep stem 112,832 and layer1 fed 128 channels 20,480) + context 23,073,792 + "
+              "decoder 288,352 + fc(256, C) + edge 464,912 + fusion conv(1024, 256, 1)+BN 262,656 + fc(256, C)")
 CYCLEGAN_REPO = "junyanz/pytorch-CycleGAN-and-pix2pix networks.py layout counted by hand"
 ATT_D = ("D: 5 conv(64..1024, 4)+norm 11,148,160, adv fc(1024*4*4, 1024) + fc(1024, 1) 16,779,265, "
          "cls fc(1024*4*4, 1024) + fc(1024, 13) 16,791,565")
@@ -273,6 +277,12 @@ SIZES: dict[str, Size] = {
     "segmentation/deeplabv3/deeplabv3_r50_finetune_demo_shapes.yaml": Size(
         41_995_336, 42_004_074, "torchvision deeplabv3_resnet50 weights meta (21 classes, aux head)",
         "4 classes: the classifier fc(256, C) and the aux classifier fc(256, C) lose 17*257 each: 8,738 fewer"),
+    "segmentation/ace2p/ace2p_r101_473x473_lip.yaml": Size(66_723_928, 66_723_928, ACE2P_R101),
+    "segmentation/ace2p/ace2p_r101_473x473_cihp.yaml": Size(66_723_928, 66_723_928, ACE2P_R101),
+    "segmentation/ace2p/ace2p_r101_512x512_atr.yaml": Size(66_722_900, 66_722_900, ACE2P_R101 + " at 18 classes"),
+    "segmentation/ace2p/ace2p_r18_demo_figures.yaml": Size(974_990, 974_990, f"{DEMO}: ResNet-18 base 16, deep stem "
+                                                           "[16, 16, 32] 710,032 + ACE2P head at 64/32/16/16 channels, "
+                                                           "7 classes 264,958"),
     "segmentation/deeplabv3plus/deeplabv3plus_mobilenetv2_40k_voc12.yaml": Size(
         2_946_906, 2_946_906,
         "hand count of the DeepLabV3+ paper's 256-channel head (Chen et al. 2018) on MobileNetV2: torchvision "

@@ -96,13 +96,17 @@ def _pick_colour(rng: np.random.Generator, bg_mean: np.ndarray) -> np.ndarray:
     return candidates[good[0] if good.size else int(np.argmax(dist))]
 
 
-def render_sample(rng: np.random.Generator, size: int, object_scale: float = 1.0,
-                  max_objects: int = 4) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Draw one sample of 1 to ``max_objects`` shapes (``object_scale``: see :func:`_shape_mask`); returns (BGR
-    uint8 image, instance map uint8 [0=none, k=k-th shape], classes [K])."""
+def render_sample(rng: np.random.Generator, size: int, object_scale: float = 1.0, max_objects: int = 4,
+                  class_weights: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Draw one sample of 1 to ``max_objects`` shapes (``object_scale``: see :func:`_shape_mask`; ``class_weights``:
+    each shape's class drawn with these relative weights, one per foreground class, instead of uniformly); returns
+    (BGR uint8 image, instance map uint8 [0=none, k=k-th shape], classes [K])."""
     img = _background(rng, size)
     num_shapes = int(rng.integers(1, max_objects + 1))
-    classes = rng.integers(1, len(CLASSES), num_shapes)
+    if class_weights is None:
+        classes = rng.integers(1, len(CLASSES), num_shapes)
+    else:
+        classes = rng.choice(np.arange(1, len(CLASSES)), num_shapes, p=class_weights / class_weights.sum())
     inst = np.zeros((size, size), dtype=np.uint8)
     shade = (np.arange(size, dtype=np.float32) / size - 0.5)[None, :] * np.ones((size, 1), np.float32)
     for k, cls in enumerate(classes, start=1):
@@ -151,7 +155,7 @@ def _instance_annotation(visible: np.ndarray) -> dict | None:
 
 
 def _write_split(root: Path, split: str, num: int, size: int, seed: int, object_scale: float = 1.0,
-                 max_objects: int = 4) -> int:
+                 max_objects: int = 4, class_weights: np.ndarray | None = None) -> int:
     """Write images, labels and the COCO file of one split; returns the number of annotations."""
     img_dir, lbl_dir = root / 'images' / split, root / 'labels' / split
     img_dir.mkdir(parents=True, exist_ok=True)
@@ -160,7 +164,7 @@ def _write_split(root: Path, split: str, num: int, size: int, seed: int, object_
     images, annotations = [], []
     for idx in range(num):
         rng = np.random.default_rng([seed, SPLITS.index(split), idx])
-        img, inst, classes = render_sample(rng, size, object_scale, max_objects)
+        img, inst, classes = render_sample(rng, size, object_scale, max_objects, class_weights)
         name = f'{idx:0{digits}d}.png'
         if not cv2.imwrite(str(img_dir / name), img):
             raise OSError(f'cv2.imwrite failed for {img_dir / name}')
@@ -227,12 +231,15 @@ def generate(
     overwrite: bool = False,
     object_scale: float = 1.0,
     max_objects: int = 4,
+    train_class_weights: tuple[float, ...] | None = None,
 ) -> dict:
     """Write the demo set under ``out_dir`` unless a complete set with the same parameters is there.
 
     ``object_scale`` (> 0) multiplies the shapes' sizes and ``max_objects`` caps their number per image: the demo
     uses 1 and 4; ``benchmarks/large_objects.py`` draws few large shapes, as photos show their objects. Left at
     those defaults, neither enters meta.json, so a set written before they existed is reused as it is.
+    ``train_class_weights`` (one relative weight per foreground class, e.g. ``(1, 1, 0.1)``) draws the training
+    split's shapes long-tailed (the validation split stays uniform): the class-aware sampling demo's data.
 
     Returns a dict with ``out_dir``, ``skipped`` (True when the existing set was reused), ``classes``,
     ``num_images`` and ``num_annotations`` per split, and the ``images``/``labels``/``annotations`` paths
@@ -249,10 +256,18 @@ def generate(
     check_int_arg(owner, 'max_objects', max_objects, 1)
     if isinstance(object_scale, bool) or not isinstance(object_scale, int | float) or not 0 < object_scale <= 4:
         raise ValueError(f'{owner}: object_scale must be a number in (0, 4], got {object_scale!r}')
+    weights = None
+    if train_class_weights is not None:
+        weights = np.asarray(train_class_weights, dtype=np.float64)
+        if weights.shape != (len(CLASSES) - 1,) or not np.all(weights > 0):
+            raise ValueError(f'{owner}: train_class_weights must be {len(CLASSES) - 1} positive numbers (one per '
+                             f'class of {", ".join(CLASSES[1:])}), got {train_class_weights!r}')
     root = Path(out_dir)
     params = {'num_train': int(num_train), 'num_val': int(num_val), 'size': int(size), 'seed': int(seed)}
     params.update({k: v for k, v, default in (('object_scale', float(object_scale), 1.0),
                                               ('max_objects', int(max_objects), 4)) if v != default})
+    if weights is not None:
+        params['train_class_weights'] = [float(w) for w in weights]
     gset = GeneratedSet(root, _GENERATOR_NAME, FORMAT_VERSION, params, _owned_paths(root),
                         'images/, labels/, annotations/instances_*.json and meta.json')
     meta = gset.reusable_meta()
@@ -260,7 +275,7 @@ def generate(
         return _result(root, params, meta.get('num_annotations', {}), skipped=True)
     gset.begin(overwrite, classes=list(CLASSES), palette=[list(c) for c in PALETTE])
     counts = {split: _write_split(root, split, params[f'num_{split}'], size, seed, float(object_scale),
-                                  int(max_objects)) for split in SPLITS}
+                                  int(max_objects), weights if split == 'train' else None) for split in SPLITS}
     gset.finish(num_annotations=counts)
     return _result(root, params, counts, skipped=False)
 
@@ -275,7 +290,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument('--object-scale', type=float, default=1.0,
                         help='multiply the shapes\' sizes (default 1: 9-22 %% of the side as circumradius)')
     parser.add_argument('--max-objects', type=int, default=4, help='at most this many shapes per image (default 4)')
+    parser.add_argument('--train-class-weights', type=_weights, default=None, metavar='W1,W2,W3',
+                        help='long-tailed training split: relative class weights (circle, square, triangle), e.g. '
+                        '1,1,0.1 (the validation split stays uniform)')
     parser.add_argument('--overwrite', action='store_true', help='regenerate even if an identical set exists')
+
+
+def _weights(text: str) -> tuple[float, ...]:
+    try:
+        return tuple(float(v) for v in text.split(','))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f'expected comma-separated numbers such as 1,1,0.1, got {text!r}') from None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -285,7 +310,7 @@ def run(args: argparse.Namespace) -> int:
         OarsError: bad sizes or counts, or ``--out`` holding other files (naming the folder).
     """
     res = run_generator('demo_shapes', generate, args.out, args.num_train, args.num_val, args.size, args.seed,
-                        args.overwrite, args.object_scale, args.max_objects)
+                        args.overwrite, args.object_scale, args.max_objects, args.train_class_weights)
     for split in SPLITS:
         print(f'  {split}: {res["num_images"][split]} images -> {res["images"][split]}, '
               f'labels -> {res["labels"][split]}, {res["num_annotations"].get(split, "?")} instances -> '

@@ -4,19 +4,22 @@ from . import backbones, heads, losses, necks, segmentors
 from .backbones import BiSeNetV2, ICNet, UNet
 from .converters import convert_torchvision_deeplabv3, convert_torchvision_fcn
 from .data_preprocessor import SegDataPreprocessor
-from .heads import ASPPHead, BaseDecodeHead, DeepLabV3PlusHead, FCNHead, PSPHead
+from .heads import ACE2PHead, ASPPHead, BaseDecodeHead, DeepLabV3PlusHead, FCNHead, PSPHead
 from .losses import (
     BinaryCrossEntropyLoss,
     CrossEntropyLoss,
     DiceLoss,
+    EdgeCrossEntropyLoss,
     FocalLoss,
     LovaszLoss,
     OhemCrossEntropyLoss,
 )
 from .necks import ICNeck
-from .segmentors import EncoderDecoder
+from .segmentors import ACE2PSegmentor, EncoderDecoder
 
 __all__ = [
+    "ACE2PHead",
+    "ACE2PSegmentor",
     "ASPPHead",
     "BaseDecodeHead",
     "BinaryCrossEntropyLoss",
@@ -24,6 +27,7 @@ __all__ = [
     "CrossEntropyLoss",
     "DeepLabV3PlusHead",
     "DiceLoss",
+    "EdgeCrossEntropyLoss",
     "EncoderDecoder",
     "FCNHead",
     "FocalLoss",

@@ -3,6 +3,7 @@
 from .binary_cross_entropy_loss import BinaryCrossEntropyLoss
 from .cross_entropy_loss import CrossEntropyLoss
 from .dice_loss import DiceLoss
+from .edge_loss import EdgeCrossEntropyLoss, edge_class_weights
 from .focal_loss import FocalLoss
 from .lovasz_loss import LovaszLoss
 from .ohem_cross_entropy_loss import OhemCrossEntropyLoss
@@ -11,7 +12,9 @@ __all__ = [
     "BinaryCrossEntropyLoss",
     "CrossEntropyLoss",
     "DiceLoss",
+    "EdgeCrossEntropyLoss",
     "FocalLoss",
     "LovaszLoss",
     "OhemCrossEntropyLoss",
+    "edge_class_weights",
 ]

@@ -172,6 +172,7 @@ class EncoderDecoder(TaskModel):
             size_divisor=int(divisor),
             pad_val=float(getattr(self.data_preprocessor, "pad_val", 0.0)),
             align_corners=self.align_corners,
+            flip_label_pairs=aug.get("flip_label_pairs", ()),
         )
 
     def _forward(self, inputs: torch.Tensor) -> Any:

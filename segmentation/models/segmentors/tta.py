@@ -1,6 +1,10 @@
 """Test-time augmentation for segmentors: multi-scale and flipped views of a batch, softmax probabilities averaged.
 
-``test_cfg.aug`` = ``{scales: [0.75, 1.0, 1.25], flip: true, flip_direction: [horizontal]}``. Each scale resizes the
+``test_cfg.aug`` = ``{scales: [0.75, 1.0, 1.25], flip: true, flip_direction: [horizontal]}``, plus, for human
+parsing, ``flip_label_pairs: [[14, 15], [16, 17], [18, 19]]`` (default none): the class channels of a mirrored
+view's prediction are swapped pair by pair after un-flipping, since a mirrored left arm is predicted as a right arm
+(horizontal and vertical flips mirror; a diagonal flip is a 180-degree rotation and keeps left and right). Each
+scale resizes the
 (padded) batch, the flipped copies go in the same forward as the unflipped view, and every view's logits are
 un-flipped, resized back to the batch size and turned into probabilities before the average. Probabilities, not
 logits, are averaged (as mmseg's ``SegTTAModel``): a view that is very confident somewhere cannot outvote the others
@@ -17,11 +21,14 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from segmentation.flip_pairs import check_flip_pairs, pair_permutation
+
 from ..utils import resize
 
 # flip direction -> tensor dims of a [B, C, H, W] batch it reverses (the same names as RandomFlip's metainfo)
 FLIP_DIMS: dict[str, tuple[int, ...]] = {"horizontal": (3,), "vertical": (2,), "diagonal": (2, 3)}
-AUG_KEYS = ("scales", "flip", "flip_direction", "size_divisor")
+AUG_KEYS = ("scales", "flip", "flip_direction", "size_divisor", "flip_label_pairs")
+MIRRORS = ("horizontal", "vertical")  # the flips that exchange a person's left and right
 
 
 def _fail(key: str, value: Any, expected: str) -> ValueError:
@@ -31,7 +38,8 @@ def _fail(key: str, value: Any, expected: str) -> ValueError:
 def check_aug_cfg(aug: Any) -> dict[str, Any]:
     """Validate ``test_cfg.aug`` and return it normalised.
 
-    Returns ``{'scales': [float > 0, ...], 'flip': bool, 'flip_direction': [str, ...], 'size_divisor': int | None}``;
+    Returns ``{'scales': [float > 0, ...], 'flip': bool, 'flip_direction': [str, ...], 'size_divisor': int | None}``
+    plus ``'flip_label_pairs': ((a, b), ...)`` when given (:func:`segmentation.flip_pairs.check_flip_pairs`);
     ``flip_direction`` (a name or a list of names from :data:`FLIP_DIMS`, default ``[horizontal]``) is kept even when
     ``flip`` is false but then unused. ``scales`` defaults to ``[1.0]``; ``size_divisor`` (None: the data
     preprocessor's) pads each scaled view up to a multiple of it, for backbones such as U-Net that need one.
@@ -66,8 +74,12 @@ def check_aug_cfg(aug: Any) -> dict[str, Any]:
     divisor = aug.get("size_divisor")
     if divisor is not None and (isinstance(divisor, bool) or not isinstance(divisor, int) or divisor < 1):
         raise _fail("size_divisor", divisor, "an int >= 1 or null (the data preprocessor's)")
-    return {"scales": [float(s) for s in scales], "flip": flip, "flip_direction": list(directions),
-            "size_divisor": divisor}
+    out = {"scales": [float(s) for s in scales], "flip": flip, "flip_direction": list(directions),
+           "size_divisor": divisor}
+    pairs = check_flip_pairs(aug.get("flip_label_pairs"), "EncoderDecoder: test_cfg.aug.flip_label_pairs")
+    if pairs:  # only when asked for: every other model's normalised aug stays as it was
+        out["flip_label_pairs"] = pairs
+    return out
 
 
 def tta_inference(
@@ -78,6 +90,7 @@ def tta_inference(
     size_divisor: int = 1,
     pad_val: float = 0.0,
     align_corners: bool = False,
+    flip_label_pairs: Sequence[tuple[int, int]] = (),
 ) -> torch.Tensor:
     """Average softmax probabilities of ``infer`` over scaled and flipped views of a batch.
 
@@ -90,6 +103,8 @@ def tta_inference(
         size_divisor: each scaled view is padded at the bottom/right with ``pad_val`` (normalised space, as the
             data preprocessor pads) up to a multiple of it; the padding is cropped off the logits.
         align_corners: of the bilinear resizes (input down/up, logits back to (H, W)).
+        flip_label_pairs: class-id pairs whose channels are exchanged in the logits of each mirrored view
+            (horizontal, vertical) after un-flipping; empty: none.
 
     Returns:
         float probabilities [B, K, H, W] (sum 1 over K): the mean over ``len(scales) * (1 + len(flip_directions))``
@@ -97,6 +112,8 @@ def tta_inference(
     """
     b, _, h, w = inputs.shape
     dims = [FLIP_DIMS[d] for d in flip_directions]
+    swaps = [bool(flip_label_pairs) and d in MIRRORS for d in flip_directions]
+    perm = None
     total: torch.Tensor | None = None
     for scale in scales:
         sh, sw = max(1, round(h * scale)), max(1, round(w * scale))
@@ -107,8 +124,12 @@ def tta_inference(
             views = F.pad(views, (0, pw - sw, 0, ph - sh), value=float(pad_val))
         logits = infer(views)[..., :sh, :sw]
         parts = logits.split(b)
-        for part, d in zip(parts, [None, *dims]):
+        for part, d, swap in zip(parts, [None, *dims], [False, *swaps]):
             part = part if d is None else part.flip(d)
+            if swap:
+                if perm is None:
+                    perm = torch.from_numpy(pair_permutation(flip_label_pairs, part.shape[1])).to(part.device)
+                part = part.index_select(1, perm)
             prob = resize(part, (h, w), align_corners).softmax(dim=1)
             total = prob if total is None else total.add_(prob)
     assert total is not None  # scales is never empty (check_aug_cfg)
