@@ -45,7 +45,7 @@ def test_cli_ratio_split_and_video_dataset_reads_it(tmp_path):
     proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300,
                           env=dict(os.environ, OMP_NUM_THREADS='1', PYTHONPATH=ROOT))  # this checkout's tasks
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert ('wrote train.txt (3 videos), val.txt (1 videos) and classes.txt (3 classes) to data (2 files that are '
+    assert ('wrote train.txt (3 videos), val.txt (1 video) and classes.txt (3 classes) to data (2 files that are '
             'not videos ignored)') in proc.stdout
     assert 'VideoDataset: ann_file: data/train.txt, data_prefix: {video: data/videos}' in proc.stdout
     assert 'class folder data/videos/swim has no videos' in proc.stderr

@@ -5,6 +5,7 @@ Detection: boxes (and masks) with class names; segmentation: label map over the 
 a strip of the sampled frames with the label; GAN: input | target. Writes OUT_DIR/<index>_<stem>.png."""
 
 from oars.cli import base_parser, run_cli, split_output_and_overrides
+from oars_deploy.words import plural
 
 
 def main() -> None:
@@ -19,7 +20,7 @@ def main() -> None:
     from oars.analysis.browse import browse
 
     written = browse(args.config, overrides, out_dir, phase=args.phase, num=args.num)
-    print(f"wrote {len(written)} pictures to {out_dir}")
+    print(f"wrote {plural(len(written), 'picture')} to {out_dir}")
 
 
 if __name__ == "__main__":

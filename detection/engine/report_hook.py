@@ -20,6 +20,7 @@ from oars.evaluation.report import FRACTION_NOTE
 from oars.visualization import ReportSection, plot_confusion_matrix, plot_pr_curves, write_html_report
 from oars_deploy.draw import get_palette
 from oars_deploy.predictors.detection_boxes.draw import draw_detection_sample
+from oars_deploy.words import plural
 
 # worst-image panels: longest side shrunk to at most 640 px (small report) and grown to at least 320 px
 # (readable captions on tiny images)
@@ -87,7 +88,7 @@ def build_report_sections(records: Sequence[dict[str, Any]], class_names: Sequen
           for n, c in zip(names, curves)}
     pr_img = plot_pr_curves({n: (c['recall'], c['precision']) for n, c in zip(names, curves)},
                             title=f'Precision-recall at IoU {iou_thr:g} (legend: AP, 0–1)', ap=ap)
-    sections.append(ReportSection('Precision-recall curves', text=f'{len(with_gt)} images, all detections.',
+    sections.append(ReportSection('Precision-recall curves', text=f'{plural(len(with_gt), "image")}, all detections.',
                                   images=[pr_img]))
 
     cm = confusion_matrix(with_gt, len(names), score_thr, iou_thr)
@@ -112,7 +113,8 @@ def build_report_sections(records: Sequence[dict[str, Any]], class_names: Sequen
     total_missed = sum(e['missed'] for e in errors)
     total_fp = sum(e['false_positives'] for e in errors)
     sections.append(ReportSection(f'Worst images (up to {num_worst})',
-                                  text=f'{total_missed} missed and {total_fp} false boxes in all (score >= '
+                                  text=f'{total_missed} missed and {plural(total_fp, "false box", "false boxes")} '
+                                       f'in all (score >= '
                                        f'{score_thr:g}, IoU >= {iou_thr:g}).' + ('' if panels else ' No errors.'),
                                   images=panels))
     return sections

@@ -19,6 +19,7 @@ from gan.registry import HOOKS
 from gan.visualization import generated_grid, sample_row, source_field, target_field
 from oars.visualization import ReportSection, write_html_report
 from oars_deploy.draw import make_grid
+from oars_deploy.words import plural
 
 GAN_UNITS = 'PSNR in dB; SSIM and attribute accuracy are fractions 0–1; FID and KID are distances (lower is better)'
 """The metrics table's caption: GAN metrics are not all proportions, so each unit is named."""
@@ -45,8 +46,9 @@ def build_report_sections(metrics: Mapping[str, Any] | None, grid: np.ndarray | 
                                       'output with (noise models, unpaired data): no per-image PSNR.'))
         return sections
     finite = [p for p in psnrs if math.isfinite(p)]
-    text = (f'{len(psnrs)} images; per-image PSNR (dB, data range 255): mean {np.mean(finite):.2f}, '
-            f'median {np.median(finite):.2f}, min {min(finite):.2f}' if finite else f'{len(psnrs)} images, all '
+    text = (f'{plural(len(psnrs), "image")}; per-image PSNR (dB, data range 255): mean {np.mean(finite):.2f}, '
+            f'median {np.median(finite):.2f}, min {min(finite):.2f}' if finite
+            else f'{plural(len(psnrs), "image")}, all '
             'identical to their target (PSNR inf)')
     if len(finite) < len(psnrs):
         text += f'; {len(psnrs) - len(finite)} identical to their target (PSNR inf)'

@@ -30,6 +30,7 @@ import numpy as np
 
 from oars.data.generated_set import GeneratedSet, check_int_arg, count_files, generator_main, run_generator
 from oars_deploy.draw import save_label_png
+from oars_deploy.words import plural
 
 CLASSES: tuple[str, ...] = ('background', 'circle', 'square', 'triangle')
 # RGB colours of the label PNG palette, index = class id (255, the usual ignore index, is white).
@@ -312,7 +313,7 @@ def run(args: argparse.Namespace) -> int:
     res = run_generator('demo_shapes', generate, args.out, args.num_train, args.num_val, args.size, args.seed,
                         args.overwrite, args.object_scale, args.max_objects, args.train_class_weights)
     for split in SPLITS:
-        print(f'  {split}: {res["num_images"][split]} images -> {res["images"][split]}, '
+        print(f'  {split}: {plural(res["num_images"][split], "image")} -> {res["images"][split]}, '
               f'labels -> {res["labels"][split]}, {res["num_annotations"].get(split, "?")} instances -> '
               f'{res["annotations"][split]}')
     print(f'  classes: {", ".join(CLASSES)}')

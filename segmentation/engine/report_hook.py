@@ -21,6 +21,7 @@ from oars.visualization.html_report import confusion_section
 from oars_deploy.draw import draw_legend, get_palette, overlay_mask, side_by_side
 from oars_deploy.draw.layout import enlarge, enlarge_factor
 from oars_deploy.predictors.semantic_labels.draw import MIN_SIDE
+from oars_deploy.words import plural
 from segmentation.evaluation.agreement import batch_confusions, per_image_miou
 from segmentation.registry import HOOKS
 
@@ -100,7 +101,7 @@ def build_report_sections(metrics: Mapping[str, Any] | None, class_names: Sequen
     sections.append(confusion_section(confusion.numpy(), names, 'Confusion matrix (pixels)', 'gt \\ pred',
                                       'Rows: ground-truth class (normalised per row). Columns: predicted class.'))
     finite = [v for v in image_mious if not math.isnan(v)]
-    summary = (f'{len(finite)} images with labelled pixels; per-image mIoU (classes in the image\'s GT or '
+    summary = (f'{plural(len(finite), "image")} with labelled pixels; per-image mIoU (classes in the image\'s GT or '
                f'prediction): mean {np.mean(finite):.4f}, min {min(finite):.4f}.') if finite else ''
     sections.append(ReportSection(f'Worst images (up to {num_worst})', text=summary + ' Lowest mIoU first.',
                                   images=[(w['caption'], w['panel']) for w in worst]))

@@ -49,7 +49,7 @@ def test_box_at_top_gets_caption_inside_and_lines_scale():
 
 @pytest.mark.parametrize('kwargs, match', [
     (dict(labels=np.array([2])), r'outside \[0, 2\)'),
-    (dict(labels=np.array([0, 1])), '1 boxes but 2 labels'),
+    (dict(labels=np.array([0, 1])), '1 box but 2 labels'),
     (dict(scores=np.array([0.1, 0.2])), '2 scores'),
     (dict(img=np.zeros((8, 8), np.uint8)), 'uint8 BGR'),
 ])

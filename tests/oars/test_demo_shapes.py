@@ -185,7 +185,7 @@ def test_cli_main_and_module(tmp_path, capsys):
     out = tmp_path / 'cli'
     assert main(['--out', str(out), '--num-train', '2', '--num-val', '1', '--size', '48', '--seed', '5']) == 0
     text = capsys.readouterr().out
-    assert 'wrote' in text and 'train: 2 images' in text and 'val: 1 images' in text
+    assert 'wrote' in text and 'train: 2 images' in text and 'val: 1 image' in text
     proc = subprocess.run(
         [sys.executable, '-m', 'oars.data.demo_shapes', '--out', str(out), '--num-train', '2', '--num-val', '1',
          '--size', '48', '--seed', '5'], capture_output=True, text=True, timeout=60,

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 
 from oars.errors import DataError, DataFileNotFoundError
 from oars_deploy.atomic import atomic_write
+from oars_deploy.words import plural
 
 VIDEO_EXTENSIONS: tuple[str, ...] = ('.mp4', '.avi', '.mkv', '.webm', '.mov', '.m4v', '.mpg', '.mpeg', '.flv',
                                      '.wmv', '.3gp', '.ogv')
@@ -276,7 +277,7 @@ def build_file_lists(root: str, out_dir: str, *, level: int = 2, split_ratio: fl
 
 def summary(result: dict) -> str:
     """What :func:`build_file_lists` wrote, and the dataset settings that read it."""
-    lists = ', '.join(f'{os.path.basename(p)} ({n} videos)' for p, n in result['lists'].values())
+    lists = ', '.join(f'{os.path.basename(p)} ({plural(n, "video")})' for p, n in result['lists'].values())
     text = (f"wrote {lists} and {CLASSES_FILE} ({len(result['classes'])} classes) to {result['out_dir']}")
     notes = [f"{result[k]} {what}" for k, what in (('unlisted', 'videos in no split file'),
                                                     ('ignored', 'files that are not videos ignored')) if result[k]]

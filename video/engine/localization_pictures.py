@@ -16,6 +16,7 @@ import cv2
 import numpy as np
 
 from oars_deploy.draw import make_grid
+from oars_deploy.words import plural
 from video.engine.localization_records import (
     localization_record,
     read_frames,
@@ -81,6 +82,6 @@ class LocalizationPictures:
     def after_test(self, runner) -> None:
         if self._rows:
             cv2.imwrite(osp.join(self.out_dir, 'summary.png'), make_grid(self._rows, ncols=1))
-        runner.logger.info(f'timelines of {len(self._names)} videos written to {self.out_dir}'
+        runner.logger.info(f'timelines of {plural(len(self._names), "video")} written to {self.out_dir}'
                            + ('' if self._folder else ' (no frames: set the dataset\'s data_prefix.video to the '
                               'videos\' folder to draw them)'))

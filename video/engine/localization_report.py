@@ -21,6 +21,7 @@ from mmengine.dist import collect_results, is_main_process
 from oars.evaluation.report import FRACTION_NOTE
 from oars.visualization import ReportSection, plot_per_class_bars, write_html_report
 from oars_deploy.atomic import atomic_write
+from oars_deploy.words import plural
 from video.engine.localization_records import (
     localization_record,
     read_frames,
@@ -72,7 +73,7 @@ def build_sections(records: Sequence[dict[str, Any]], class_names: Sequence[str]
                    model: Mapping[str, Any], baseline: Mapping[str, Any], worst: Sequence[tuple[str, np.ndarray]],
                    num_worst: int) -> list[ReportSection]:
     """The report's sections (``worst``: (caption, timeline picture) of the lowest-recall videos)."""
-    sections = [ReportSection('Metrics', text=f'{len(records)} videos (the evaluator\'s numbers).',
+    sections = [ReportSection('Metrics', text=f'{plural(len(records), "video")} (the evaluator\'s numbers).',
                               tables=[{'header': ['metric', 'value'], 'caption': FRACTION_NOTE,
                                        'rows': [[k, v] for k, v in (metrics or {}).items()]}])]
     rows = [[k, model[k], baseline[k]] for k in HEADLINE if k in model]

@@ -16,6 +16,7 @@ from oars.evaluation.confusion import confusion_matrix, per_class_scores
 from oars.evaluation.report import FRACTION_NOTE
 from oars.visualization import ReportSection, plot_per_class_bars, write_html_report
 from oars.visualization.html_report import confusion_section
+from oars_deploy.words import plural
 from video.engine.clip_pictures import batch_inputs, clip_frames, clip_labels, clip_strip, clip_title
 from video.engine.localization_records import is_localization_dataset
 from video.engine.localization_report import LocalizationReport
@@ -56,7 +57,7 @@ def build_report_sections(records: Sequence[Mapping[str, Any]], class_names: Seq
         acc = per_class_scores(cm)['Acc'].tolist()
         bars = plot_per_class_bars(dict(zip(names, acc)), title='Top-1 accuracy per class (n/a: no clips)',
                                    ylabel='accuracy')
-        sections.append(ReportSection('Per-class accuracy', text=f'{len(single)} clips.', images=[bars]))
+        sections.append(ReportSection('Per-class accuracy', text=f'{plural(len(single), "clip")}.', images=[bars]))
         sections.append(confusion_section(cm.numpy(), names, 'Confusion matrix (top-1)', 'true \\ pred',
                                           'Rows: true class (normalised per row). Columns: top-1 prediction.'))
     elif class_ap is not None:

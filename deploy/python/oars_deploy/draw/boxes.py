@@ -61,7 +61,7 @@ def draw_boxes(img: np.ndarray, bboxes: np.ndarray, labels: np.ndarray, scores: 
     boxes = np.asarray(bboxes, dtype=np.float64).reshape(-1, 4)
     labels = np.asarray(labels).reshape(-1).astype(np.int64)
     if len(labels) != len(boxes):
-        raise ValueError(f'draw_boxes: {len(boxes)} boxes but {len(labels)} labels')
+        raise ValueError(f"draw_boxes: {plural(len(boxes), 'box')} but {plural(len(labels), 'label')}")
     names = [str(n) for n in class_names]
     if len(labels) and (labels.min() < 0 or labels.max() >= len(names)):
         raise ValueError(f'draw_boxes: labels {np.unique(labels).tolist()} outside [0, {len(names)}) '

@@ -32,6 +32,7 @@ from oars_deploy.predictor import Predictor
 from oars_deploy.records import ResultRecord
 from oars_deploy.streams.run import run_stream
 from oars_deploy.streams.source import stream_source
+from oars_deploy.words import plural
 
 
 def image_task(deploy: dict) -> str | None:
@@ -187,7 +188,7 @@ class ImagePlugin(PredictorPlugin):
                 written.append(out)
                 records.append(record)
         self.finish(args.output_dir, records, predictor)
-        print(f"wrote {len(written)} pictures to {args.output_dir}")
+        print(f"wrote {plural(len(written), 'picture')} to {args.output_dir}")
         if args.benchmark and first:
             print_benchmark(predictor.benchmark(first, args.warmup, args.runs), args.device, args.backend)
         return PredictorRun(records=records, failures=failures, total=len(paths))

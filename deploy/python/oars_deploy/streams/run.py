@@ -29,6 +29,7 @@ from oars_deploy.streams.ending import mark_last_record, stream_failures
 from oars_deploy.streams.source import FrameStream, StreamFrame, StreamSource
 from oars_deploy.streams.writer import VideoWriter
 from oars_deploy.track.stream import StreamTracker, can_track
+from oars_deploy.words import plural
 
 
 @dataclass(eq=False)
@@ -139,12 +140,12 @@ def run_stream(plugin: Any, predictor: Any, args: argparse.Namespace, source: St
                 if args.max_frames is not None and decoded >= args.max_frames:
                     break
         except KeyboardInterrupt:  # a camera or live stream ends when the user says so
-            print(f"stopped by the user after {decoded} frames")
+            print(f"stopped by the user after {plural(decoded, 'frame')}")
         flush(writer)
         end = stream.early_end()
     elapsed = max(time.perf_counter() - started, 1e-9)
     mark_last_record(records, end)
-    print(f"{source.name}: {decoded} frames read, {predicted} predicted in {elapsed:.1f} s "
+    print(f"{source.name}: {plural(decoded, 'frame')} read, {predicted} predicted in {elapsed:.1f} s "
           f"({decoded / elapsed:.1f} frames/s read and written, {predicted / elapsed:.1f} predicted/s); "
           f"annotated video {video_path} at {stream.fps:g} fps"
           + (f"; {len(tracker.ids_seen)} tracks" if tracker is not None else "")

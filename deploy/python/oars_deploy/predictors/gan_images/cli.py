@@ -27,6 +27,7 @@ from oars_deploy.outputs import read_image
 from oars_deploy.predictors.gan_images.config import image_grid, make_labels, make_noise, parse_attrs, side_by_side
 from oars_deploy.predictors.gan_images.predictor import GANPredictor
 from oars_deploy.predictors.gan_images.records import GANImagesRecord, named_values
+from oars_deploy.words import plural
 
 DEFAULT_NUM = 16
 
@@ -181,7 +182,7 @@ def run_gan(args: argparse.Namespace, failures: Failures | None = None,
             pair = write_translation(path, a, b, args.output_dir, stems[path])
             results.append(translation_record(path, pair, attrs, src, gan))
             written += pair
-    print(f"wrote {len(written)} pictures to {args.output_dir}")
+    print(f"wrote {plural(len(written), 'picture')} to {args.output_dir}")
     if own:
         failures.raise_if_any(total=len(paths))
     return written
