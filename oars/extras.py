@@ -28,6 +28,8 @@ EXTRA_PACKAGES: dict[str, tuple[str, str]] = {
     "ray": ("ray[serve,data]", "serve"),
     "tensorboard": ("tensorboard", "dev"),
     "optuna": ("optuna", "tune"),
+    "openvino": ("openvino", "edge"),
+    "nncf": ("nncf", "edge"),
 }
 
 

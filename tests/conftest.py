@@ -33,3 +33,16 @@ def demo_data(tmp_path_factory) -> str:
     out = tmp_path_factory.mktemp("demo_shapes")
     generate(str(out), num_train=16, num_val=8, size=128, seed=0)
     return str(out)
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory, demo_data):
+    """A loopback S3 endpoint (moto, 127.0.0.1, a free port) for the session, dummy credentials in the environment,
+    the demo shapes set uploaded to ``s3://oars-data/shapes`` (tests/s3_server.py)."""
+    pytest.importorskip("moto.server", reason="moto[server] (the dev extra) runs the loopback S3")
+    pytest.importorskip("s3fs", reason="s3fs (the data extra) reads s3:// URLs")
+    from s3_server import running_s3_server
+
+    with running_s3_server(str(tmp_path_factory.mktemp("s3_env"))) as server:
+        server.upload(demo_data, "shapes")
+        yield server

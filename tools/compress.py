@@ -1,6 +1,6 @@
-"""Compress a trained model: tools/compress.py -c CONFIG -w CKPT --method prune|ptq|qat|distill --work-dir DIR
-[--target-flops F | --target-params P] [--criterion l1|l2|taylor] [--steps N] [--epochs N] [--calib-dir DIR]
-[--variant NAME] [-o key=value ...].
+"""Compress a trained model: tools/compress.py -c CONFIG -w CKPT --method prune|auto-prune|sensitivity|ptq|qat|distill
+--work-dir DIR [--target-flops F | --target-params P | --target-latency MS] [--search sa|optuna]
+[--criterion l1|l2|taylor] [--steps N] [--epochs N] [--calib-dir DIR] [--variant NAME] [-o key=value ...].
 
 prune: structured channel pruning of the backbone and neck (torch-pruning's dependency graph; the heads keep their
 output channels) until the model has at most F of the original FLOPs (--target-flops 0.5: half) or P of its
@@ -8,6 +8,11 @@ parameters, in N steps (importance estimated again before each), then fine-tunin
 --epochs (the config's schedule when not given; 0: none). The result is an ordinary config and checkpoint:
 DIR/<variant>/pruned_config.yaml and the fine-tuning's checkpoints, which tools/eval.py, infer.py and export.py
 take as they are. Re-running continues (the pruned model is not recomputed; fine-tuning resumes).
+auto-prune: a search over per-group prune ratios (layers grouped by stage/block) under --target-flops F or
+--target-latency MS (ONNX Runtime on this machine), each candidate scored by the validation metric on a few batches
+after BatchNorm re-calibration; simulated annealing as PaddleSlim's (--search sa, the default) or Optuna's TPE
+(--search optuna), --steps candidates (default 300); the best is written, fine-tuned and measured as prune's.
+sensitivity: the metric per layer group pruned by 0.1 ... 0.9 (DIR/sensitivity.json and .png, a row of text).
 ptq: the INT8 export of tools/export.py --int8 (calibrated on --calib-dir), its metric from that export as deployed
 (oars.pipelines.compress.ptq): the row QAT is compared with.
 qat / distill: quantisation-aware training and distillation (oars.pipelines.compress.qat / .distill).
@@ -42,7 +47,12 @@ def main(argv: Sequence[str] | None = None) -> None:
                         help="prune: keep at most this fraction of the original parameters")
     parser.add_argument("--criterion", choices=["l1", "l2", "taylor"], default=None,
                         help="prune: channel importance (weight L1/L2 norm, or first-order Taylor on a batch)")
-    parser.add_argument("--steps", type=int, default=None, help="prune: reach the target in N pruning steps")
+    parser.add_argument("--target-latency", type=float, default=None,
+                        help="auto-prune: the ONNX Runtime latency budget in ms, measured on this machine")
+    parser.add_argument("--search", choices=["sa", "optuna"], default=None,
+                        help="auto-prune: simulated annealing (PaddleSlim's, default) or Optuna's TPE")
+    parser.add_argument("--steps", type=int, default=None,
+                        help="prune: reach the target in N pruning steps; auto-prune: N search candidates (300)")
     parser.add_argument("--epochs", type=int, default=None,
                         help="fine-tuning length (train_cfg.max_epochs, or max_iters for an iteration loop); 0: none")
     parser.add_argument("--calib-dir", default=None,
@@ -57,7 +67,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         raise OarsError("--work-dir DIR is required: the compressed variants and their table live there")
     cfg = load_checked_config(args.config, args.overrides)
     cli = {"method": args.method, "target_flops": args.target_flops, "target_params": args.target_params,
-           "criterion": args.criterion, "steps": args.steps, "epochs": args.epochs, "variant": args.variant,
+           "criterion": args.criterion, "steps": args.steps,
+           "target_latency": args.target_latency, "search": args.search, "epochs": args.epochs, "variant": args.variant,
            "teacher_config": args.teacher_config, "teacher_weights": args.teacher_weights,
            "calib_dir": args.calib_dir}
     compress(cfg, args.weights, args.work_dir, merged_options(cfg, cli), args.overrides)

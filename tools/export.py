@@ -1,6 +1,6 @@
-"""Export a trained model: tools/export.py -c CONFIG -w CKPT --format onnx|tensorrt [-o OUT_DIR] [--dynamic]
-[--half | --int8 --calib-dir DIR [--calib-num N] [--calib-method entropy|minmax|percentile]] [--opset N] [--overwrite]
-[TASK FLAGS].
+"""Export a trained model: tools/export.py -c CONFIG -w CKPT --format onnx|tensorrt|openvino|ort [-o OUT_DIR]
+[--dynamic] [--half | --int8 --calib-dir DIR [--calib-num N] [--calib-method entropy|minmax|percentile]]
+[--min-agreement X] [--opset N] [--overwrite] [TASK FLAGS].
 
 Writes OUT_DIR/model.onnx and OUT_DIR/deploy.yaml (default OUT_DIR: work_dirs/<config name>/export), and
 model.engine for --format tensorrt. A folder that already holds an export is left alone unless --overwrite is given
@@ -9,6 +9,12 @@ reproduce PyTorch on a sample input, or the export fails. --half / --int8 also w
 model_int8.onnx (the precision is in the graph: FP16 tensors, or Q/DQ nodes calibrated on --calib-dir; --int8 is
 for image models), which must agree with the FP32 graph (export.min_agreement, default 0.99 / 0.9); deploy.yaml
 then points the predictors and TensorRT at that file.
+--format openvino (model.xml + model.bin; --half: FP16 weights, --int8: NNCF calibrated on --calib-dir) and
+--format ort (ONNX Runtime's mobile format: model.ort + required_operators.config, from the graph deploy.yaml runs)
+are written from model.onnx, which stays as the reference: each is run on the self-check inputs next to ONNX
+Runtime FP32 and the export fails (nothing renamed into place) below --min-agreement (default per precision and
+output kind: FP32 0.999 dense / 0.99 labels / 0.95 matched detections; FP16 0.99; INT8 0.9). The result is printed
+("openvino FP32 vs ONNX Runtime: max abs diff 3.1e-06 (agreement 1.000)") and kept in deploy.yaml's ``parity``.
 ``-o`` also takes ``key=value`` config overrides, as on every tool:
 ``-o out/ export.input_shape=[1,3,256,256] export.output_op=softmax``. The config's task may add flags of its own
 (each one sets the ``export`` key of the same name): tools/export.py -c CONFIG --help lists them.
@@ -26,7 +32,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-c", "--config", required=True, help="YAML config file")
     parser.add_argument("-w", "--weights", required=True, help="checkpoint")
-    parser.add_argument("--format", default="onnx", help="onnx (default) or tensorrt")
+    parser.add_argument("--format", default="onnx",
+                        help="onnx (default), tensorrt, openvino (OpenVINO IR) or ort (ONNX Runtime mobile)")
+    parser.add_argument("--min-agreement", type=float, default=None,
+                        help="agreement with ONNX Runtime FP32 below which an openvino / ort export (and a --half / "
+                        "--int8 graph) fails (default: per precision and output kind, see above)")
     parser.add_argument("-o", "--opt", dest="values", nargs="+", action="extend", default=[],
                         metavar="OUT_DIR|KEY=VALUE", help="output folder and/or config overrides")
     parser.add_argument("--output-dir", default=None, help="output folder (alternative to -o OUT_DIR)")
@@ -63,13 +73,23 @@ def main(argv: Sequence[str] | None = None) -> None:
                           opset=args.opset, half=args.half, int8=args.int8, calib_dir=args.calib_dir,
                           calib_method=args.calib_method, calib_num=args.calib_num,
                           check=not args.no_check, device=args.device,
-                          overwrite=args.overwrite, task_options=line.task_values)
+                          overwrite=args.overwrite, task_options=line.task_values, min_agreement=args.min_agreement)
     for key in ("onnx", "precision_onnx", "deploy", "engine"):
         if key in result:
             print(f"wrote {result[key]}")
     for path in result.get("extra_files", []):  # a second graph of the export (a localiser's recognizer)
         print(f"wrote {path}")
     print(format_check(result.get("check")))
+    if "format" in result:
+        print(format_lines(result["format"]))
+
+
+def format_lines(written: dict) -> str:
+    """An edge format's files, its parity line and its notes (the mobile-usability verdict)."""
+    lines = [f"wrote {path}" for path in written["files"]]
+    lines.append(written["parity"]["line"])
+    lines.extend(written["notes"])
+    return "\n".join(lines)
 
 
 def format_check(check: dict | None) -> str:

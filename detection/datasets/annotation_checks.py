@@ -13,11 +13,11 @@ annotation dropped, ignored or of another class) is an error whatever the policy
 from __future__ import annotations
 
 import math
-import os
 import warnings
 from collections import Counter
 from collections.abc import Sequence
 
+from oars.data import storage
 from oars.data.transforms.loading import read_image
 from oars.errors import DataError, DataFileNotFoundError
 
@@ -144,8 +144,9 @@ def image_size(img_path: str) -> tuple[int, int] | None:
 
 
 def checked_image(img_path: str, problems: AnnotationProblems, where: str) -> bool:
-    """True when the image file exists; otherwise reports ``MISSING_IMAGE`` (the image is then dropped)."""
-    if os.path.isfile(img_path):
+    """True when the image file (a local path or a URL) exists; otherwise reports ``MISSING_IMAGE`` (the image is
+    then dropped)."""
+    if storage.listed_isfile(img_path):
         return True
     problems.report(MISSING_IMAGE, f'{where}: image file {img_path} not found; expected an existing file',
                     error=DataFileNotFoundError)

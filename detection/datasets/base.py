@@ -4,7 +4,7 @@ segmentation)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from detection.datasets import annotation_checks as checks
 from detection.registry import TRANSFORMS
@@ -64,6 +64,7 @@ class DetectionDataset(OarsDataset):
         indices: int | Sequence[int] | None = None,
         serialize_data: bool = True,
         max_refetch: int = 1000,
+        storage_options: Mapping | None = None,
     ) -> None:
         owner = type(self).__name__
         self.on_bad_annotation = checks.check_policy(on_bad_annotation, owner)
@@ -77,4 +78,9 @@ class DetectionDataset(OarsDataset):
         super().__init__(
             classes=classes, palette=palette, pipeline=pipeline, on_bad_sample=on_bad_sample, test_mode=test_mode,
             ann_file=ann_file, data_root=data_root or '', data_prefix=data_prefix, indices=indices,
-            serialize_data=serialize_data, lazy_init=lazy_init, max_refetch=max_refetch)
+            serialize_data=serialize_data, lazy_init=lazy_init, max_refetch=max_refetch,
+            storage_options=storage_options)
+
+    def get_cat_ids(self, idx: int) -> list[int]:
+        """Class indices of the image's instances, ignored ones included (what ``ClassAwareSampler`` reads)."""
+        return [inst['bbox_label'] for inst in self.get_data_info(idx)['instances']]

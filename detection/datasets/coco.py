@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-import os
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -23,6 +22,7 @@ from detection.datasets.coco_checks import (
     polygon_table,
 )
 from detection.registry import DATASETS
+from oars.data import storage
 from oars.errors import DataError, DataFileNotFoundError
 
 COCO_CLASSES: tuple[str, ...] = (
@@ -47,7 +47,7 @@ def _coco_json(ann_file: str, owner: str, need_annotations: bool) -> dict:
     (or annotation) and what was expected."""
     expected = "expected a COCO instances json object {'images': [...], 'annotations': [...], 'categories': [...]}"
     try:
-        with open(ann_file, encoding='utf-8') as f:
+        with storage.open_file(ann_file, 'r', encoding='utf-8') as f:
             data = json.load(f)
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
         raise DataError(f'{owner}: cannot read COCO annotation file {ann_file} ({type(err).__name__}: {err}); '
@@ -82,7 +82,7 @@ def load_coco(ann_file: str, owner: str = 'CocoDataset', need_annotations: bool 
     a wrong file gets a message naming it and the missing key rather than pycocotools' assertion, and its ids
     checked unique (``coco_checks.check_ids``: pycocotools would keep one entry of a repeated id silently).
     ``need_annotations=False`` accepts a file of image entries only (test sets)."""
-    if not os.path.isfile(ann_file):
+    if not storage.isfile(ann_file):
         raise DataFileNotFoundError(f'{owner}: annotation file {ann_file} not found')
     coco = COCO()
     coco.dataset = _coco_json(ann_file, owner, need_annotations)
@@ -231,7 +231,8 @@ class CocoDataset(DetectionDataset):
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
-        self._metainfo['ann_file'] = os.path.abspath(self.ann_file)
+        # load_data_list has set it unless lazy_init (for a URL: the local copy the evaluator reads)
+        self._metainfo.setdefault('ann_file', storage.absolute(self.ann_file))
 
     def load_data_list(self) -> list[dict]:
         """Read the json once and return one data info per image (see the class docstring).
@@ -242,10 +243,11 @@ class CocoDataset(DetectionDataset):
                 counts the annotations left out per reason).
         """
         owner = type(self).__name__
-        ann_file = os.path.abspath(self.ann_file)
+        ann_file = storage.absolute(self.ann_file)
         coco = load_coco(ann_file, owner, need_annotations=not self.test_mode)
         cat_ids = match_categories(coco, self._metainfo['classes'], ann_file, owner)
-        self._metainfo.update(cat_ids=cat_ids, ann_file=ann_file)
+        # the evaluator (pycocotools) reads a local file: a URL's json is copied into the storage cache once
+        self._metainfo.update(cat_ids=cat_ids, ann_file=storage.local_copy(ann_file))
         annotations = coco.dataset.get('annotations', [])
         ctx = _FileContext(
             ann_file=ann_file, coco=coco, label_of={cid: i for i, cid in enumerate(cat_ids)},
@@ -272,7 +274,7 @@ class CocoDataset(DetectionDataset):
         file_name = img.get('file_name')
         if not isinstance(file_name, str) or not file_name:
             raise DataError(f"{type(self).__name__}: {ctx.ann_file}: image id {img_id!r} has no 'file_name'")
-        img_path = os.path.join(self.data_prefix['img'], file_name)
+        img_path = storage.join(self.data_prefix['img'], file_name)
         where = f'{ctx.ann_file}: image id {img_id} ({file_name})'
         anns = ctx.coco.imgToAnns.get(img_id, [])
         if not checks.checked_image(img_path, ctx.problems, where):
@@ -332,8 +334,4 @@ class CocoDataset(DetectionDataset):
     def filter_data(self) -> list[dict]:
         """Drop images without a non-ignored box (``filter_empty_gt``, training only); fail when none is left."""
         drop_empty = self.filter_empty_gt and not self.test_mode
-        return checks.filter_images(self.data_list, drop_empty, type(self).__name__, os.path.abspath(self.ann_file))
-
-    def get_cat_ids(self, idx: int) -> list[int]:
-        """Class indices of the image's instances (for class-balanced sampling)."""
-        return [inst['bbox_label'] for inst in self.get_data_info(idx)['instances']]
+        return checks.filter_images(self.data_list, drop_empty, type(self).__name__, storage.absolute(self.ann_file))

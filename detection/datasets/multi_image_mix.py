@@ -65,6 +65,10 @@ class MultiImageMixDataset:
     def get_data_info(self, idx: int) -> dict:
         return self.dataset.get_data_info(idx)
 
+    def get_cat_ids(self, idx: int) -> list[int]:
+        """The inner dataset's class indices of image ``idx`` (for ``ClassAwareSampler``)."""
+        return self.dataset.get_cat_ids(idx)
+
     def update_skip_type_keys(self, skip_type_keys: Sequence[str] | None) -> None:
         """Skip the transforms of these class names from now on (None or empty: skip none)."""
         keys = tuple(skip_type_keys or ())

@@ -158,7 +158,3 @@ class VOCDataset(DetectionDataset):
         """Drop images without a non-ignored box (``filter_empty_gt``, training only); fail when none is left."""
         drop_empty = self.filter_empty_gt and not self.test_mode
         return checks.filter_images(self.data_list, drop_empty, type(self).__name__, os.path.abspath(self.ann_file))
-
-    def get_cat_ids(self, idx: int) -> list[int]:
-        """Class indices of the image's instances (for class-balanced sampling)."""
-        return [inst['bbox_label'] for inst in self.get_data_info(idx)['instances']]

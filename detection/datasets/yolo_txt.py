@@ -147,7 +147,3 @@ class YOLOTxtDataset(DetectionDataset):
         """Drop images without a box (``filter_empty_gt``, training only); fail when none is left."""
         drop_empty = self.filter_empty_gt and not self.test_mode
         return checks.filter_images(self.data_list, drop_empty, type(self).__name__, self.data.yaml_path)
-
-    def get_cat_ids(self, idx: int) -> list[int]:
-        """Class indices of the image's objects (for class-balanced sampling)."""
-        return [inst['bbox_label'] for inst in self.get_data_info(idx)['instances']]

@@ -408,7 +408,7 @@ class Model:
         """Export :attr:`weights` as ``tools/export.py`` does (model.onnx + deploy.yaml, checked against PyTorch).
 
         Args:
-            format: ``onnx`` or ``tensorrt``.
+            format: ``onnx``, ``tensorrt``, ``openvino`` or ``ort`` (``min_agreement=`` sets the parity threshold).
             out_dir: the export folder (default ``export/`` beside the weights); an existing export is refused
                 unless ``overwrite=True``.
             **kwargs: :func:`oars.pipelines.export.export_model`'s options (``dynamic``, ``opset``, ``half``,

@@ -37,17 +37,22 @@ def merged_options(cfg: Config, cli: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def prune_settings(options: dict[str, Any], filename: str | None = None) -> PruneSettings:
+def prune_settings(options: dict[str, Any], filename: str | None = None, *, method: str = "prune",
+                   extra_keys: tuple[str, ...] = (), need_target: bool = True) -> PruneSettings:
     """The pruning settings in ``options``, checked.
+
+    ``method``, ``extra_keys`` and ``need_target``: how automatic pruning and sensitivity analysis
+    (:mod:`oars.compress.auto_prune_options`) reuse the checks: their own keys are accepted too, and they set their
+    budget themselves (no ``target_flops``/``target_params`` needed).
 
     Raises:
         OarsError: a key no method knows (with the accepted keys), or a value of the wrong kind (named).
     """
     where = f"{filename}: " if filename else ""
-    unknown = sorted(set(options) - set(PRUNE_KEYS) - set(TOOL_KEYS) - set(OTHER_METHOD_SECTIONS))
+    unknown = sorted(set(options) - set(PRUNE_KEYS) - set(TOOL_KEYS) - set(OTHER_METHOD_SECTIONS) - set(extra_keys))
     if unknown:
-        raise OarsError(f"{where}compress: unknown option(s) {unknown} for --method prune; accepted: "
-                        f"{sorted(PRUNE_KEYS + TOOL_KEYS)}")
+        raise OarsError(f"{where}compress: unknown option(s) {unknown} for --method {method}; accepted: "
+                        f"{sorted(PRUNE_KEYS + TOOL_KEYS + tuple(extra_keys))}")
     settings = PruneSettings()
     for key in PRUNE_KEYS:
         if key in options and options[key] is not None:
@@ -74,7 +79,7 @@ def prune_settings(options: dict[str, Any], filename: str | None = None) -> Prun
             except (TypeError, ValueError):
                 raise OarsError(f"{where}--{key.replace('_', '-')} must be a fraction such as 0.5, "
                                 f"got {value!r}") from None
-    if (settings.target_flops is None) == (settings.target_params is None):
+    if need_target and (settings.target_flops is None) == (settings.target_params is None):
         given = "both" if settings.target_flops is not None else "neither"
         raise OarsError(f"{where}--method prune needs one target, --target-flops F or --target-params P (or "
                         f"compress.target_flops / compress.target_params), got {given}")

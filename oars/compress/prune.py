@@ -182,15 +182,20 @@ def kept_layers(model: nn.Module, inputs: Any, forward_fn: ForwardFn, prefixes: 
 
 
 def _build_pruner(model: nn.Module, inputs: Any, forward_fn: ForwardFn, settings: PruneSettings, ratio: float,
-                  ignored: list[nn.Module]):
+                  ignored: list[nn.Module], layer_ratios: dict[str, float] | None = None):
+    """torch-pruning's pruner of ``model``: every prunable layer by ``ratio``, or (``layer_ratios``: module path ->
+    ratio, automatic pruning's per-group ratios) each listed layer by its own ratio and the others by ``ratio``."""
     tp = torch_pruning()
 
     from .prune_layers import custom_pruners
 
+    modules = dict(model.named_modules())
+    ratio_dict = {modules[p]: r for p, r in (layer_ratios or {}).items()} or None
     try:
         with trace_forwards(model):
             return tp.pruner.MetaPruner(
             model, inputs, importance=_importance(settings.criterion), pruning_ratio=ratio,
+            pruning_ratio_dict=ratio_dict,
             max_pruning_ratio=settings.max_layer_ratio, ignored_layers=ignored, round_to=settings.round_to,
             global_pruning=settings.global_pruning, forward_fn=forward_fn, customized_pruners=custom_pruners())
     except Exception as err:  # noqa: BLE001 - tracing failures come from deep inside the model
@@ -215,21 +220,22 @@ def _taylor_grads(model: nn.Module, loss_fn: LossFn | None) -> None:
             v.copy_(buffers[k])
 
 
-def _prune_copy(model: nn.Module, inputs: Any, forward_fn: ForwardFn, settings: PruneSettings, ratio: float,
-                loss_fn: LossFn | None, kept: Sequence[str]) -> tuple[nn.Module, Any]:
-    """A copy of ``model`` with every in-scope layer pruned by ``ratio`` (one torch-pruning step), the layers in
-    ``kept`` whole at their outputs."""
+def prune_copy(model: nn.Module, inputs: Any, forward_fn: ForwardFn, settings: PruneSettings, ratio: float,
+               loss_fn: LossFn | None, kept: Sequence[str],
+               layer_ratios: dict[str, float] | None = None) -> tuple[nn.Module, Any]:
+    """A copy of ``model`` with every in-scope layer pruned by ``ratio`` (one torch-pruning step), or by its own
+    ratio in ``layer_ratios`` (module path -> ratio), the layers in ``kept`` whole at their outputs."""
     trial = copy.deepcopy(model)
     _, ignored = scope_layers(trial, settings, kept)
     if settings.criterion == "taylor":
         _taylor_grads(trial, loss_fn)
-    pruner = _build_pruner(trial, inputs, forward_fn, settings, ratio, ignored)
+    pruner = _build_pruner(trial, inputs, forward_fn, settings, ratio, ignored, layer_ratios)
     pruner.step()
     trial.zero_grad(set_to_none=True)
     return trial, pruner
 
 
-def _measure(model: nn.Module, inputs: Any, forward_fn: ForwardFn, what: str) -> float:
+def measure_pruned(model: nn.Module, inputs: Any, forward_fn: ForwardFn, what: str) -> float:
     """FLOPs or parameters of a pruned trial, which must still run.
 
     Raises:
@@ -300,7 +306,7 @@ def prune_to_target(model: nn.Module, inputs: Any, settings: PruneSettings, forw
         current, ratio, pruner = _bisect(current, inputs, forward_fn, settings, loss_fn, kept, what, goal,
                                          before, target)
         ratios.append(ratio)
-    after = _measure(current, inputs, forward_fn, what)
+    after = measure_pruned(current, inputs, forward_fn, what)
     _, ignored_now = scope_layers(current, settings, list(kept))
     report = PruneReport(measure=what, target=target, before=before, after=after, flops_before=flops0,
                          flops_after=count_flops(current, inputs, forward_fn), params_before=params0,
@@ -330,8 +336,8 @@ def _bisect(model: nn.Module, inputs: Any, forward_fn: ForwardFn, settings: Prun
             kept: dict[str, str], what: str, goal: float, original: float, target: float):
     """The smallest one-step channel ratio whose pruned copy of ``model`` measures <= ``goal``."""
     hi = settings.max_layer_ratio
-    best, pruner = _prune_copy(model, inputs, forward_fn, settings, hi, loss_fn, list(kept))
-    value = _measure(best, inputs, forward_fn, what)
+    best, pruner = prune_copy(model, inputs, forward_fn, settings, hi, loss_fn, list(kept))
+    value = measure_pruned(best, inputs, forward_fn, what)
     if value > goal * (1 + 1e-9):
         raise OarsError(
             f"--target-{what} {target:g} is unreachable: pruning every layer in {settings.scope} by the most "
@@ -341,8 +347,8 @@ def _bisect(model: nn.Module, inputs: Any, forward_fn: ForwardFn, settings: Prun
     lo, best_ratio = 0.0, hi
     for _ in range(_BISECT_ROUNDS):
         mid = (lo + hi) / 2
-        trial, trial_pruner = _prune_copy(model, inputs, forward_fn, settings, mid, loss_fn, list(kept))
-        if _measure(trial, inputs, forward_fn, what) <= goal * (1 + 1e-9):
+        trial, trial_pruner = prune_copy(model, inputs, forward_fn, settings, mid, loss_fn, list(kept))
+        if measure_pruned(trial, inputs, forward_fn, what) <= goal * (1 + 1e-9):
             hi, best, best_ratio, pruner = mid, trial, mid, trial_pruner
         else:
             lo = mid

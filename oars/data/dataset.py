@@ -14,11 +14,12 @@ as mmengine replaces a sample whose pipeline returns None - but never silently: 
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from mmengine.dataset import BaseDataset
 from mmengine.registry import DefaultScope, Registry
 
+from oars.data import storage
 from oars.errors import DataError
 from oars_deploy.draw import get_palette
 
@@ -124,9 +125,12 @@ class OarsDataset(BaseDataset):
         on_bad_sample: str = 'error',
         test_mode: bool = False,
         bad_sample_key: str = 'on_bad_sample',
+        storage_options: Mapping | None = None,
         **base_kwargs,
     ) -> None:
         owner = type(self).__name__
+        # a URL data_root (s3://, gs://, https://, memory://) reads through fsspec with these options
+        storage.register_options(base_kwargs.get('data_root') or '', storage_options, f'{owner}: storage_options')
         self.bad_sample_key = bad_sample_key  # the key the config wrote (a task's alias), named in the messages
         self.on_bad_sample = check_bad_sample_policy(on_bad_sample, owner, test_mode, bad_sample_key)
         self.skipped: dict[str, str] = {}
@@ -134,6 +138,12 @@ class OarsDataset(BaseDataset):
         metainfo.update(extra_metainfo or {})
         built = [build_transform(t, self.transform_registry) for t in pipeline]
         super().__init__(metainfo=metainfo, pipeline=built, test_mode=test_mode, **base_kwargs)
+
+    def _join_prefix(self) -> None:
+        """mmengine's join, or ``oars.data.storage.join_root`` for a URL ``data_root``."""
+        if not storage.is_url(self.data_root):
+            return super()._join_prefix()
+        self.ann_file, self.data_prefix = storage.join_root(self.data_root, self.ann_file, self.data_prefix)
 
     def prepare_data(self, idx: int):
         """The sample through the pipeline; under ``skip`` None for a sample whose pipeline raised ``DataError``

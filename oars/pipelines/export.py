@@ -22,6 +22,9 @@ from oars.engine.checkpoint import check_checkpoint_file
 from oars.engine.work_dir import clean_stale_temp_files
 from oars.export.deploy_config import write_deploy_yaml
 from oars.export.errors import ExportError
+from oars.export.formats import FORMATS as EDGE_FORMATS
+from oars.export.formats import FormatWriter
+from oars.export.formats.stage import StagedFormat, stage_format
 from oars.export.guards import DEFAULT_OPSET, check_export_target, require_export_packages
 from oars.export.labels import dataset_labels
 from oars.export.onnx_export import (
@@ -44,11 +47,12 @@ from oars.export.precision import (
     precision_of,
 )
 from oars.export.spec import ExportOptions, ExportSpec
+from oars.models.layers.deform_conv import check_deform_conv_export
 from oars.pipelines.model import init_model
 from oars_deploy.atomic import atomic_write, temp_path
 from oars_deploy.deploy_config import validate_deploy
 
-FORMATS = ("onnx", "tensorrt")
+FORMATS = ("onnx", "tensorrt", *EDGE_FORMATS)  # edge formats: written from model.onnx (oars.export.formats)
 PRECISION_CHECK_IMAGES = 8  # calibration files the INT8 model is compared with the FP32 one on
 
 
@@ -56,7 +60,7 @@ def export_model(config: str | Config, checkpoint: str, out_dir: str, *, fmt: st
                  opset: int = DEFAULT_OPSET, half: bool = False, int8: bool = False, calib_dir: str | None = None,
                  calib_method: str = "entropy", calib_num: int | None = None, overrides: Sequence[str] = (),
                  check: bool = True, device: str = "cpu", overwrite: bool = False,
-                 task_options: dict | None = None) -> dict:
+                 task_options: dict | None = None, min_agreement: float | None = None) -> dict:
     """Write ``out_dir/model.onnx`` + ``out_dir/deploy.yaml`` (+ ``model.engine`` for tensorrt).
 
     ``half``/``int8``: also ``model_fp16.onnx``/``model_int8.onnx`` (precision in the graph, see
@@ -67,9 +71,15 @@ def export_model(config: str | Config, checkpoint: str, out_dir: str, *, fmt: st
     unasked); ``opset`` outside the range the exporter writes is refused (oars.export.guards). ``task_options``:
     the values of the task's own ``tools/export.py`` flags (:meth:`oars.task_roles.Exporter.export_arguments`), given to
     the task in ``ExportOptions.extra`` over ``cfg.export``.
+    ``fmt`` an edge format (:data:`oars.export.formats.FORMATS`: openvino, ort): its files too, written from the
+    ONNX graph and checked against ONNX Runtime FP32 on the self-check inputs (``min_agreement``: the threshold,
+    also that of the --half / --int8 ONNX graphs; default per precision and output kind,
+    :mod:`oars.export.formats.parity`); deploy.yaml names the files (``model.format``, ``model.backend``,
+    ``model.<format>``) and keeps the result (``parity``); below the threshold nothing is renamed into place.
     Returns ``{'onnx', 'deploy', 'engine' (tensorrt), 'precision_onnx' (fp16/int8), 'check': {
     'preprocess_max_abs_diff', 'outputs': {name: {max_abs_diff, tolerance}}, 'dynamic_batch': {...} (dynamic),
-    'precision': {precision, agreement: {name: value}, min_agreement} (fp16/int8)}}``.
+    'precision': {precision, agreement: {name: value}, min_agreement} (fp16/int8)}, 'format': {name, files,
+    notes, parity} (edge formats)}``.
     """
     if fmt not in FORMATS:
         raise ExportError(f"unsupported export format {fmt!r}; expected one of: {'|'.join(FORMATS)}")
@@ -83,6 +93,9 @@ def export_model(config: str | Config, checkpoint: str, out_dir: str, *, fmt: st
         raise ExportError(f"--calib-num must be at least 1, got {calib_num}")
     if calib_method not in CALIB_METHODS:
         raise ExportError(f"--calib-method must be one of {list(CALIB_METHODS)}, got {calib_method!r}")
+    writer = EDGE_FORMATS.get(fmt)
+    if writer is not None:
+        writer.require(precision)  # a missing converter fails before any work
     if fmt == "tensorrt" and importlib.util.find_spec("tensorrt") is None:
         raise ExportError("--format tensorrt needs the `tensorrt` Python package (pip install tensorrt, on a machine "
                           "with an NVIDIA GPU); --format onnx works without it")
@@ -90,12 +103,15 @@ def export_model(config: str | Config, checkpoint: str, out_dir: str, *, fmt: st
     check_export_target(out_dir, overwrite, opset)
     check_checkpoint_file(checkpoint)
     cfg = load_export_config(config, overrides)
+    check_deform_conv_export(cfg.model, opset, cfg.filename)  # DeformConv exists from opset 19: before any work
     task = export_task(cfg)
     exporter = task.exporter(cfg)  # the exporter of the config's kind of model
     exporter.check_export(cfg, fmt=fmt, precision=precision)  # what cannot be exported, before the model is built
     # a task whose input is not one image (clips, features, noise) reads its export section itself
     options = task_export_options(task, cfg, dynamic=dynamic, opset=opset)
     options.extra.update({k: v for k, v in (task_options or {}).items() if v is not None})
+    if min_agreement is not None:  # --min-agreement: over export.min_agreement, for every check with a threshold
+        options.extra["min_agreement"] = agreement_threshold("fp32", min_agreement)
     if precision != "fp32":
         agreement_threshold(precision, options.extra.get("min_agreement"))  # a bad value fails before the export
     reader = exporter.calibration_reader(cfg, options) if int8 else None  # the task's files -> the graph's inputs
@@ -122,7 +138,9 @@ def export_model(config: str | Config, checkpoint: str, out_dir: str, *, fmt: st
     os.makedirs(out_dir, exist_ok=True)
     clean_stale_temp_files(out_dir)  # what a killed export left
     onnx_path, deploy_path = osp.join(out_dir, "model.onnx"), osp.join(out_dir, "deploy.yaml")
-    low_path = osp.join(out_dir, precision_file(precision)) if precision != "fp32" else None
+    onnx_precision = writer is None or not writer.reduces_precision  # OpenVINO reduces it itself, from FP32
+    low_path = osp.join(out_dir, precision_file(precision)) if precision != "fp32" and onnx_precision else None
+    staged: StagedFormat | None = None
     tmp_onnx, tmp_low = temp_path(onnx_path), temp_path(low_path or onnx_path)
     try:
         export_spec_to_onnx(spec, image, tmp_onnx, options)
@@ -141,22 +159,47 @@ def export_model(config: str | Config, checkpoint: str, out_dir: str, *, fmt: st
                                    agreement_with_fp32=agreement["agreement"])
             result.setdefault("check", {})["precision"] = {"precision": precision, **agreement}
             result["precision_onnx"] = low_path
+        if writer is not None:
+            staged = stage_edge_format(writer, out_dir, spec, precision, tmp_onnx, low_path and tmp_low, files,
+                                       deploy, deploy_image, options, reader)
+            deploy["model"].update(staged.deploy_model())
+            deploy["parity"] = staged.parity
         validate_deploy(deploy, deploy_path)
         os.replace(tmp_onnx, onnx_path)
         if low_path:
             os.replace(tmp_low, low_path)
+        if staged is not None:
+            result["format"] = {"name": fmt, "files": staged.commit(out_dir), "notes": staged.files.notes,
+                                "parity": staged.parity}
         for name, content in spec.extra_files.items():  # a second graph of the export (see ExportSpec)
             result.setdefault("extra_files", []).append(atomic_write(osp.join(out_dir, name), content))
     finally:
         for tmp in (tmp_onnx, tmp_low):
             if osp.exists(tmp):
                 os.remove(tmp)
+        if staged is not None:
+            staged.discard()
     write_deploy_yaml(deploy_path, deploy)
     if fmt == "tensorrt":
         result["engine"] = add_tensorrt_engine(out_dir, deploy, deploy_path, opt_batch=options.input_shape[0])
     return result
 
 
+
+
+def stage_edge_format(writer: FormatWriter, out_dir: str, spec: ExportSpec, precision: str, fp32_onnx: str,
+                      low_onnx: str | None, files: list[str], deploy: dict, deploy_image: Any,
+                      options: ExportOptions, reader: CalibrationReader | None) -> StagedFormat:
+    """The edge format's files of the export, staged and parity-checked (:func:`oars.export.formats.stage.
+    stage_format`): converted from the reduced-precision ONNX graph when the core wrote one (``low_onnx``), else
+    from the FP32 graph (a writer that reduces precision itself calibrates on ``files`` for INT8); checked on the
+    self-check input, or the first calibration files for INT8 (:func:`precision_check_inputs`)."""
+    calibration = (calibration_batches(files, deploy, options.input_shape[0], reader)
+                   if precision == "int8" and writer.reduces_precision else [])
+    return stage_format(writer, out_dir, fp32_onnx, low_onnx or fp32_onnx, precision_file(precision) if low_onnx
+                        else "model.onnx", spec, precision, calibration,
+                        precision_check_inputs(files, deploy, deploy_image, options, reader),
+                        options.extra.get("min_agreement"))
 
 
 def precision_check_inputs(files: list[str], deploy: dict, deploy_image: Any, options: ExportOptions,

@@ -3,15 +3,23 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+import posixpath
+from collections.abc import Callable, Mapping, Sequence
 
+import numpy as np
+
+from oars.data import storage
 from oars.data.dataset import OarsDataset
 from oars.errors import DataError, DataFileNotFoundError
 from segmentation.registry import DATASETS, TRANSFORMS
 
 
 def _scan(folder: str, suffix: str) -> list[str]:
-    """Paths under ``folder`` (recursive, relative, sorted) whose name ends with ``suffix``, suffix removed."""
+    """Paths under ``folder`` (recursive, relative, sorted) whose name ends with ``suffix``, suffix removed; a URL
+    folder is listed through ``oars.data.storage`` (one listing, ``/``-separated names)."""
+    if storage.is_url(folder):
+        return sorted(name[: -len(suffix)] for name in storage.list_dir(folder)
+                      if name.endswith(suffix) and len(posixpath.basename(name)) > len(suffix))
     stems = []
     for root, dirs, files in os.walk(folder, followlinks=True):
         dirs.sort()
@@ -25,10 +33,11 @@ def _scan(folder: str, suffix: str) -> list[str]:
 
 def read_name_list(path: str) -> list[str]:
     """The non-empty, stripped lines of a split file (image names without suffix, e.g. VOC's
-    ``ImageSets/Segmentation/train.txt``); errors name the file when it is missing or lists nothing."""
-    if not os.path.isfile(path):
+    ``ImageSets/Segmentation/train.txt``, a local path or a URL); errors name the file when it is missing or lists
+    nothing."""
+    if not storage.isfile(path):
         raise DataFileNotFoundError(f'split file not found: {path}')
-    with open(path, encoding='utf-8') as f:
+    with storage.open_file(path, 'r', encoding='utf-8') as f:
         names = [line.strip() for line in f if line.strip()]
     if not names:
         raise DataError(f'split file {path} lists no images')
@@ -70,6 +79,7 @@ class SegDataset(OarsDataset):
         lazy_init: bool = False,
         indices: int | Sequence[int] | None = None,
         max_refetch: int = 1000,
+        storage_options: Mapping | None = None,
     ) -> None:
         self.img_suffix = img_suffix
         self.seg_map_suffix = seg_map_suffix
@@ -80,7 +90,8 @@ class SegDataset(OarsDataset):
             classes=classes, palette=palette, pipeline=pipeline, on_bad_sample=on_bad_sample, test_mode=test_mode,
             extra_metainfo=dict(ignore_index=self.ignore_index, reduce_zero_label=self.reduce_zero_label),
             ann_file=split or '', data_root=data_root or '', data_prefix=prefix, indices=indices,
-            serialize_data=serialize_data, lazy_init=lazy_init, max_refetch=max_refetch)
+            serialize_data=serialize_data, lazy_init=lazy_init, max_refetch=max_refetch,
+            storage_options=storage_options)
 
     @property
     def num_classes(self) -> int:
@@ -89,7 +100,7 @@ class SegDataset(OarsDataset):
     def _names(self, img_dir: str) -> list[str]:
         if self.ann_file:
             return read_name_list(self.ann_file)
-        if not os.path.isdir(img_dir):
+        if not storage.isdir(img_dir):
             raise DataFileNotFoundError(f'image folder not found: {img_dir}')
         names = _scan(img_dir, self.img_suffix)
         if not names:
@@ -109,16 +120,36 @@ class SegDataset(OarsDataset):
         missing image too when the names come from a list file (``listed_in``, named in the message)."""
         infos = []
         for name in names:
-            img_path = os.path.join(img_dir, name + self.img_suffix)
-            if listed_in and not os.path.isfile(img_path):
+            img_path = storage.join(img_dir, name + self.img_suffix)
+            if listed_in and not storage.listed_isfile(img_path):
                 raise DataFileNotFoundError(f'image {img_path} listed in {listed_in} not found')
             seg_map_path = None
             if ann_dir is not None:
-                seg_map_path = os.path.join(ann_dir, name + self.seg_map_suffix)
-                if not os.path.isfile(seg_map_path):
+                seg_map_path = storage.join(ann_dir, name + self.seg_map_suffix)
+                if not storage.listed_isfile(seg_map_path):
                     raise DataFileNotFoundError(f'label map {seg_map_path} not found for image {img_path}')
             infos.append(self.data_info(img_path, seg_map_path))
         return infos
+
+    def get_cat_ids(self, idx: int) -> list[int]:
+        """The classes with at least one labelled pixel in image ``idx``'s label map (background included,
+        ignored pixels not; ``reduce_zero_label`` applied), for ``ClassAwareSampler``: the map is read once
+        (as ``tools/class_weights.py`` counts it) and the answer cached on the dataset. An image without a label
+        map has none.
+
+        Raises:
+            DataError: the label map holds a value outside the classes, naming the file.
+        """
+        from segmentation.datasets.class_frequency import count_label_map
+
+        cache = self.__dict__.setdefault('_cat_ids_cache', {})
+        if idx not in cache:
+            info = self.get_data_info(idx)
+            path = info.get('seg_map_path')
+            counts = [] if path is None else count_label_map(path, self.num_classes, self.ignore_index,
+                                                             self.reduce_zero_label)
+            cache[idx] = [int(c) for c in np.flatnonzero(counts)]
+        return cache[idx]
 
     def load_data_list(self) -> list[dict]:
         """List every image (and its label map) once, in sorted order; fail on a missing label."""

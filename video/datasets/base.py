@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
+from oars.data import storage
 from oars.data.dataset import CHECK_HINT, BadSampleWarning, OarsDataset
 from oars.errors import DataError, DataFileNotFoundError
 from video.registry import TRANSFORMS
@@ -25,12 +26,13 @@ def read_classes(classes: str | Sequence[str] | None, data_root: str = '', owner
     """
     if classes is None or not isinstance(classes, str):
         return None if classes is None else list(classes)
-    candidates = [classes] if os.path.isabs(classes) or not data_root else [classes, os.path.join(data_root, classes)]
-    path = next((p for p in candidates if os.path.isfile(p)), None)
+    candidates = [classes] if os.path.isabs(classes) or storage.is_url(classes) or not data_root \
+        else [classes, storage.join(data_root, classes)]
+    path = next((p for p in candidates if storage.isfile(p)), None)
     if path is None:
         raise DataFileNotFoundError(f"{owner}: classes file not found: {' or '.join(candidates)} ('classes' is a "
                                     "text file with one class name per line, or a list of names)")
-    with open(path, encoding='utf-8') as f:
+    with storage.open_file(path, 'r', encoding='utf-8') as f:
         names = [line.strip() for line in f if line.strip()]
     if not names:
         raise DataError(f'{owner}: classes file {path} lists no class names')
@@ -39,9 +41,9 @@ def read_classes(classes: str | Sequence[str] | None, data_root: str = '', owner
 
 def iter_annotation_lines(path: str) -> Iterator[tuple[int, list[str]]]:
     """(1-based line number, whitespace-split fields) of every non-blank, non-``#`` line of ``path``."""
-    if not os.path.isfile(path):
+    if not storage.isfile(path):
         raise DataFileNotFoundError(f'annotation list not found: {path}')
-    with open(path, encoding='utf-8') as f:
+    with storage.open_file(path, 'r', encoding='utf-8') as f:
         for lineno, line in enumerate(f, start=1):
             fields = line.split()
             if fields and not fields[0].startswith('#'):
@@ -133,10 +135,12 @@ class VideoBaseDataset(OarsDataset):
         lazy_init: bool = False,
         indices: int | Sequence[int] | None = None,
         max_refetch: int = 1000,
+        storage_options: Mapping | None = None,
     ) -> None:
         owner = type(self).__name__
         if not ann_file:
             raise DataError(f"{owner}: 'ann_file' (the annotation list) is required")
+        storage.register_options(data_root or '', storage_options, f'{owner}: storage_options')  # classes file
         self.multi_label = bool(multi_label)
         names = read_classes(classes, data_root, owner)
         policy, key = resolve_bad_sample(owner, on_bad_sample, on_bad_video)
@@ -144,7 +148,8 @@ class VideoBaseDataset(OarsDataset):
             classes=names, pipeline=pipeline, on_bad_sample=policy, bad_sample_key=key, test_mode=test_mode,
             extra_metainfo=dict(multi_label=self.multi_label), ann_file=ann_file,
             data_root=data_root or '', data_prefix=dict(self.default_prefix(), **(data_prefix or {})),
-            indices=indices, serialize_data=serialize_data, lazy_init=lazy_init, max_refetch=max_refetch)
+            indices=indices, serialize_data=serialize_data, lazy_init=lazy_init, max_refetch=max_refetch,
+            storage_options=storage_options)
 
     def default_prefix(self) -> dict:
         """``data_prefix`` defaults (relative paths in the list are under ``data_root`` joined with these)."""

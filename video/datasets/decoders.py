@@ -20,6 +20,7 @@ from collections.abc import Sequence
 import cv2
 import numpy as np
 
+from oars.data import storage
 from oars.errors import DataError, OarsError
 from oars_deploy.clips.decode import VideoFile, check_frame_indices
 from oars_deploy.clips.inputs import not_a_video
@@ -219,12 +220,15 @@ class RawFrameReader(VideoReader):
 
 
 def open_video(path: str, backend: str = 'pyav', num_threads: int = 1) -> VideoReader:
-    """A reader of the video file ``path`` with ``backend`` (``'pyav'`` or ``'torchcodec'``).
+    """A reader of the video file ``path`` with ``backend`` (``'pyav'`` or ``'torchcodec'``). A URL is first copied
+    into the storage cache (``oars.data.storage.local_copy``: FFmpeg seeks in a local file; the copy is kept and
+    re-fetched only when the object's ETag changes).
 
     Raises:
         DataError: unknown backend, missing or unreadable file.
         BackendUnavailableError: torchcodec asked for but not usable here.
     """
+    path = storage.local_copy(path)
     if backend == 'pyav':
         return PyAVReader(path, num_threads)
     if backend == 'torchcodec':

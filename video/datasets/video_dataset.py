@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 
+from oars.data import storage
 from oars.errors import DataError
 from video.datasets.base import VideoBaseDataset
 from video.registry import DATASETS
@@ -27,7 +28,7 @@ class VideoDataset(VideoBaseDataset):
 
     def load_data_list(self) -> list[dict]:
         prefix = self.data_prefix['video']
-        return [dict(filename=os.path.abspath(os.path.join(prefix, fields[0])), label=label,
+        return [dict(filename=storage.absolute(storage.join(prefix, fields[0])), label=label,
                      multi_label=self.multi_label, num_classes=self.num_classes, start_index=0, modality='RGB')
                 for _, fields, label in self._lines(1)]
 

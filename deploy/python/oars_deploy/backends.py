@@ -1,5 +1,7 @@
-"""Runtimes that execute the exported model: ONNX Runtime (CPU or CUDA), TensorRT (an engine built by
-``tools/export.py --format tensorrt``). Each maps ``{input name: array}`` to ``{output name: NumPy array}``."""
+"""Runtimes that execute the exported model: ONNX Runtime (CPU or CUDA) on model.onnx or, as ``ort``, on the mobile
+format's model.ort (``tools/export.py --format ort``), OpenVINO on model.xml (``--format openvino``,
+:mod:`oars_deploy.backends_openvino`), TensorRT (an engine built by ``tools/export.py --format tensorrt``). Each maps
+``{input name: array}`` to ``{output name: NumPy array}``; none knows what the outputs mean."""
 
 from __future__ import annotations
 
@@ -11,7 +13,10 @@ import numpy as np
 from oars_deploy.arrays import to_numpy
 from oars_deploy.errors import DeployError
 
-BACKENDS = ("onnxruntime", "tensorrt")
+BACKENDS = ("onnxruntime", "ort", "openvino", "tensorrt")
+# backend -> (deploy.yaml ``model`` key naming its file, the default file name, the --format that writes it)
+MODEL_FILES = {"onnxruntime": ("onnx", "model.onnx", "onnx"), "ort": ("ort", "model.ort", "ort"),
+               "openvino": ("openvino", "model.xml", "openvino"), "tensorrt": ("engine", "model.engine", "tensorrt")}
 
 
 class OrtBackend:
@@ -86,11 +91,21 @@ class TensorRTBackend:
         return self.runner(inputs)
 
 
-def make_backend(name: str, model_dir: str, model: dict, device: str) -> OrtBackend | TensorRTBackend:
-    """The backend ``name`` for the model in ``model_dir``; ``model`` is deploy.yaml's ``model`` section (file names
-    ``onnx``, default model.onnx, and ``engine``, default model.engine)."""
-    if name == "onnxruntime":
-        return OrtBackend(osp.join(model_dir, model.get("onnx", "model.onnx")), device)
-    if name == "tensorrt":
-        return TensorRTBackend(osp.join(model_dir, model.get("engine", "model.engine")), device)
-    raise DeployError(f"backend must be one of {list(BACKENDS)}, got {name!r}")
+def make_backend(name: str, model_dir: str, model: dict, device: str) -> Any:
+    """The backend ``name`` for the model in ``model_dir``; ``model`` is deploy.yaml's ``model`` section, whose keys
+    name the files (:data:`MODEL_FILES`: ``onnx`` default model.onnx, ``ort`` model.ort, ``openvino`` model.xml,
+    ``engine`` model.engine). A file the export did not write is one message naming the --format that writes it."""
+    if name not in MODEL_FILES:
+        raise DeployError(f"backend must be one of {list(BACKENDS)}, got {name!r}")
+    key, default, fmt = MODEL_FILES[name]
+    path = osp.join(model_dir, model.get(key, default))
+    if name in ("ort", "openvino") and not osp.isfile(path):
+        raise DeployError(f"--backend {name}: no {osp.basename(path)} in {model_dir}; export the model with "
+                          f"tools/export.py --format {fmt}")
+    if name in ("onnxruntime", "ort"):
+        return OrtBackend(path, device)
+    if name == "openvino":
+        from oars_deploy.backends_openvino import OpenVINOBackend
+
+        return OpenVINOBackend(path, device)
+    return TensorRTBackend(path, device)

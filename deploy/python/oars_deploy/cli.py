@@ -54,7 +54,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("-o", "--output-dir", required=True, help="folder for the pictures and results.jsonl")
     parser.add_argument("--device", default="cpu", help="cpu or cuda (cuda: CUDAExecutionProvider / TensorRT)")
     parser.add_argument("--backend", default="onnxruntime", choices=BACKENDS,
-                        help="onnxruntime (deploy.yaml's model.onnx) or tensorrt (model.engine, GPU)")
+                        help="onnxruntime (deploy.yaml's model.onnx), ort (model.ort, the mobile format), openvino "
+                        "(model.xml) or tensorrt (model.engine, GPU)")
     parser.add_argument("--batch-size", type=int, default=None,
                         help="images per predict call (default: the model's batch, 8 for a dynamic batch)")
     parser.add_argument("--benchmark", action="store_true", help="also time the model on the first batch of images")

@@ -141,6 +141,7 @@ RUNTIME_EXTRA_PACKAGES: dict[str, dict[str, str]] = {
     "video": {"av": "av"},
     "cupy": {"cupy": "cupy-cuda12x"},
     "tensorrt": {"tensorrt": "tensorrt"},
+    "openvino": {"openvino": "openvino"},
 }
 # top-level module -> (distribution, extra): the table Extras reads
 RUNTIME_PACKAGES: dict[str, tuple[str, str]] = {module: (dist, extra) for extra, modules in
@@ -152,6 +153,7 @@ OARS_CHECKOUT_INSTALL: dict[str, str] = {
     "video": "pip install -e .",
     "cupy": "pip install cupy-cuda12x",
     "tensorrt": "pip install tensorrt cupy-cuda12x",
+    "openvino": "pip install -e '.[edge]'",
 }
 
 

@@ -8,16 +8,19 @@ read rotated while its label map was not, and every pixel of the mask was wrong.
 
 from __future__ import annotations
 
+import io
 import os
 
 import cv2
 import numpy as np
 from PIL import Image
 
+from oars.data import storage
 from oars.errors import DataError, DataFileNotFoundError
 from oars.registry import TRANSFORMS
 from oars_deploy.image_files import unreadable_image_message
-from oars_deploy.image_limits import file_size_problem
+from oars_deploy.image_header import ImageHeaderError, image_header
+from oars_deploy.image_limits import MAX_FILE_PIXELS, file_size_problem
 
 _COLOR_FLAGS = {
     'color': cv2.IMREAD_COLOR,
@@ -42,8 +45,9 @@ def _orientation(im: Image.Image) -> int:
     return value if isinstance(value, int) and 1 <= value <= 8 else 1
 
 
-def exif_orientation(path: str) -> int:
-    """The EXIF orientation (1..8, 1 = as stored) of an image file; 1 when it has none or PIL cannot tell."""
+def exif_orientation(path: str | io.BytesIO) -> int:
+    """The EXIF orientation (1..8, 1 = as stored) of an image file (or its bytes); 1 when it has none or PIL cannot
+    tell."""
     try:
         with Image.open(path) as im:
             return _orientation(im)
@@ -68,13 +72,43 @@ def _check_declared_size(path: str, corrupt_is_problem: bool = True) -> None:
         raise DataError(problem)
 
 
+def _check_declared_size_of_bytes(data: bytes, url: str, corrupt_is_problem: bool = True) -> None:
+    """:func:`_check_declared_size` for the bytes of a file read from storage (``url`` named in the message)."""
+    try:
+        header = image_header(data)
+    except ImageHeaderError as err:
+        if err.format is None or not corrupt_is_problem:
+            return
+        raise DataError(f'{unreadable_image_message(url)} (its {err})') from None
+    if header.pixels > MAX_FILE_PIXELS:
+        raise DataError(f'{url}: image of {header.width}x{header.height} = {header.pixels} pixels (declared in its '
+                        f'{header.format} header) exceeds the limit of {MAX_FILE_PIXELS} pixels for an input image; '
+                        'refused before decoding (a decompression bomb, or downscale it first)')
+
+
+def _read_url_image(url: str, color_type: str) -> np.ndarray:
+    """``read_image`` of a URL: the bytes through ``oars.data.storage`` (its errors name the URL), decoded by
+    ``cv2.imdecode`` (which applies EXIF orientation for colour and greyscale, as ``imread`` does)."""
+    data = storage.read_bytes(url)
+    _check_declared_size_of_bytes(data, url)
+    img = cv2.imdecode(np.frombuffer(data, np.uint8), _COLOR_FLAGS[color_type])
+    if img is None:
+        raise DataError(unreadable_image_message(url))
+    if color_type == 'unchanged':
+        img = apply_orientation(img, exif_orientation(io.BytesIO(data)))
+    return img
+
+
 def read_image(path: str, color_type: str = 'color') -> np.ndarray:
-    """An image file as OpenCV decodes it (BGR for 'color'), EXIF orientation applied (see the module docstring).
+    """An image file (a local path, or a URL read through ``oars.data.storage``) as OpenCV decodes it (BGR for
+    'color'), EXIF orientation applied (see the module docstring).
 
     Raises ``DataFileNotFoundError`` for a missing file and ``DataError`` for one OpenCV cannot decode or whose
     header declares more than ``oars_deploy.image_limits.MAX_FILE_PIXELS`` pixels, both naming the file.
     """
     path = os.fspath(path)
+    if storage.is_url(path):
+        return _read_url_image(path, color_type)
     if not os.path.isfile(path):
         raise DataFileNotFoundError(f'image file not found: {path}')
     _check_declared_size(path)
@@ -90,18 +124,24 @@ _INDEX_MODES = {'P', 'L', '1', 'I', 'I;16', 'I;16B', 'I;16L'}
 
 
 def read_label_map(path: str) -> np.ndarray:
-    """Class ids of a label image as PIL reads them (palette PNGs give indices, not the colours ``cv2.imread``
-    returns), EXIF orientation applied like the images'. H×W, uint8 for 8-bit and 1-bit files.
+    """Class ids of a label image (a local path or a URL) as PIL reads them (palette PNGs give indices, not the
+    colours ``cv2.imread`` returns), EXIF orientation applied like the images'. H×W, uint8 for 8-bit and 1-bit files.
 
     Raises ``DataFileNotFoundError`` for a missing file and ``DataError`` naming the file for one that PIL cannot
     decode (corrupt, truncated, not an image) or that holds colours instead of class ids.
     """
     path = os.fspath(path)
-    if not os.path.isfile(path):
+    source: str | io.BytesIO = path
+    if storage.is_url(path):
+        data = storage.read_bytes(path)
+        _check_declared_size_of_bytes(data, path, corrupt_is_problem=False)
+        source = io.BytesIO(data)
+    elif not os.path.isfile(path):
         raise DataFileNotFoundError(f'label map not found: {path}')
-    _check_declared_size(path, corrupt_is_problem=False)  # PIL names a corrupt label map itself
+    else:
+        _check_declared_size(path, corrupt_is_problem=False)  # PIL names a corrupt label map itself
     try:
-        with Image.open(path) as im:
+        with Image.open(source) as im:
             if im.mode not in _INDEX_MODES:
                 raise DataError(f'{path}: label map has PIL mode {im.mode!r} (colour); expected a single-channel '
                                 f'class-index image (palette "P" or greyscale "L" PNG)')

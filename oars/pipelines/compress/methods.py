@@ -20,10 +20,12 @@ from oars.compress.table import add_row, format_rows, has_row, read_rows
 from oars.errors import OarsError
 from oars.extras import require_extra
 
+from .auto_prune import run_auto_prune
 from .distill import run_distill
 from .prune import run_prune
 from .ptq import run_ptq
 from .qat import run_qat
+from .sensitivity import run_sensitivity
 from .variants import measure_variant
 
 Runner = Callable[[Config, str, str, dict, Sequence[str]], dict]
@@ -51,6 +53,8 @@ def register_method(method: CompressMethod) -> CompressMethod:
 
 
 register_method(CompressMethod("prune", run_prune, ("torch_pruning",)))
+register_method(CompressMethod("auto-prune", run_auto_prune, ("torch_pruning",)))
+register_method(CompressMethod("sensitivity", run_sensitivity, ("torch_pruning",)))
 register_method(CompressMethod("ptq", run_ptq, ("onnx", "onnxruntime")))
 register_method(CompressMethod("qat", lambda cfg, ckpt, work, opts, _overrides: run_qat(cfg, ckpt, work, opts),
                                ("torchao",)))

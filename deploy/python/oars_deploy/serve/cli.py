@@ -25,6 +25,7 @@ import time
 import urllib.error
 import urllib.request
 
+from oars_deploy.backends import BACKENDS
 from oars_deploy.errors import DeployError, run_cli
 from oars_deploy.extras import check_extra
 from oars_deploy.serve.json_errors import PROXY_CALLBACK, RETRY_AFTER_ENV
@@ -60,7 +61,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="requests waiting for a replica before 503 + Retry-After (default %(default)s)")
     p.add_argument("--topk", type=int, default=d.topk, help="video / feature models: classes per record")
     p.add_argument("--device", default=d.device, help="cpu or cuda")
-    p.add_argument("--backend", default=d.backend, choices=("onnxruntime", "tensorrt"))
+    p.add_argument("--backend", default=d.backend, choices=BACKENDS,
+                   help="what runs the export: onnxruntime, ort (model.ort), openvino (model.xml) or tensorrt")
     p.add_argument("--replica-cpus", type=float, default=d.replica_cpus, help="Ray CPUs per replica")
     p.add_argument("--num-cpus", type=int, default=None, help="CPUs of the local Ray instance (default: replicas "
                                                                "x replica CPUs, at least 1)")

@@ -1,0 +1,56 @@
+"""Helpers of the edge-format tests (tests/export/test_formats_*.py): calibration images, the export CLI as users
+call it, a graph no edge format holds, and the oars-infer records of an export on a backend."""
+
+from __future__ import annotations
+
+import os
+import os.path as osp
+import runpy
+import sys
+
+import cv2
+import onnx
+from demo_utils import ROOT
+from onnx import TensorProto, helper
+
+from oars.config import dump_config
+from oars.export.check import synthetic_image
+from oars_deploy.cli import run as infer_run
+from oars_deploy.records import read_results
+
+
+def write_images(folder: str, count: int = 10, seed: int = 50) -> str:
+    """``count`` synthetic 96x128 images (calibration data, or images to predict)."""
+    os.makedirs(folder, exist_ok=True)
+    for i in range(count):
+        cv2.imwrite(osp.join(folder, f"img{i}.png"), synthetic_image(96, 128, seed=seed + i))
+    return folder
+
+
+def export_cli(monkeypatch, cfg, ckpt: str, folder: str, *flags: str) -> str:
+    """tools/export.py -c CFG.yaml -w CKPT -o OUT FLAGS, run as a user runs it, from ``folder`` with relative paths;
+    returns the output folder's path."""
+    dump_config(cfg, osp.join(folder, "cfg.yaml"))
+    monkeypatch.chdir(folder)
+    monkeypatch.setattr(sys, "argv", ["export.py", "-c", "cfg.yaml", "-w", osp.relpath(ckpt, folder), "-o", "out",
+                                      *flags])
+    runpy.run_path(osp.join(ROOT, "tools/export.py"), run_name="__main__")
+    return osp.join(folder, "out")
+
+
+def infer_records(model_dir: str, images: str, out: str, backend: str) -> list[dict]:
+    """oars-infer --model-dir MODEL_DIR -i IMAGES -o OUT --backend BACKEND; the records of results.jsonl."""
+    infer_run(["--model-dir", model_dir, "-i", images, "-o", out, "--backend", backend])
+    return read_results(out)
+
+
+def unknown_operator_onnx(path: str) -> str:
+    """An ONNX graph whose second node is an operator of a custom domain (com.example:FancyOp): no format holds it."""
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["image"], ["r"]), helper.make_node("FancyOp", ["r"], ["out"], domain="com.example")],
+        "fancy", [helper.make_tensor_value_info("image", TensorProto.FLOAT, [1, 3, 8, 8])],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, [1, 3, 8, 8])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.example", 1)])
+    model.ir_version = 8
+    onnx.save(model, path)
+    return path

@@ -1,0 +1,95 @@
+"""--format ort (oars.export.formats.ort_mobile): ONNX Runtime's mobile format written from the graph deploy.yaml
+runs, with required_operators.config and the mobile-usability verdict, parity-checked against ONNX Runtime FP32,
+and run by ``oars-infer --backend ort`` with ONNX Runtime's records."""
+
+from __future__ import annotations
+
+import copy
+import os
+import os.path as osp
+import re
+
+import pytest
+from demo_utils import ROOT
+from export_cases import shrunk_export_case
+from format_cases import export_cli, infer_records, unknown_operator_onnx, write_images
+from tiny_exports import tiny_segmentor_dir
+
+from oars.config import apply_overrides
+from oars.export.errors import ExportError
+from oars.export.formats import FormatJob
+from oars.export.formats.ort_mobile import ORT_MOBILE
+from oars.pipelines.export import export_model
+from oars_deploy.deploy_config import read_deploy_yaml
+
+DET_CFG = os.path.join(ROOT, "configs/detection/yolov3/yolov3_darknet53_demo_shapes.yaml")
+
+
+@pytest.mark.slow  # ~20-30 s on a shared 2-core machine: the export, then two ONNX Runtime tools in subprocesses
+def test_cli_unet_fp32_files_verdict_parity_and_infer(demo_case, tmp_path, monkeypatch, capsys):
+    cfg, ckpt = demo_case
+    out = export_cli(monkeypatch, cfg, ckpt, str(tmp_path), "--format", "ort")
+    text = capsys.readouterr().out
+    assert re.search(r"^ort FP32 vs ONNX Runtime: max abs diff 0 \(agreement 1\.000\)$", text, re.M), text
+    assert re.search(r"^mobile usability: NNAPI: (YES|NO); CoreML NeuralNetwork: (YES|NO); CoreML MLProgram: "
+                     r"(YES|NO)\. ", text, re.M), text
+    assert sorted(os.listdir(out)) == ["deploy.yaml", "model.onnx", "model.ort", "required_operators.config"]
+    ops = (tmp_path / "out" / "required_operators.config").read_text()
+    assert "ai.onnx;" in ops and "Conv" in ops  # what a reduced ONNX Runtime build must include
+    deploy = read_deploy_yaml(osp.join(out, "deploy.yaml"))
+    assert {k: deploy["model"][k] for k in ("format", "backend", "ort")} == {
+        "format": "ort", "backend": "onnxruntime", "ort": "model.ort"}
+    assert deploy["parity"]["agreement"] == {"label": 1.0}
+    write_images(str(tmp_path / "images"), count=2, seed=5)
+    assert infer_records("out", "images", "p_ort", "ort") == infer_records("out", "images", "p_onnx", "onnxruntime")
+
+
+@pytest.mark.slow  # ~20 s: a calibrated INT8 graph, then the converter
+def test_int8_converts_the_quantized_graph(demo_case, tmp_path):
+    cfg, ckpt = demo_case
+    cfg = copy.deepcopy(cfg)
+    apply_overrides(cfg, ["export.output_op=none"])
+    calib = write_images(str(tmp_path / "calib"), count=4)
+    out = tmp_path / "out"
+    result = export_model(cfg, ckpt, str(out), fmt="ort", int8=True, calib_dir=calib)
+    assert sorted(os.listdir(out)) == ["deploy.yaml", "model.onnx", "model.ort", "model_int8.onnx",
+                                       "required_operators.config"]
+    assert "QuantizeLinear" in (out / "required_operators.config").read_text()  # the Q/DQ graph was converted
+    parity = result["format"]["parity"]
+    assert parity["precision"] == "int8" and 0.9 <= parity["agreement"]["logits"] < 1.0
+
+
+def test_writer_on_a_tiny_graph_files_and_verdict(tmp_path):
+    """The writer alone (no torch export): model.ort, required_operators.config naming the staged file's
+    operators without the staging path, and the usability verdict as a note."""
+    folder, _ = tiny_segmentor_dir(str(tmp_path / "m"), 1)
+    src = osp.join(folder, "model.onnx")
+    files = ORT_MOBILE.write(FormatJob(onnx_path=src, fp32_onnx_path=src, out_dir=folder))
+    assert files.names == ["model.ort", "required_operators.config"]
+    config = open(osp.join(folder, "required_operators.config")).read()
+    assert "# - model.ort\n" in config and "Conv" in config and str(tmp_path) not in config
+    assert len(files.notes) == 1 and files.notes[0].startswith("mobile usability: NNAPI: ")
+    import onnxruntime as ort
+
+    assert [o.name for o in ort.InferenceSession(osp.join(folder, "model.ort")).get_outputs()] == ["logits"]
+
+
+def test_unknown_operator_refused_naming_it(tmp_path):
+    src = unknown_operator_onnx(str(tmp_path / "model.onnx"))
+    with pytest.raises(ExportError) as err:
+        ORT_MOBILE.write(FormatJob(onnx_path=src, fp32_onnx_path=src, out_dir=str(tmp_path / "stage")))
+    assert str(err.value).startswith("--format ort cannot hold operator(s) com.example:FancyOp of this graph (ONNX "
+                                     "Runtime cannot load it); export it with --format onnx")
+
+
+@pytest.mark.slow
+def test_yolov3_fp32_parity_and_infer_matches(tmp_path):
+    cfg, ckpt = shrunk_export_case(DET_CFG, str(tmp_path / "case"))
+    out = str(tmp_path / "out")
+    parity = export_model(cfg, ckpt, out, fmt="ort")["format"]["parity"]
+    assert min(parity["agreement"].values()) >= 0.95
+    images = write_images(str(tmp_path / "images"), count=2, seed=3)
+    got = infer_records(out, images, str(tmp_path / "p_ort"), "ort")
+    ref = infer_records(out, images, str(tmp_path / "p_onnx"), "onnxruntime")
+    assert [len(r["detections"]) for r in got] == [len(r["detections"]) for r in ref]
+    assert [[d["label"] for d in r["detections"]] for r in got] == [[d["label"] for d in r["detections"]] for r in ref]
