@@ -36,6 +36,39 @@ class DetectionData(Data):
 
         return result_records(sample, dataset_meta)
 
+    description_formats = ("coco", "voc", "yolo")
+
+    def dataset_from_description(self, description: Any, split: str) -> dict | None:
+        """``--data``: ``coco`` (a split is ``{ann: <json>, img: <image folder>}``) -> ``CocoDataset``; ``voc`` (a
+        split is an image-id list such as ``ImageSets/Main/train.txt`` under a VOC root with ``JPEGImages`` and
+        ``Annotations``) -> ``VOCDataset``; ``yolo`` (an ultralytics data.yaml, read by the dataset itself) ->
+        ``YOLOTxtDataset``. ``classes``: the description's ``names`` (None: those of the annotations)."""
+        fmt, names = description.format, description.names
+        if fmt == "coco":
+            value = description.split(split)
+            if not isinstance(value, dict) or "ann" not in value or "img" not in value:
+                from oars.config.description_file import DataDescriptionError
+
+                raise DataDescriptionError(f"{description.file}: {split}: format coco expects {{ann: <COCO json>, "
+                                           f"img: <image folder>}} (relative to root), got {value!r}")
+            return {"type": "CocoDataset", "data_root": description.root,
+                    "ann_file": description.resolve(split, value["ann"], "ann"),
+                    "data_prefix": {"img": description.resolve(split, value["img"], "img")}, "classes": names}
+        if fmt == "voc":
+            return {"type": "VOCDataset", "data_root": description.root,
+                    "ann_file": description.resolve(split, description.split(split)),
+                    "data_prefix": {"img": description.resolve(split, "JPEGImages"),
+                                    "ann": description.resolve(split, "Annotations")},
+                    "classes": names}  # None: the 20 VOC classes
+        if fmt == "yolo":
+            for value in description.split(split) if isinstance(description.split(split), list) else [
+                    description.split(split)]:
+                description.resolve(split, value)  # a missing image folder or list is named now, not when built
+            return {"type": "YOLOTxtDataset", "data_yaml": description.path, "split": description.split_name(split),
+                    "data_root": "",
+                    "classes": names}
+        return None
+
 
 class DetectionExporter(Exporter):
     """Detectors' export (YOLOv3 decode + NMS, two-stage R-CNN graphs) and its evaluation with ``--model-dir``."""
@@ -114,6 +147,8 @@ class DetectionTask(Task):
     scope = "detection"
     kinds = (ModelKind("detector", DetectionExporter(), DetectionPredictor(), DetectionData()),)
     commands = DetectionCommands()
+    metric_aliases = {"box.map": "coco/bbox_mAP", "box.map50": "coco/bbox_mAP_50", "box.map75": "coco/bbox_mAP_75",
+                      "seg.map": "coco/segm_mAP", "seg.map50": "coco/segm_mAP_50", "seg.map75": "coco/segm_mAP_75"}
 
     def import_registries(self) -> None:
         """Creates the ``detection`` child registries."""

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     import torch
     from mmengine.config import Config
 
+    from oars.config.description_file import DataDescription
     from oars.export.precision import CalibrationReader
     from oars.export.spec import ExportOptions, ExportSpec
     from oars_deploy.failures import Failures
@@ -188,6 +189,19 @@ class Data(_Role):
         """The hook config ``tools/eval.py --report`` adds to write ``out_file``; default: the scope's registered
         ``EvaluationReportHook``."""
         return {"type": "EvaluationReportHook", "out_file": out_file}
+
+    #: the dataset description formats (``format:`` of a ``--data`` file) :meth:`dataset_from_description` reads,
+    #: for the message that refuses another one
+    description_formats: tuple[str, ...] = ()
+
+    def dataset_from_description(self, description: DataDescription, split: str) -> dict | None:
+        """``--data`` / ``data=``: the dataset config of ``split`` (``train``, ``val``, ``test``) for the data set
+        ``description`` describes: ``type`` and the keys that say where the data is and which classes it has
+        (root, annotation files, folders, ``classes`` from ``description.names``). The core keeps the config's
+        other dataset keys (pipeline, test_mode, ...) that the type accepts, and sets the model's ``num_classes``.
+        Resolve paths with ``description.resolve`` (its errors name the file and key). None (the default): the
+        format is not one this kind reads."""
+        return None
 
 
 class Commands(_Role):

@@ -43,6 +43,38 @@ class SegmentationData(Data):
         if ignore is not None:
             check_ignore_index(cfg, f"{split}.dataset.ignore_index", ignore)
 
+    description_formats = ("seg_folders", "voc_seg", "cityscapes")
+
+    def dataset_from_description(self, description: Any, split: str) -> dict | None:
+        """``--data``: ``seg_folders`` (a split is ``{img: <image folder>, ann: <label folder>}``; the description's
+        ``img_suffix`` / ``seg_map_suffix``, default .jpg / .png) -> ``SegDataset``; ``voc_seg`` (a split is a list
+        such as ``ImageSets/Segmentation/train.txt`` under a VOC root) -> ``PascalVOCDataset``; ``cityscapes`` (a
+        split is ``train``/``val``/``test``: ``leftImg8bit/<split>`` and ``gtFine/<split>``) -> ``CityscapesDataset``.
+        ``classes``: the description's ``names``, background included (None: the dataset's own)."""
+        fmt, names, root = description.format, description.names, description.root
+        if fmt == "seg_folders":
+            value = description.split(split)
+            if not isinstance(value, dict) or "img" not in value or "ann" not in value:
+                from oars.config.description_file import DataDescriptionError
+
+                raise DataDescriptionError(f"{description.file}: {split}: format seg_folders expects {{img: <image "
+                                           f"folder>, ann: <label folder>}} (relative to root), got {value!r}")
+            return {"type": "SegDataset", "data_root": root, "img_dir": description.resolve(split, value["img"], "img"),
+                    "ann_dir": description.resolve(split, value["ann"], "ann"),
+                    "img_suffix": description.raw.get("img_suffix", ".jpg"),
+                    "seg_map_suffix": description.raw.get("seg_map_suffix", ".png"), "classes": names}
+        if fmt == "voc_seg":
+            return {"type": "PascalVOCDataset", "data_root": root,
+                    "split": description.resolve(split, description.split(split)),
+                    "img_dir": description.resolve(split, "JPEGImages"),
+                    "ann_dir": description.resolve(split, "SegmentationClass"), "classes": names}
+        if fmt == "cityscapes":
+            name = description.split(split)
+            return {"type": "CityscapesDataset", "data_root": root,
+                    "img_dir": description.resolve(split, f"leftImg8bit/{name}"),
+                    "ann_dir": description.resolve(split, f"gtFine/{name}"), "classes": names}
+        return None
+
 
 class SegmentationExporter(Exporter):
     """Segmenters' export and its evaluation with ``--model-dir``."""
@@ -100,6 +132,7 @@ class SegmentationTask(Task):
     scope = "segmentation"
     kinds = (ModelKind("segmenter", SegmentationExporter(), SegmentationPredictor(), SegmentationData()),)
     commands = SegmentationCommands()
+    metric_aliases = {"seg.miou": "mIoU", "seg.macc": "mAcc", "seg.aacc": "aAcc"}
 
     def import_registries(self) -> None:
         """Creates the ``segmentation`` child registries."""

@@ -398,6 +398,9 @@ SIZES: dict[str, Size] = {
     "video/r2plus1d/r2plus1d_r18_finetune_demo_videos.yaml": Size(
         31_304_229, 31_505_325, "torchvision r2plus1d_18 weights meta (400 classes)",
         "8 classes: fc(512, 8) 4,104 instead of fc(512, 400) 205,200"),
+    "video/r2plus1d/r2plus1d_r18_finetune_demo_videos_cpu.yaml": Size(
+        31_304_229, 31_505_325, "torchvision r2plus1d_18 weights meta (400 classes)",  # the recipe model
+        "8 classes: fc(512, 8) 4,104 instead of fc(512, 400) 205,200"),
     "video/stnet/stnet_r50_kinetics400.yaml": Size(
         33_158_864, 33_158_864,
         "hand count of PaddleVideo's StNet (He et al. 2019) on ResNet-50: 15-channel 7x7 stem conv 47,040 + BN "

@@ -1,9 +1,10 @@
 """Train a model from a YAML config: tools/train.py -c CONFIG [-o key=value ...] [--compile] [--channels-last]
-[--print-config]."""
+[--print-config] [-v]."""
 
 import argparse
 
 from oars.cli import base_parser, run_cli
+from oars.engine.runner import verbose_console
 from oars.engine.tracking import logger_names
 from oars.pipelines.train import print_config, train
 
@@ -33,16 +34,25 @@ def main() -> None:
                         help="print the config this run would use (what <work_dir>/config.yaml will hold, with the "
                              "source of every value oars sets under _resolved_by_oars) and exit without training "
                              "or creating the work dir")
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="print mmengine's full set-up dump (environment, resolved config, hook order) before "
+                             "training; without it the console shows what runs, where it writes, the progress and "
+                             "the metrics (the dump is in the run's log file, the config in <work_dir>/config.yaml)")
+    parser.add_argument("--data", default=None, metavar="DATA_YAML",
+                        help="train on the data set this description file names (format, root, train/val/test, "
+                             "names; an ultralytics data.yaml as is): sets every loader's dataset type, root, split "
+                             "and classes and the model's num_classes (docs/training.md, 'One data switch')")
     parser.add_argument("--local-rank", "--local_rank", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.print_config:
         print(print_config(args.config, args.overrides, work_dir=args.work_dir, resume=args.resume, amp=args.amp,
                            launcher=args.launcher, compile=args.compile, loggers=logger_names(args.logger),
-                           channels_last=args.channels_last), end="")
+                           channels_last=args.channels_last, data=args.data), end="")
         return
-    train(args.config, args.overrides, work_dir=args.work_dir, resume=args.resume, amp=args.amp,
-          launcher=args.launcher, overwrite=args.overwrite, compile=args.compile, loggers=logger_names(args.logger),
-          channels_last=args.channels_last)
+    with verbose_console(args.verbose):
+        train(args.config, args.overrides, work_dir=args.work_dir, resume=args.resume, amp=args.amp,
+              launcher=args.launcher, overwrite=args.overwrite, compile=args.compile,
+              loggers=logger_names(args.logger), channels_last=args.channels_last, data=args.data)
 
 
 if __name__ == "__main__":

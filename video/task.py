@@ -44,6 +44,17 @@ class VideoData(Data):
 
         return result_records(sample, dataset_meta)
 
+    description_formats = ("video_list",)
+
+    def dataset_from_description(self, description: Any, split: str) -> dict | None:
+        """``--data``: ``video_list`` (a split is a text file of ``path label`` lines, paths relative to root)
+        -> ``VideoDataset`` (clip recognisers). ``classes``: the description's ``names`` (a list or a text file with
+        one name a line; None: the labels are class indices)."""
+        if description.format != "video_list":
+            return None
+        return {"type": "VideoDataset", "data_root": description.root,
+                "ann_file": description.resolve(split, description.split(split)), "classes": description.names}
+
 
 class VideoExporter(Exporter):
     """Clip recognisers' export (:mod:`video.export`) and the evaluation of every video export with
@@ -259,6 +270,7 @@ class VideoTask(Task):
              ModelKind("temporal localiser", LocaliserExporter(), _PREDICTOR, _DATA, when=_is_localiser),
              ModelKind("feature classifier", FeatureExporter(), _PREDICTOR, _DATA, when=_is_features))
     commands = VideoCommands()
+    metric_aliases = {"top1": "acc/top1", "top5": "acc/top5", "auc": "localization/AUC"}
 
     def import_registries(self) -> None:
         """Creates the ``video`` child registries."""

@@ -11,6 +11,7 @@ the wrong type.
 from __future__ import annotations
 
 import inspect
+import re
 from collections.abc import Iterator, Mapping
 from types import FrameType
 from typing import Any
@@ -108,9 +109,19 @@ def describe_build_error(data: Mapping, err: BaseException, describe) -> str | N
                 lines.append(f"{where}: {key}: {hint}")
             return (f"{'; '.join(lines)} (building {_key_text(path)}, a {name}, failed: "
                     f"{type(err).__name__}: {err})")
+        named = _keys_named_in(node, str(err))
+        if len(named) == 1:  # "ResNet: depth=19 is not supported": the message names the key
+            where, key = describe((*path, named[0]))
+            return f"{where}: {key}: building {_key_text(path)} (a {name}) failed: {type(err).__name__}: {err}"
         where, key = describe(path)
         return f"{where}: {key}: building {name} failed: {type(err).__name__}: {err}; check the values of {key}"
     return None
+
+
+def _keys_named_in(node: Mapping, text: str) -> list[str]:
+    """The keys of ``node`` (other than ``type``) that ``text`` names as a whole word."""
+    return [k for k in node if isinstance(k, str) and k not in ("type", "_scope_")
+            and re.search(rf"(?<![\w.]){re.escape(k)}(?![\w])", text)]
 
 
 def _node_at(data: Any, path: Path_) -> Any:

@@ -6,7 +6,8 @@ Problems are reported the way a user fixes them: the file that set the key, the 
 wrong, and the closest valid names. The registry a ``type`` belongs to follows from where the dict
 sits (``model.**`` -> MODELS, ``*_dataloader.dataset`` -> DATASETS, ``*pipeline[i]`` -> TRANSFORMS, ...);
 the registry's scope is the config's ``default_scope`` (or a ``_scope_`` key), as mmengine builds it.
-Run ``python -m oars.config.check CONFIG [-o KEY=VALUE ...]`` to check a file, or
+Run ``python -m oars.config.check CONFIG [-o KEY=VALUE ...]`` to check a file (names, then the model is built to
+validate values such as ``backbone.depth: 19``; ``--no-build`` skips that), or
 ``python -m oars.config.check --list model --scope segmentation`` to list names.
 
 The helpers live in ``registry_map`` (key path -> registry), ``registry_lookup``
@@ -19,12 +20,14 @@ import argparse
 import importlib
 import inspect
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from mmengine.config import Config
 
 from oars.config.arguments import accepted_arguments
+from oars.config.build_check import build_model_problem
+from oars.config.data_description import DESCRIPTION_KEY, apply_data_description
 from oars.config.errors import ConfigError
 from oars.config.load import load_config
 from oars.config.mmengine_config import cfg_provenance
@@ -32,6 +35,7 @@ from oars.config.provenance import source_of
 from oars.config.registry_lookup import _list_names, _lookup, _Registries, _unknown_type, closest
 from oars.config.registry_lookup import visible_names as visible_names  # re-exported: public API
 from oars.config.registry_map import _LAYER_TABLES, Path_, _key_text, _typed_nodes, registry_kind
+from oars.config.sections import section_problems
 from oars.config.structure import structure_problems
 from oars.config.values import value_problems
 from oars.tasks import known_tasks
@@ -43,6 +47,8 @@ _BUILDER_KEYS = {
     "PARAM_SCHEDULERS": {"convert_to_iter_based"},
     "WEIGHT_INITIALIZERS": {"override"},
 }
+# Arguments the builder passes itself (mmengine's Runner gives a loop its runner, loader and evaluator).
+_SUPPLIED_BY_BUILDER = {"LOOPS": ("runner", "dataloader", "evaluator")}
 _ALWAYS_ALLOWED = {"type", "_scope_"}
 
 
@@ -51,6 +57,7 @@ def _unknown_args(obj: Any, node: Mapping, path: Path_, kind: str, describe) -> 
     accepted = accepted_arguments(obj)
     if accepted is None:
         return []
+    accepted = [a for a in accepted if a not in _SUPPLIED_BY_BUILDER.get(kind, ())]
     skip = _ALWAYS_ALLOWED | _BUILDER_KEYS.get(kind, set())
     problems = []
     cls_name = getattr(obj, "__name__", repr(obj))
@@ -94,12 +101,12 @@ TOP_LEVEL_KEYS = frozenset(_runner_arguments() | {
     "compile",  # torch.compile when training starts (OarsRunner._maybe_compile), checked in oars.engine.compile
     "channels_last",  # channels-last weights when training starts, checked in oars.engine.memory_format
     "loggers",  # experiment trackers (tools/train.py --logger), resolved in oars.engine.tracking
+    DESCRIPTION_KEY,  # the --data file a run's datasets came from (oars.config.data_description)
 })
 
 
-def config_problems(cfg: Config | Mapping) -> list[str]:
-    """Every unknown ``type`` and unknown constructor argument in ``cfg``, as messages."""
-    data = cfg.to_dict() if isinstance(cfg, Config) else cfg
+def describer(cfg: Config | Mapping) -> Callable[[Path_], tuple[str, str]]:
+    """Key path -> (the file that set it, the key text) for ``cfg``: how every message names where a key is."""
     provenance = cfg_provenance(cfg) if isinstance(cfg, Config) else {}
     filename = (cfg.filename if isinstance(cfg, Config) else None) or "<config>"
 
@@ -110,6 +117,13 @@ def config_problems(cfg: Config | Mapping) -> list[str]:
             source = f"{filename} (key added after loading, in no file)"
         return source or filename, key
 
+    return describe
+
+
+def config_problems(cfg: Config | Mapping) -> list[str]:
+    """Every unknown ``type`` and unknown constructor argument in ``cfg``, as messages."""
+    data = cfg.to_dict() if isinstance(cfg, Config) else cfg
+    describe = describer(cfg)
     default_scope = data.get("default_scope")
     if default_scope is not None and not isinstance(default_scope, str):
         return [f"{describe(('default_scope',))[0]}: default_scope: expected the name of a task (known tasks: "
@@ -134,6 +148,7 @@ def config_problems(cfg: Config | Mapping) -> list[str]:
 
     problems += structure_problems(data, describe, names_for)
     problems += value_problems(data, describe)
+    problems += section_problems(data, describe)
     for path, node, scope in _typed_nodes(data, (), default_scope):
         kind = registry_kind(path, node)
         if kind is None:
@@ -172,7 +187,8 @@ def check_config(cfg: Config | Mapping) -> None:
         raise ConfigError(f"{len(problems)} problems in the config:\n" + "\n".join(f"- {p}" for p in problems))
 
 
-def load_checked_config(config: str, overrides: Sequence[str] = (), *, check: bool = True) -> Config:
+def load_checked_config(config: str, overrides: Sequence[str] = (), *, check: bool = True, data: str | None = None,
+                        data_splits: Sequence[str] | None = None) -> Config:
     """Load ``config`` with its ``-o`` overrides and check it (:func:`check_config`) before anything is built: the
     one function every tool loads its config through.
 
@@ -186,6 +202,9 @@ def load_checked_config(config: str, overrides: Sequence[str] = (), *, check: bo
         check: False only for a run that validates the config itself once it is complete (a training or
             evaluation run, ``oars.engine.run_setup``: the same check plus its datasets, after the flags changed
             the config), so that the check runs once.
+        data: a dataset description file (``--data``): every loader's dataset and the model's ``num_classes`` set
+            from it after the overrides (:func:`oars.config.data_description.apply_data_description`).
+        data_splits: the splits the run reads (``train``, ``val``, ``test``); None: every loader of the config.
 
     Returns:
         The loaded config.
@@ -194,6 +213,8 @@ def load_checked_config(config: str, overrides: Sequence[str] = (), *, check: bo
         ConfigError: the file cannot be loaded, or :func:`check_config` found problems (all of them listed).
     """
     cfg = load_config(config, list(overrides))
+    if data is not None:
+        apply_data_description(cfg, data, data_splits)
     if check:
         check_config(cfg)
     return cfg
@@ -205,6 +226,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-o", dest="overrides", nargs="+", action="extend", default=[], metavar="KEY=VALUE")
     parser.add_argument("--list", metavar="REGISTRY", help="print the names of a registry (e.g. model)")
     parser.add_argument("--scope", default=None, help="scope for --list (a config's default_scope)")
+    parser.add_argument("--no-build", action="store_true",
+                        help="check names only; by default the model is built too, which validates values the "
+                             "names cannot (backbone.depth: 19)")
     args = parser.parse_args(argv)
     try:
         if args.list:
@@ -212,11 +236,15 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if not args.config:
             parser.error("give a config file or --list REGISTRY")
-        load_checked_config(args.config, args.overrides)
+        cfg = load_checked_config(args.config, args.overrides)
+        problem, params = (None, 0) if args.no_build else build_model_problem(cfg, describer(cfg))
+        if problem:
+            raise ConfigError(problem)
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    print(f"{args.config}: OK")
+    built = "" if args.no_build or not params else f" (model built: {params:,} parameters)"
+    print(f"{args.config}: OK{built}")
     return 0
 
 

@@ -1,8 +1,10 @@
 """Merge rules and ``_base_`` inheritance: how a config file and the files it inherits combine.
 
 Dicts merge deeply, anything else (lists too) replaces, and ``_delete_: true`` makes a dict replace
-the inherited one. Inheritance is kept shallow (at most ``MAX_BASE_DEPTH`` levels of ``_base_`` below
-the top file) because deep chains are where users get lost. ``-o`` overrides reuse ``_merge``.
+the inherited one. ``_base_`` chains may be of any depth (MMDetection users layer configs freely: a CPU variant on
+a recipe on a model preset on a model); a cycle is refused naming the chain (``a.yaml -> b.yaml -> a.yaml``), and
+every key keeps the file that set it last, so a deep chain still says where a value came from. ``-o`` overrides
+reuse ``_merge``.
 """
 
 from __future__ import annotations
@@ -16,7 +18,6 @@ from oars.config.errors import ConfigError
 from oars.config.provenance import Provenance, _forget, _record, _Source, join_key, source_of
 from oars.config.yaml_io import YAML_SUFFIXES, _read_yaml
 
-MAX_BASE_DEPTH = 2  # levels of ``_base_`` allowed below the top file
 BASE_KEY = "_base_"
 DELETE_KEY = "_delete_"
 
@@ -88,11 +89,6 @@ def _load_tree(path: str, ancestors: tuple[tuple[str, str], ...]) -> tuple[dict,
         names = [shown for shown, _ in chain] + [base]
         if os.path.realpath(base) in {r for _, r in chain}:
             raise ConfigError(f"{path}: {BASE_KEY} makes a cycle: {_chain_text(names)}")
-        if len(chain) > MAX_BASE_DEPTH:
-            raise ConfigError(
-                f"{path}: {BASE_KEY} chain is deeper than {MAX_BASE_DEPTH} levels: {_chain_text(names)}. "
-                f"A config may inherit at most {MAX_BASE_DEPTH} levels below the top file; "
-                "copy the needed keys into a shallower base instead of chaining further")
         if not os.path.isfile(base):
             raise ConfigError(f"{path}: {BASE_KEY} file {ref!r} not found (looked for {base}); "
                               "base paths are relative to the file that names them")

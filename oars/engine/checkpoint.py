@@ -21,9 +21,9 @@ from oars.checkpoint_file import UNSAFE_ENV as UNSAFE_ENV
 from oars.checkpoint_file import CheckpointError as CheckpointError
 from oars.checkpoint_file import check_local_checkpoint, load_local_checkpoint
 from oars.checkpoint_file import checkpoint_meta as checkpoint_meta
-from oars.checkpoint_file import checkpoint_mismatch as checkpoint_mismatch
 from oars.checkpoint_file import state_dict_from_checkpoint as state_dict_from_checkpoint
 from oars.checkpoint_file import verify_checkpoint as verify_checkpoint
+from oars.engine.checkpoint_mismatch import checkpoint_mismatch as checkpoint_mismatch
 from oars.hub.entries import SCHEMES as HUB_SCHEMES
 from oars.hub.loading import hub_file, load_hub_checkpoint
 from oars_deploy.atomic import atomic_write

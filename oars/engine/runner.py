@@ -278,7 +278,7 @@ class OarsRunner(Runner):
         except RuntimeError as err:
             if not strict or isinstance(err, OarsError):
                 raise
-            raise checkpoint_mismatch(filename, self.cfg.filename, err) from None
+            raise checkpoint_mismatch(filename, self.cfg, err) from None
 
 
 def prepare_config(cfg: Config, *, work_dir: str | None = None, resume: bool | str | None = None,

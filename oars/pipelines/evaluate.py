@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from mmengine.config import Config
 from mmengine.registry import HOOKS
 
+from oars.config.check import load_checked_config
 from oars.engine.checkpoint import check_checkpoint_file
 from oars.engine.resolve import RunOptions, add_hook
 from oars.engine.results_dump_hook import ResultsDumpHook, check_out_file
@@ -29,7 +30,7 @@ from oars_deploy.output_paths import check_output_folder
 def evaluate(config: str, checkpoint: str | None, overrides: Sequence[str] = (), *, work_dir: str | None = None,
              show_dir: str | None = None, max_show: int = 24, report: bool = False, model_dir: str | None = None,
              device: str = "cpu", backend: str = "onnxruntime", out: str | None = None,
-             overwrite: bool = False) -> dict:
+             overwrite: bool = False, data: str | None = None) -> dict:
     """Evaluate ``checkpoint`` (or the export folder ``model_dir``) on the config's test set; writes
     ``<work_dir>/metrics.json``.
 
@@ -38,7 +39,8 @@ def evaluate(config: str, checkpoint: str | None, overrides: Sequence[str] = (),
     ``model_dir`` the model is the export run by the torch-free predictor on ``device`` / ``backend``
     (:class:`oars.models.exported.ExportedModel`): the same data, metrics, report and pictures. ``out`` adds
     :class:`oars.engine.results_dump_hook.ResultsDumpHook`, which writes every prediction as the task's JSON
-    records (detection: COCO results); an existing ``out`` is refused unless ``overwrite``.
+    records (detection: COCO results); an existing ``out`` is refused unless ``overwrite``. ``data``: a dataset
+    description file (``--data``; :mod:`oars.config.data_description`) whose test split (else val) is evaluated.
     """
     if (checkpoint is None) == (model_dir is None):
         raise OarsError("give either -w CHECKPOINT (a PyTorch checkpoint) or --model-dir EXPORT_DIR (an export "
@@ -46,7 +48,8 @@ def evaluate(config: str, checkpoint: str | None, overrides: Sequence[str] = (),
     results_file = out  # (``out`` names metrics.json below)
     if results_file is not None:  # before anything slow: the likeliest mistake is a file that is already there
         check_out_file(results_file, overwrite)
-    cfg = load(config, overrides)
+    cfg = load(config, overrides) if data is None else load_checked_config(config, overrides, check=False, data=data,
+                                                                           data_splits=("test",))
     if report:
         _require_hook(cfg, _report_hook(cfg, "report.html")["type"], "--report")
     if show_dir:

@@ -27,7 +27,7 @@ def init_model(cfg: Config, checkpoint: str, device: str = "cpu") -> torch.nn.Mo
     try:
         model.load_state_dict(state, strict=True)
     except RuntimeError as err:
-        raise checkpoint_mismatch(checkpoint, cfg.filename, err) from None
+        raise checkpoint_mismatch(checkpoint, cfg, err) from None
     meta = ckpt.get("meta", {}) if isinstance(ckpt, dict) else {}
     model.dataset_meta = meta.get("dataset_meta") or {}
     return model.to(device).eval()

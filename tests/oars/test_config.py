@@ -130,16 +130,14 @@ def test_delete_without_base_is_stripped_and_must_be_boolean(tmp_path):
         load_config(bad)
 
 
-def test_more_than_two_levels_of_base_is_rejected_naming_the_chain(tmp_path):
-    l3 = write(tmp_path, "l3.yaml", "a: 3\n")
-    l2 = write(tmp_path, "l2.yaml", "_base_: l3.yaml\nb: 2\n")
-    l1 = write(tmp_path, "l1.yaml", "_base_: l2.yaml\nc: 1\n")
+def test_base_chains_of_any_depth_merge_in_order(tmp_path):
+    l3 = write(tmp_path, "l3.yaml", "a: 3\nb: 3\n")
+    write(tmp_path, "l2.yaml", "_base_: l3.yaml\nb: 2\nc: 2\n")
+    write(tmp_path, "l1.yaml", "_base_: l2.yaml\nc: 1\n")
     top = write(tmp_path, "top.yaml", "_base_: l1.yaml\nd: 0\n")
-    with pytest.raises(ConfigError) as err:
-        load_config(top)
-    msg = str(err.value)
-    assert msg.startswith(f"{l2}: _base_ chain is deeper than 2 levels: {top} -> {l1} -> {l2} -> {l3}.")
-    assert load_config(l1).to_dict() == {"a": 3, "b": 2, "c": 1}
+    cfg = load_config(top)
+    assert cfg.to_dict() == {"a": 3, "b": 2, "c": 1, "d": 0}
+    assert cfg_provenance(cfg)["a"] == l3
 
 
 def test_base_cycle_is_rejected_naming_the_chain(tmp_path):
