@@ -3,7 +3,7 @@ weights loaded when training starts, and the forward of backbones that are one `
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Container, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 
@@ -102,9 +102,10 @@ class Backbone(nn.Module):
         return self
 
 
-def forward_features(features: nn.Sequential, x: Tensor,
-                     out_positions: set[int] | tuple[int, ...]) -> tuple[Tensor, ...]:
-    """Run ``features`` in order, returning the outputs of the layers at ``out_positions``."""
+def forward_features(features: Sequence[nn.Module], x: Tensor,
+                     out_positions: Container[int]) -> tuple[Tensor, ...]:
+    """Run ``features`` in order (an ``nn.Sequential`` or a backbone's stages), returning the outputs of the layers at
+    ``out_positions``."""
     outs = []
     for j, layer in enumerate(features):
         x = layer(x)

@@ -27,7 +27,7 @@ from ..layers import ConvNormAct
 from ..layers.activation import ActSpec, build_activation_layer
 from ..layers.norm import NormSpec, norm_type
 from ..utils import check_frozen_stages, check_out_indices
-from .base import Backbone
+from .base import Backbone, forward_features
 
 # depth -> residual blocks per stage
 ARCH_SETTINGS: dict[int, tuple[int, ...]] = {53: (1, 2, 8, 8, 4)}
@@ -120,9 +120,4 @@ class DarkNet(Backbone):
 
 
     def forward(self, x: Tensor) -> tuple[Tensor, ...]:
-        outs = []
-        for i, name in enumerate(self.stage_names):
-            x = getattr(self, name)(x)
-            if i in self.out_indices:
-                outs.append(x)
-        return tuple(outs)
+        return forward_features([getattr(self, name) for name in self.stage_names], x, self.out_indices)

@@ -49,7 +49,7 @@ from ..utils import (
     check_out_indices,
     check_output_stride,
 )
-from .base import Backbone, init_conv_norm
+from .base import Backbone, forward_features, init_conv_norm
 from .resnet_options import check_dcn_stages, check_flag, check_stem_channels, deep_stem_layers
 
 
@@ -305,9 +305,4 @@ class ResNet(Backbone):
 
     def forward(self, x: Tensor) -> tuple[Tensor, ...]:
         x = self.forward_stem(x)
-        outs = []
-        for i, name in enumerate(self.stage_names):
-            x = getattr(self, name)(x)
-            if i in self.out_indices:
-                outs.append(x)
-        return tuple(outs)
+        return forward_features([getattr(self, name) for name in self.stage_names], x, self.out_indices)

@@ -34,7 +34,7 @@ from oars.registry import MODELS
 from ..layers import build_norm_layer
 from ..layers.norm import NormSpec, norm_type
 from ..utils import check_frozen_stages, check_out_indices
-from .base import Backbone
+from .base import Backbone, forward_features
 from .resnet import conv1x1, conv3x3
 from .resnet_options import check_dcn_stages
 
@@ -176,9 +176,4 @@ class SENet(Backbone):
     def forward(self, x: Tensor) -> tuple[Tensor, ...]:
         """Images [B, C, H, W] -> the ``out_indices`` stage maps, shallowest first."""
         x = self.layer0(x)
-        outs = []
-        for i, name in enumerate(self.stage_names):
-            x = getattr(self, name)(x)
-            if i in self.out_indices:
-                outs.append(x)
-        return tuple(outs)
+        return forward_features([getattr(self, name) for name in self.stage_names], x, self.out_indices)

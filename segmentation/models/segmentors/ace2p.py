@@ -13,7 +13,6 @@ from segmentation.structures import SegDataSample
 from segmentation.transforms_parsing import label_edges
 
 from .encoder_decoder import EncoderDecoder
-from .tta import tta_inference
 
 
 @MODELS.register_module()
@@ -38,23 +37,6 @@ class ACE2PSegmentor(EncoderDecoder):
         if aug is not None:
             check_flip_pairs(aug.get("flip_label_pairs"), "ACE2PSegmentor: test_cfg.aug.flip_label_pairs",
                              self.num_classes)
-
-    def aug_inference(self, inputs: torch.Tensor) -> torch.Tensor:
-        """:meth:`EncoderDecoder.aug_inference` with the left/right class swap of mirrored views."""
-        aug = self.test_cfg.get("aug")
-        if aug is None:
-            return super().aug_inference(inputs)  # its error message
-        divisor = aug["size_divisor"] or getattr(self.data_preprocessor, "size_divisor", None) or 1
-        return tta_inference(
-            inputs,
-            self.inference,
-            aug["scales"],
-            aug["flip_direction"] if aug["flip"] else (),
-            size_divisor=int(divisor),
-            pad_val=float(getattr(self.data_preprocessor, "pad_val", 0.0)),
-            align_corners=self.align_corners,
-            flip_label_pairs=aug.get("flip_label_pairs", ()),
-        )
 
     def _stack_edges(self, gt: torch.Tensor, data_samples: list[SegDataSample]) -> torch.Tensor:
         """Edge targets [B, H, W] int64 at the padded batch size (``gt``'s): each sample's ``gt_edge_map`` padded
