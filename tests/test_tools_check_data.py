@@ -113,3 +113,17 @@ def test_check_config_lists_what_on_bad_annotation_skip_drops(demo_data, tmp_pat
     (val,) = check_config(cfg, ['val'], num_workers=0)
     assert val.num_samples == 7 and len(val.failures) == 1
     assert f'image file {missing} not found' in val.failures[0][1]
+
+
+def test_check_config_names_every_problem_beyond_the_first_five(demo_data, tmp_path):
+    """Seven missing images of one annotation file: each is named (a training log keeps the first five and counts
+    the rest; check_data names them all)."""
+    root = copy_demo(demo_data, tmp_path)
+    missing = [os.path.join(root, 'images', 'val', f'{i:04d}.png') for i in range(7)]
+    for path in missing:
+        os.remove(path)
+    cfg = load_config(DET_DEMO_CFG, roots(root))
+    (val,) = check_config(cfg, ['val'], num_workers=0)
+    text = '\n'.join(reason for _, reason in val.failures)
+    for path in missing:
+        assert f'image file {path} not found' in text, text

@@ -18,6 +18,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 from oars.data import storage
+from oars.data.dataset import naming_every_problem
 from oars.data.transforms.loading import read_image
 from oars.errors import DataError, DataFileNotFoundError
 
@@ -54,7 +55,8 @@ class AnnotationProblems:
     """Collects bad annotations of one annotation source under one policy.
 
     ``report`` raises at once under ``'fail'``; under ``'skip'`` it counts the problem and keeps the first
-    ``max_examples`` messages, and ``warn`` emits them as one ``BadAnnotationWarning``.
+    ``max_examples`` messages (every one under ``oars.data.dataset.every_problem_named``, as check_data asks), and
+    ``warn`` emits them as one ``BadAnnotationWarning``.
     """
 
     def __init__(self, policy: str, source: str, owner: str, max_examples: int = 5) -> None:
@@ -77,7 +79,7 @@ class AnnotationProblems:
         if self.policy == 'fail' and not always_skip:
             raise error(f'{self.owner}: {message} [{kind}]; {SKIP_HINT}')
         self.counts[kind] += 1
-        if len(self.examples) < self.max_examples:
+        if len(self.examples) < self.max_examples or naming_every_problem():
             self.examples.append(f'{message} [{kind}]')
 
     def summary(self) -> str:

@@ -22,7 +22,7 @@ from mmengine.config import Config
 from mmengine.registry import DATASETS, DefaultScope
 from torch.utils.data import DataLoader, Dataset
 
-from oars.data.dataset import sample_files
+from oars.data.dataset import every_problem_named, sample_files
 from oars.errors import OarsError
 
 SPLITS = ('train', 'val', 'test')
@@ -129,7 +129,7 @@ def check_config(cfg: Config, splits: Sequence[str] = SPLITS, num_workers: int |
 
 
 def _build(leaf: dict, scope: str | None):
-    with DefaultScope.overwrite_default_scope(scope):
+    with DefaultScope.overwrite_default_scope(scope), every_problem_named():
         dataset = DATASETS.build(leaf)
     if hasattr(dataset, 'full_init'):
         dataset.full_init()

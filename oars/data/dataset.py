@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 from mmengine.dataset import BaseDataset
 from mmengine.registry import DefaultScope, Registry
@@ -25,6 +27,26 @@ from oars_deploy.draw import get_palette
 
 BAD_SAMPLE_POLICIES: tuple[str, ...] = ('error', 'skip')
 CHECK_HINT = 'tools/check_data.py -c CONFIG lists every bad file'
+
+
+# set while tools/check_data.py builds a dataset: every bad annotation is named, not the first few of each file
+_NAME_EVERY_PROBLEM: ContextVar[bool] = ContextVar('name_every_problem', default=False)
+
+
+@contextmanager
+def every_problem_named():
+    """Within the block, a dataset's summary of what it skipped names every problem (``tools/check_data.py``
+    lists them all), not the first few a training log keeps."""
+    token = _NAME_EVERY_PROBLEM.set(True)
+    try:
+        yield
+    finally:
+        _NAME_EVERY_PROBLEM.reset(token)
+
+
+def naming_every_problem() -> bool:
+    """Whether :func:`every_problem_named` is active."""
+    return _NAME_EVERY_PROBLEM.get()
 
 
 class BadSampleWarning(UserWarning):
