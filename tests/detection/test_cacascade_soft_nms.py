@@ -18,6 +18,7 @@ from mmengine.registry import MODELS, DefaultScope
 
 from detection.export import build_export_spec
 from detection.models.heads.dense_utils import check_nms_cfg, nms_predict, soft_nms_image
+from detection.structures import DetDataSample
 from oars.config import ConfigError, apply_overrides, load_config
 from oars.export.spec import ExportOptions
 from oars_deploy.errors import DeployError
@@ -170,3 +171,41 @@ def test_in_graph_export_refuses_soft_nms_naming_the_key():
                                           r"the graph .* export.postprocess: false"):
         _retinanet(dict(SOFT), postprocess=True)
     assert "nms" not in _retinanet({"iou_threshold": 0.5}, postprocess=False).postprocess
+
+
+@pytest.mark.parametrize("config", ["yolov3/yolov3_darknet53_demo_shapes.yaml",
+                                    "ssd/ssdlite_mobilenetv3_320_coco.yaml"])
+def test_yolov3_and_ssd_heads_run_soft_nms(config):
+    """YOLOv3 and SSD heads take the same soft-NMS setting as the others: their eager predict then keeps
+    overlapping boxes with decayed scores (plain NMS would drop them), each score at most the plain one."""
+    cfg = load_config(os.path.join(ROOT, "configs/detection", config))
+    apply_overrides(cfg, ["model.num_classes=3"])
+    cfg.model = shrink_model(cfg.model)
+    results = {}
+    for name, nms in (("hard", {"type": "nms", "iou_threshold": 0.3}), ("soft", SOFT)):
+        cfg.model.test_cfg.nms = nms
+        cfg.model.test_cfg.score_thr = 0.0
+        torch.manual_seed(0)
+        with DefaultScope.overwrite_default_scope("detection"):
+            model = MODELS.build(copy.deepcopy(cfg.model)).eval()
+        assert model.bbox_head.test_cfg["nms"]["type"] == nms["type"]
+        sample = DetDataSample(metainfo={"img_shape": (64, 64), "ori_shape": (64, 64), "scale_factor": (1.0, 1.0),
+                                         "batch_input_shape": (64, 64)})
+        with torch.no_grad():
+            results[name] = model.predict(torch.rand(1, 3, 64, 64) * 255, [sample])[0].pred_instances
+    from torchvision.ops import box_iou
+
+    def max_same_class_iou(inst) -> float:
+        iou = box_iou(inst.bboxes, inst.bboxes).nan_to_num(0.0).fill_diagonal_(0)  # degenerate boxes: 0
+        same = inst.labels[:, None] == inst.labels[None, :]
+        return float((iou * same).max()) if len(inst.bboxes) > 1 else 0.0
+
+    hard, soft = results["hard"], results["soft"]
+    assert len(hard.scores) > 0 and len(soft.scores) > 0
+    assert max_same_class_iou(hard) <= 0.3 + 1e-6  # plain NMS: no two kept boxes of a class overlap more
+    assert max_same_class_iou(soft) > 0.3  # soft-NMS keeps overlapping boxes, their scores decayed
+    assert torch.all(soft.scores[:-1] >= soft.scores[1:]) and float(soft.scores.min()) >= SOFT["min_score"]
+    bad = dict(SOFT, method="matrix")
+    cfg.model.test_cfg.nms = bad
+    with DefaultScope.overwrite_default_scope("detection"), pytest.raises(ValueError, match="method='matrix'"):
+        MODELS.build(copy.deepcopy(cfg.model))

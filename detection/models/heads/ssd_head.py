@@ -30,6 +30,7 @@ from oars.models.building import check_num_classes
 from oars.models.layers import ConvNormAct
 
 from ..task_utils.hard_negative_mining import hard_negative_mask
+from .dense_utils import check_nms_cfg, soft_nms_image
 
 TEST_CFG_KEYS = ("score_thr", "nms", "max_per_img", "nms_pre", "topk_candidates")
 TRAIN_CFG_KEYS = ("assigner", "neg_pos_ratio")
@@ -109,9 +110,7 @@ class SSDHead(nn.Module):
         self.train_cfg = _check_cfg(name, "train_cfg", train_cfg, TRAIN_CFG_KEYS) if train_cfg else {}
         self.assigner = TASK_UTILS.build(self.train_cfg["assigner"]) if train_cfg else None
         self.test_cfg = _check_cfg(name, "test_cfg", test_cfg, TEST_CFG_KEYS)
-        iou = dict(self.test_cfg["nms"]).get("iou_threshold")
-        if set(self.test_cfg["nms"]) - {"iou_threshold", "type"} or iou is None or not 0 < float(iou) <= 1:
-            raise ValueError(f"{name}: test_cfg.nms must be {{iou_threshold: (0, 1]}}, got {self.test_cfg['nms']}")
+        self.test_cfg["nms"] = check_nms_cfg(name, dict(self.test_cfg["nms"]))  # plain NMS or soft-NMS
         anchors = self.prior_generator.num_base_priors
         self.cls_convs = nn.ModuleList(_predictor(c, a * (num_classes + 1), conv_type, norm, act)
                                        for c, a in zip(in_channels, anchors))
@@ -264,7 +263,7 @@ class SSDHead(nn.Module):
         meta0 = batch_img_metas[0]
         image_hw = (meta0.get("batch_input_shape") or meta0.get("img_shape"))[:2]
         boxes, scores = self.export_decode(raw_outputs, image_hw)
-        iou = float(self.test_cfg["nms"]["iou_threshold"])
+        nms = self.test_cfg["nms"]
         max_per_img = int(self.test_cfg["max_per_img"])
         nms_pre = int(self.test_cfg["nms_pre"] or 0)
         results = []
@@ -274,10 +273,15 @@ class SSDHead(nn.Module):
             if 0 < nms_pre < len(cand_scores):  # the global top-k the dense export modules apply too
                 cand_scores, order = cand_scores.topk(nms_pre)
                 cand_boxes, labels = cand_boxes[order], labels[order]
-            keep = batched_nms(cand_boxes, cand_scores, labels, iou)
-            if max_per_img > 0:
-                keep = keep[:max_per_img]
-            det_boxes, det_scores, det_labels = cand_boxes[keep], cand_scores[keep], labels[keep]
+            if nms.get("type") == "soft_nms":  # the candidates as a sparse [K, C] score table, one class each
+                table = cand_scores.new_zeros(len(cand_scores), scores.shape[-1])
+                table[torch.arange(len(cand_scores)), labels] = cand_scores
+                det_boxes, det_scores, det_labels = soft_nms_image(cand_boxes, table, nms, 0.0, max_per_img, 0)
+            else:
+                keep = batched_nms(cand_boxes, cand_scores, labels, float(nms["iou_threshold"]))
+                if max_per_img > 0:
+                    keep = keep[:max_per_img]
+                det_boxes, det_scores, det_labels = cand_boxes[keep], cand_scores[keep], labels[keep]
             if rescale:
                 sw, sh = meta.get("scale_factor", (1.0, 1.0))[:2]
                 ori_h, ori_w = meta.get("ori_shape", image_hw)[:2]

@@ -25,6 +25,7 @@ from oars.models.utils import labels_out_of_range
 
 from ..losses import bce_with_logits, class_targets, l1_sum, weighted_giou_loss
 from ..task_utils import YOLOAssigner, YOLOTargets, ignore_mask, multiclass_nms
+from .dense_utils import check_nms_cfg, soft_nms_image
 
 DEFAULT_ANCHORS = [[10, 13], [16, 30], [33, 23], [30, 61], [62, 45], [59, 119], [116, 90], [156, 198], [373, 326]]
 DEFAULT_ANCHOR_MASKS = [[6, 7, 8], [3, 4, 5], [0, 1, 2]]
@@ -43,19 +44,13 @@ def _check_test_cfg(test_cfg: dict[str, Any] | None) -> dict[str, Any]:
     if unknown:
         raise ValueError(f"YOLOv3Head: unknown test_cfg keys {unknown}; accepted: {sorted(TEST_CFG_DEFAULTS)}")
     nms = dict(cfg.get("nms") or {})
-    bad = sorted(set(nms) - {"iou_threshold", "type"})
-    if bad or nms.get("type", "nms") != "nms":
-        raise ValueError(
-            f"YOLOv3Head: test_cfg.nms={nms} is invalid; accepted keys: iou_threshold (and type: nms), "
-            f"e.g. {{iou_threshold: 0.45}}"
-        )
-    nms.setdefault("iou_threshold", TEST_CFG_DEFAULTS["nms"]["iou_threshold"])
+    if nms.get("type", "nms") == "nms":
+        nms.setdefault("iou_threshold", TEST_CFG_DEFAULTS["nms"]["iou_threshold"])
+    nms = check_nms_cfg("YOLOv3Head", nms)  # plain NMS or soft-NMS, as every detection head
     out = {**TEST_CFG_DEFAULTS, **cfg, "nms": nms}
     for key in ("score_thr", "conf_thr"):
         if not 0 <= float(out[key]) < 1:
             raise ValueError(f"YOLOv3Head: test_cfg.{key} must be in [0, 1), got {out[key]!r}")
-    if not 0 < float(nms["iou_threshold"]) <= 1:
-        raise ValueError(f"YOLOv3Head: test_cfg.nms.iou_threshold must be in (0, 1], got {nms['iou_threshold']!r}")
     return out
 
 
@@ -373,9 +368,13 @@ class YOLOv3Head(nn.Module):
             # clipped to the image itself after rescaling (and by the predictors).
             img_h, img_w = (meta.get("batch_input_shape") or input_shape)[:2]
             b = clip_boxes_to_image(boxes[i].float(), (int(img_h), int(img_w)))
-            det_boxes, det_scores, det_labels = multiclass_nms(
-                b, scores[i].float(), cfg["score_thr"], cfg["nms"]["iou_threshold"], cfg["max_per_img"], cfg["nms_pre"]
-            )
+            if cfg["nms"].get("type") == "soft_nms":
+                det_boxes, det_scores, det_labels = soft_nms_image(
+                    b, scores[i].float(), cfg["nms"], cfg["score_thr"], cfg["max_per_img"], cfg["nms_pre"])
+            else:
+                det_boxes, det_scores, det_labels = multiclass_nms(
+                    b, scores[i].float(), cfg["score_thr"], cfg["nms"]["iou_threshold"], cfg["max_per_img"],
+                    cfg["nms_pre"])
             if rescale:
                 sw, sh = meta.get("scale_factor", (1.0, 1.0))[:2]
                 ori_h, ori_w = meta.get("ori_shape", (img_h, img_w))[:2]
