@@ -57,6 +57,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--epochs", type=int, default=None, help="default: the config's 20")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--mode", default="paddle", choices=["paddle", "mmdet"])
+    parser.add_argument("--num-train", type=int, default=300, help="training images (default: the demo's 300)")
+    parser.add_argument("--num-val", type=int, default=60)
     args = parser.parse_args(argv)
 
     from oars.data.demo_shapes import generate
@@ -64,7 +66,8 @@ def main(argv: list[str] | None = None) -> int:
     from oars.pipelines.evaluate import evaluate
     from oars.pipelines.train import train
 
-    data = generate(args.data, train_class_weights=WEIGHTS, seed=args.seed)
+    data = generate(args.data, num_train=args.num_train, num_val=args.num_val, train_class_weights=WEIGHTS,
+                    seed=args.seed)
     counts = {}
     with open(data["annotations"]["train"]) as f:
         for ann in json.load(f)["annotations"]:

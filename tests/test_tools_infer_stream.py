@@ -62,7 +62,7 @@ def test_detector_stream_records_equal_model_predict_on_the_frames(infer_main, d
     expected = Model(DET_DEMO_CFG, weights=ckpt, overrides=opts).predict([frames[i] for i in (0, 2, 4)])
     for record, result in zip(records, expected):
         assert record["predictor"] == "detection_boxes" and len(record["detections"]) > 0
-        assert record["detections"] == result.to_json()["detections"]
+        assert record["detections"] == result.to_dict()["detections"]
 
     tracked = tmp_path / "tracked"
     infer_main(["-c", DET_DEMO_CFG, "-w", ckpt, "-i", video, "-o", str(tracked), *opts, "--track",
@@ -117,7 +117,7 @@ def test_recognizer_windows_over_a_stream(infer_main, tmp_path):
     whole = tmp_path / "whole"
     infer_main(["-c", cfg, "-w", ckpt, "-i", video, "-o", str(whole), *opts, "--window", "16"])
     (record,) = read_records(whole)
-    expected = Model(cfg, weights=ckpt, overrides=opts).predict(video)[0].to_json()["topk"]
+    expected = Model(cfg, weights=ckpt, overrides=opts).predict(video)[0].to_dict()["topk"]
     assert [t["class"] for t in record["topk"]] == [t["class"] for t in expected]
     np.testing.assert_allclose([t["score"] for t in record["topk"]], [t["score"] for t in expected], atol=1e-4)
     with pytest.raises(OarsError, match="--track applies to detection models"):

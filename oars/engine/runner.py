@@ -159,6 +159,8 @@ class OarsRunner(Runner):
             except TypeError:  # an iterable dataset has no length
                 sizes.append(f"{split} (streamed)")
         what = {"train": "training", "test": "evaluating", "val": "validating"}[phase]
+        if self.distributed:  # the one fact of the environment dump a distributed run must show
+            what += f" on {plural(self.world_size, 'process', 'processes')} ({self.launcher} launcher)"
         written = "config.yaml, checkpoints, " if phase == "train" else ""
         return (f"{what} {self.cfg.filename or '<config>'}: {type(model).__name__} ({params / 1e6:.2f} M parameters)"
                 f"{'; ' + ', '.join(sizes) if sizes else ''}; writing to {self.work_dir} ({written}full log "

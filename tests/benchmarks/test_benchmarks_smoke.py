@@ -42,6 +42,10 @@ CHEAPEST = {
                       ["stream vs predictor alone: 4 frames of 64x48", "| U-Net | "]),
     "prune_latency.py": (["--models", "unet_demo", "--size", "32", "--runs", "1", "--round-to", "0"],
                          ["| unet_demo | 32x32 | - | ", "latency pruned / original"]),
+    "class_aware_sampling.py": (["--epochs", "1", "--num-train", "8", "--num-val", "4",
+                                 "--data", os.path.join(tempfile.mkdtemp(prefix="oars_class_aware_"), "data"),
+                                 "--work-dir", os.path.join(tempfile.mkdtemp(prefix="oars_class_aware_"), "w")],
+                                ["training boxes per class", "class_aware ", "(AP, fractions 0-1)"]),
     "large_objects.py": (["--epochs", "1", "--num-train", "8", "--num-val", "4", "--anchors", "fitted9",
                           "--work-dir", os.path.join(tempfile.mkdtemp(prefix="oars_large_objects_"), "w")],
                          ["large shapes in ", "anchors fitted9 : COCO mAP "]),
@@ -98,8 +102,9 @@ def test_every_benchmark_script_has_a_smoke_run():
 # compile_reference.py: two aot_eager compiles of a ResNet-18 (~15 s);
 # stream_fps.py: the U-Net demo export (~15 s CPU; its stream path runs on a tiny export in test_stream_fps.py)
 # large_objects.py: one epoch of the YOLOv3 demo on 8 images through train.py, eval.py and optimize_anchors.py (~40 s)
+# class_aware_sampling.py: two one-epoch trainings of the demo cascade on 8 images and their evaluations (~40 s)
 SLOW_SCRIPTS = {"contention.py", "serve_load.py", "compile_step.py", "compile_reference.py", "stream_fps.py",
-                "large_objects.py"}
+                "large_objects.py", "class_aware_sampling.py"}
 
 
 @pytest.mark.parametrize("script", [pytest.param(s, marks=pytest.mark.slow) if s in SLOW_SCRIPTS else s

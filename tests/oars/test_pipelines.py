@@ -39,11 +39,12 @@ class _ImageTask(Task):
 def test_compress_methods_are_one_registry():
     from oars.pipelines.compress import METHODS, CompressMethod, compress, register_method
 
-    assert list(METHODS) == ["prune", "ptq", "qat", "distill"]
+    assert list(METHODS) == ["prune", "auto-prune", "sensitivity", "ptq", "qat", "distill"]
     assert all(callable(m.run) for m in METHODS.values())
     with pytest.raises(OarsError, match="registered already"):
         register_method(CompressMethod("prune", METHODS["prune"].run))
-    with pytest.raises(OarsError, match=r"--method must be one of \['prune', 'ptq', 'qat', 'distill'\]"):
+    with pytest.raises(OarsError, match=r"--method must be one of \['prune', 'auto-prune', 'sensitivity', 'ptq', "
+                                        r"'qat', 'distill'\]"):
         compress(Config({}), "w.pth", "out", {"method": "quantise"})
 
 

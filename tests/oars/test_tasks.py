@@ -243,7 +243,7 @@ def test_export_takes_the_flags_of_the_configs_task(capsys):
 def test_demo_data_sets_come_from_the_core_and_the_tasks(tmp_path, capsys):
     tool = load_tool("demo_data")
     sets = tool.commands()
-    assert list(sets) == ["shapes", "digits", "pairs", "videos", "long-videos"]
+    assert list(sets) == ["shapes", "digits", "pairs", "figures", "videos", "long-videos"]
     assert sets["videos"].run.__module__ == "video.commands" and sets["digits"].run.__module__ == "gan.commands"
     with pytest.raises(SystemExit):
         tool.main(["--help"])

@@ -111,6 +111,7 @@ def _tune(tmp_path, demo_data, *extra, space=None, check=True, epochs=2):
                     "-o", *demo_overrides(demo_data, epochs), check=check, cwd=str(tmp_path))
 
 
+@pytest.mark.slow  # trains through the tool in subprocesses (~45-110 s on two busy cores)
 def test_tiny_search_writes_best_yaml_that_trains(tmp_path, demo_data):
     proc = _tune(tmp_path, demo_data, "--trials", "3")
     study = tmp_path / "study"
@@ -131,6 +132,7 @@ def test_tiny_search_writes_best_yaml_that_trains(tmp_path, demo_data):
     assert len(json.loads((study / "trials.json").read_text())["trials"]) == 3
 
 
+@pytest.mark.slow  # trains through the tool in subprocesses (~45-110 s on two busy cores)
 def test_errors_are_one_line(tmp_path, demo_data):
     bad_metric = _tune(tmp_path, demo_data, "--trials", "1", "--metric", "mIOU", check=False, epochs=1)
     assert bad_metric.returncode == 2 and "Traceback" not in bad_metric.stderr
@@ -142,6 +144,7 @@ def test_errors_are_one_line(tmp_path, demo_data):
     assert zero.returncode == 2 and "--trials 0" in zero.stderr
 
 
+@pytest.mark.slow  # trains through the tool in subprocesses (~45-110 s on two busy cores)
 def test_storage_of_another_search_is_refused(tmp_path, demo_data):
     _tune(tmp_path, demo_data, "--trials", "1", epochs=1)
     other = _space(tmp_path, {"optim_wrapper.optimizer.lr": {"type": "float", "low": 0.2, "high": 0.3}}, "other.yaml")
