@@ -2,7 +2,8 @@
 # on the CPU, evaluate them, draw pictures, export (demo-seg / demo-det / demo-video / demo-gan run one task;
 # demo-yolo / demo-mask / demo-pix2pix / demo-cgan one model; demo-int8 the YOLOv3 INT8 export; demo-onestage the
 # FCOS one-stage detector, outside make demo's 20 minutes; demo-localization BMN on generated long videos, from
-# demo-video's recognizer features, also outside make demo).
+# demo-video's recognizer features; demo-cacascade class-aware sampling on a long-tailed set; demo-parsing ACE2P human
+# parsing with flip TTA; all outside make demo).
 # make demo runs its demos in two lanes side by side, one thread each: these small models use a second core for
 # about 1.3x speed, a second process for nearly 2x. Each lane's lines are prefixed with its name.
 # make test: set up .venv and run the test suite (make test-slow: the slow-marked tests; make test-all: both).
