@@ -19,7 +19,6 @@ as YAML: ``optim_wrapper__optimizer__lr=0.01``, lists stay lists). ultralytics' 
 from __future__ import annotations
 
 import glob
-import inspect
 import json
 import os
 import os.path as osp
@@ -32,9 +31,18 @@ from oars.errors import OarsError
 from oars_deploy.errors import UserError
 
 from .model_source import LOCAL_SCHEME, resolve_model_source
+from .prediction import (
+    DEFAULT_SAVE_DIR,
+    class_filter,
+    export_results,
+    keep_classes,
+    next_run_dir,
+    saving,
+    torch_results,
+)
+from .train_options import check_train_device, data_argument
 
 Source = str | os.PathLike | np.ndarray | Sequence[str | os.PathLike | np.ndarray]
-DEFAULT_SAVE_DIR = osp.join("runs", "predict")
 
 
 def keyword_overrides(kwargs: dict[str, Any]) -> list[str]:
@@ -58,16 +66,6 @@ def registered_weights(name: str) -> str:
     from oars.hub.local import local_file
 
     return local_file(name[len(LOCAL_SCHEME):])
-
-
-def next_run_dir(base: str) -> str:
-    """``base`` when it is free (missing or empty), else ``base2``, ``base3``... (ultralytics' ``runs/predict``,
-    ``runs/predict2``): a second ``predict(save=True)`` never writes over the first one's pictures."""
-    candidate, n = base, 1
-    while osp.isdir(candidate) and os.listdir(candidate) or osp.isfile(candidate):
-        n += 1
-        candidate = f"{base}{n}"
-    return candidate
 
 
 class Model:
@@ -210,14 +208,14 @@ class Model:
         from .train_options import api_message, train_overrides
 
         self._refuse_export("training")
-        _check_train_device(device)
+        check_train_device(device)
         run_overrides = self.overrides + keyword_overrides(overrides)
         cfg = self._config(keyword_overrides(overrides))
         run_overrides += train_overrides(cfg, epochs=epochs, batch=batch, imgsz=imgsz, lr0=lr0, workers=workers)
         kwargs: dict[str, Any] = {"work_dir": self.work_dir, "resume": resume or None, "amp": amp,
                                   "overwrite": exist_ok}
         if data is not None:
-            kwargs["data"] = _data_argument(train, data, "train")
+            kwargs["data"] = data_argument(train, data, "train")
         if resume and exist_ok:
             raise OarsError("Model.train(resume=..., exist_ok=True): resume continues the run in the work dir and "
                             "exist_ok deletes its checkpoints; give one of them")
@@ -258,7 +256,7 @@ class Model:
         self._refuse_export("val (evaluate an export with tools/eval.py --model-dir)")
         kwargs: dict[str, Any] = {"work_dir": self.work_dir, "device": self.device}
         if data is not None:
-            kwargs["data"] = _data_argument(evaluate, data, "val")
+            kwargs["data"] = data_argument(evaluate, data, "val")
         result = evaluate(self.config, self._need_weights("val"), self.overrides + keyword_overrides(overrides),
                           **kwargs)
         register_metric_aliases(get_task(self.cfg.get("default_scope"), self.config).metric_aliases)
@@ -312,9 +310,10 @@ class Model:
         """
         from oars_deploy.sources import iter_sources
 
-        keep = _class_filter(classes)
+        keep = class_filter(classes)
         if self.export_dir:
-            results = self._export_results(source, conf, iou, max_det, imgsz)
+            results = export_results(self._predictor(), source, self.export_dir, self.draw_threshold,
+                                     conf=conf, iou=iou, max_det=max_det, imgsz=imgsz)
         else:
             from oars.tasks import get_task
 
@@ -326,59 +325,13 @@ class Model:
             role = get_task(cfg.get("default_scope"), cfg.filename).predictor(cfg)
             items = iter_sources(source, "Model.predict", video_frames=role.image_plugin_name(cfg) is not None)
             model = self._torch_model(cfg)
-            results = self._torch_results(role, model, cfg, items, batch=1 if stream else None)
+            results = torch_results(role, model, cfg, items, self.draw_threshold, batch=1 if stream else None)
         if keep is not None:
-            results = (_keep_classes(r, keep) for r in results)
+            results = (keep_classes(r, keep) for r in results)
         if save:
             out_dir = next_run_dir(save_dir or DEFAULT_SAVE_DIR)
-            results = _saving(results, out_dir)
+            results = saving(results, out_dir)
         return results if stream else list(results)
-
-    def _export_results(self, source: Source, conf, iou, max_det, imgsz) -> Iterator:
-        from .predict_options import export_postprocess
-
-        predictor = self._predictor()
-        if imgsz is not None:
-            raise OarsError(f"Model.predict(imgsz={imgsz!r}): the export {self.export_dir} takes the input size "
-                            f"it was exported with ({predictor.input_shape}); export again for another size")
-        post = export_postprocess(predictor.deploy["postprocess"], conf, iou, max_det, self.export_dir)
-        results = predictor.results(source, stream=True, draw_threshold=self.draw_threshold)  # the source checked now
-
-        def generate() -> Iterator:
-            saved, predictor.post = predictor.post, post
-            try:
-                yield from results
-            finally:
-                predictor.post = saved
-
-        return generate()
-
-    def _torch_results(self, role, model, cfg, items, batch: int | None) -> Iterator:
-        """Results of the task's predictor over ``items``, ``batch`` inputs per call (None: all at once)."""
-        from oars_deploy.draw import get_palette
-        from oars_deploy.outputs import read_image
-        from oars_deploy.result import Result
-
-        meta = getattr(model, "dataset_meta", None) or {}
-        labels = list(meta.get("classes") or [str(i) for i in range(int(getattr(model, "num_classes", 0)))])
-        palette = get_palette(len(labels), meta.get("palette")) if labels else []  # generators have no classes
-
-        def chunks():
-            chunk = []
-            for item in items:
-                chunk.append(item)
-                if batch is not None and len(chunk) == batch:
-                    yield chunk
-                    chunk = []
-            if chunk:
-                yield chunk
-
-        for chunk in chunks():
-            kind, data = role.predict(model, cfg, [(item.name, item.image) for item in chunk])
-            for item, d in zip(chunk, data):
-                image = item.image if item.image is not None else (read_image(item.name) if _is_image(item.name)
-                                                                   else None)
-                yield Result(item.name, image, d, kind, labels, palette, self.draw_threshold, item.frame, item.stem)
 
     def __call__(self, source: Source, **kwargs: Any) -> list | Iterator:
         """:meth:`predict`."""
@@ -426,67 +379,3 @@ class Model:
         export_model(self.config, weights, out_dir, fmt=format, overrides=self.overrides, device=self.device,
                      **kwargs)
         return out_dir
-
-
-def _check_train_device(device: str | None) -> None:
-    """``train(device=...)``: training runs where mmengine puts it (CUDA when the machine has it), so a device is
-    checked against the machine rather than silently ignored."""
-    if device is None:
-        return
-    import torch
-
-    has_cuda = torch.cuda.is_available()
-    if str(device).startswith("cuda") and not has_cuda:
-        raise OarsError(f"Model.train(device={device!r}): CUDA is not available on this machine; give device='cpu'")
-    if device == "cpu" and has_cuda:
-        raise OarsError("Model.train(device='cpu'): this machine has CUDA, which training uses; to train on the CPU "
-                        "start Python with CUDA_VISIBLE_DEVICES= set empty")
-    if device != "cpu" and not str(device).startswith("cuda"):
-        raise OarsError(f"Model.train(device={device!r}): expected 'cpu' or 'cuda'")
-
-
-def _data_argument(fn: Any, data: str, what: str) -> str:
-    """``data`` for ``fn`` (train / evaluate), when that pipeline takes a dataset description file."""
-    if "data" not in inspect.signature(fn).parameters:
-        raise OarsError(f"Model.{what}(data={data!r}): dataset description files are not supported by this oars "
-                        f"version's {fn.__module__}.{fn.__name__}; set the loaders with overrides instead")
-    return data
-
-
-def _class_filter(classes: Sequence[int] | None) -> list[int] | None:
-    if classes is None:
-        return None
-    values = [classes] if isinstance(classes, int) else list(classes)
-    if not values or not all(isinstance(c, (int, np.integer)) and not isinstance(c, bool) and c >= 0
-                             for c in values):
-        raise OarsError(f"Model.predict(classes={classes!r}): expected class ids (ints of 0 or more), e.g. [0, 2]")
-    return [int(c) for c in values]
-
-
-def _keep_classes(result: Any, classes: list[int]) -> Any:
-    """``result`` with only the predictions of ``classes`` (the plug-in's ``keep_classes``)."""
-    keep = getattr(result._plugin, "keep_classes", None)  # noqa: SLF001 - the Result's own plug-in
-    if keep is None:
-        raise OarsError(f"Model.predict(classes=...): predictor {result.predictor!r} ({result._plugin.describes}) "  # noqa: SLF001
-                        "gives no per-object classes to filter")
-    from oars_deploy.result import Result
-
-    return Result(result.path, result.orig_img, keep(result.data, classes), result.predictor, result.labels,
-                  result.palette, result.draw_threshold, result.frame, result.stem)
-
-
-def _saving(results: Iterator, out_dir: str) -> Iterator:
-    """Yield ``results``, each picture written first as ``<out_dir>/<stem>.png`` (``Result.stem``: unique across
-    the inputs by :func:`oars_deploy.output_paths.output_stems`, a frame ``<video stem>_<index>``)."""
-    os.makedirs(out_dir, exist_ok=True)
-    for result in results:
-        path = osp.join(out_dir, f"{result.stem}.png")
-        os.makedirs(osp.dirname(path), exist_ok=True)
-        result.save(path)
-        yield result
-
-
-def _is_image(path: str) -> bool:
-    from oars_deploy.image_files import IMAGE_SUFFIXES
-
-    return osp.splitext(path)[1].lower() in IMAGE_SUFFIXES

@@ -9,6 +9,7 @@ keeps its batch); ``lr0`` -> ``optim_wrapper.optimizer.lr``; ``workers`` -> ``nu
 
 from __future__ import annotations
 
+import inspect
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -99,3 +100,28 @@ def api_message(message: str) -> str:
                       ("--overwrite", "exist_ok=True"), ("--work-dir", "work_dir=")):
         message = message.replace(flag, arg)
     return message
+
+
+def check_train_device(device: str | None) -> None:
+    """``train(device=...)``: training runs where mmengine puts it (CUDA when the machine has it), so a device is
+    checked against the machine rather than silently ignored."""
+    if device is None:
+        return
+    import torch
+
+    has_cuda = torch.cuda.is_available()
+    if str(device).startswith("cuda") and not has_cuda:
+        raise OarsError(f"Model.train(device={device!r}): CUDA is not available on this machine; give device='cpu'")
+    if device == "cpu" and has_cuda:
+        raise OarsError("Model.train(device='cpu'): this machine has CUDA, which training uses; to train on the CPU "
+                        "start Python with CUDA_VISIBLE_DEVICES= set empty")
+    if device != "cpu" and not str(device).startswith("cuda"):
+        raise OarsError(f"Model.train(device={device!r}): expected 'cpu' or 'cuda'")
+
+
+def data_argument(fn: Any, data: str, what: str) -> str:
+    """``data`` for ``fn`` (train / evaluate), when that pipeline takes a dataset description file."""
+    if "data" not in inspect.signature(fn).parameters:
+        raise OarsError(f"Model.{what}(data={data!r}): dataset description files are not supported by this oars "
+                        f"version's {fn.__module__}.{fn.__name__}; set the loaders with overrides instead")
+    return data
