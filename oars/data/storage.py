@@ -25,7 +25,7 @@ import json
 import os
 import posixpath
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import IO, Any
 
@@ -259,45 +259,42 @@ def open_file(path_or_url: str, mode: str = 'rb', storage_options: Mapping | Non
         f.close()
 
 
+def _remote(url: str, storage_options: Mapping | None, call: Callable[[Any, str], Any]) -> Any:
+    """``call(filesystem, path)`` for ``url`` on its fsspec filesystem, its errors one line naming the URL: what
+    every reader below does for a URL (a local path never comes here)."""
+    _require_fsspec(url)
+    with storage_errors(url):
+        fs, path = _filesystem(url, storage_options)
+        return call(fs, path)
+
+
 def read_bytes(path_or_url: str, storage_options: Mapping | None = None) -> bytes:
     """The whole file; a URL's errors are one line naming it (image decoding reads this, ``cv2.imdecode``)."""
     if not is_url(path_or_url):
         with open(path_or_url, 'rb') as f:
             return f.read()
-    _require_fsspec(path_or_url)
-    with storage_errors(path_or_url):
-        fs, path = _filesystem(path_or_url, storage_options)
-        return fs.cat_file(path)
+    return _remote(path_or_url, storage_options, lambda fs, path: fs.cat_file(path))
 
 
 def exists(path_or_url: str, storage_options: Mapping | None = None) -> bool:
     """Whether a file or folder exists (``os.path.exists`` for a local path)."""
     if not is_url(path_or_url):
         return os.path.exists(path_or_url)
-    _require_fsspec(path_or_url)
-    with storage_errors(path_or_url):
-        fs, path = _filesystem(path_or_url, storage_options)
-        return fs.exists(path)
+    return _remote(path_or_url, storage_options, lambda fs, path: fs.exists(path))
 
 
 def isfile(path_or_url: str, storage_options: Mapping | None = None) -> bool:
     """Whether a file (an object) exists (``os.path.isfile`` for a local path)."""
     if not is_url(path_or_url):
         return os.path.isfile(path_or_url)
-    _require_fsspec(path_or_url)
-    with storage_errors(path_or_url):
-        fs, path = _filesystem(path_or_url, storage_options)
-        return fs.isfile(path)
+    return _remote(path_or_url, storage_options, lambda fs, path: fs.isfile(path))
 
 
 def isdir(path_or_url: str, storage_options: Mapping | None = None) -> bool:
     """Whether a folder exists (``os.path.isdir`` for a local path; on object storage: a prefix with objects)."""
     if not is_url(path_or_url):
         return os.path.isdir(path_or_url)
-    _require_fsspec(path_or_url)
-    with storage_errors(path_or_url):
-        fs, path = _filesystem(path_or_url, storage_options)
-        return fs.isdir(path)
+    return _remote(path_or_url, storage_options, lambda fs, path: fs.isdir(path))
 
 
 def list_dir(folder: str, storage_options: Mapping | None = None) -> list[str]:
@@ -310,11 +307,8 @@ def list_dir(folder: str, storage_options: Mapping | None = None) -> list[str]:
             rel = os.path.relpath(root, folder)
             out.extend(name if rel == '.' else os.path.join(rel, name) for name in files)
         return sorted(out)
-    _require_fsspec(folder)
-    with storage_errors(folder):
-        fs, path = _filesystem(folder, storage_options)
-        base = path.rstrip('/')
-        return sorted(posixpath.relpath(p, base) for p in fs.find(base))
+    return _remote(folder, storage_options,
+                   lambda fs, path: sorted(posixpath.relpath(p, path.rstrip('/')) for p in fs.find(path.rstrip('/'))))
 
 
 def listed_isfile(path_or_url: str, storage_options: Mapping | None = None) -> bool:
