@@ -153,6 +153,18 @@ def test_storage_of_another_search_is_refused(tmp_path, demo_data):
 
 
 @pytest.mark.slow
+def test_a_new_study_never_resumes_another_studys_trial(tmp_path, demo_data):
+    """The storage deleted, the trial folders kept: the new study's trial 0 would land on the old trial's
+    checkpoints; it is refused, naming the folder, and the old checkpoint is still there."""
+    _tune(tmp_path, demo_data, "--trials", "1", epochs=1)
+    (tmp_path / "study" / "study.db").unlink()
+    proc = _tune(tmp_path, demo_data, "--trials", "1", check=False, epochs=1)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "trial_000 holds checkpoints of a trial this study did not run" in proc.stderr
+    assert (tmp_path / "study" / "trial_000" / "epoch_1.pth").is_file()
+
+
+@pytest.mark.slow
 def test_killed_study_resumes_the_interrupted_trial(tmp_path, demo_data):
     """SIGKILL while trial 1 trains: the re-run marks it failed, runs its values again in its work dir from its
     last checkpoint, and ends with the asked number of finished trials; no values are tried twice."""

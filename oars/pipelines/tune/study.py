@@ -15,6 +15,7 @@ import os
 import socket
 from typing import Any
 
+from oars.engine.run_errors import TrainingInterrupted
 from oars.engine.work_dir import latest_checkpoint
 from oars.errors import OarsError
 from oars.extras import require_extra
@@ -148,7 +149,10 @@ def _objective(options: TuneOptions, study: Any) -> Any:
         work_dir = trial.user_attrs.get("work_dir") or trial_dir(options, f"trial_{trial.number:03d}")
         for key, value in (("work_dir", work_dir), ("host", HOST), ("pid", os.getpid())):
             trial.set_user_attr(key, value)
-        resume = _has_checkpoint(work_dir)
+        resume = "retry_of" in trial.user_attrs and _has_checkpoint(work_dir)
+        if not resume and _has_checkpoint(work_dir):  # another study's trial: never resumed or deleted unasked
+            raise TuneError(f"{work_dir} holds checkpoints of a trial this study did not run (the storage "
+                            f"{options.storage} does not know it); give another --work-dir, or delete the folder")
         best: list[float] = []
 
         def report(value: float, step: int) -> None:
@@ -161,9 +165,8 @@ def _objective(options: TuneOptions, study: Any) -> Any:
         try:
             train(options.config, options.trial_overrides(params), work_dir=work_dir, resume=resume or None,
                   overwrite=not resume, loggers=options.loggers, hooks=[hook])
-        except OarsError as err:
-            if type(err).__name__ == "TrainingInterrupted":
-                trial.set_user_attr("interrupted", True)
+        except TrainingInterrupted:
+            trial.set_user_attr("interrupted", True)
             raise
         if not best:
             raise TuneError(f"{options.config}: trial {trial.number} finished without a validation; the search "
