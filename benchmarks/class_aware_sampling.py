@@ -63,6 +63,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from oars.data.demo_shapes import generate
     from oars.engine.work_dir import latest_checkpoint
+    from oars.errors import OarsError
     from oars.pipelines.evaluate import evaluate
     from oars.pipelines.train import train
 
@@ -87,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
         overrides = common + extra
         try:
             done = latest_checkpoint(work_dir) if os.path.isdir(work_dir) else None
-        except Exception:  # a damaged folder: train again
+        except OarsError:  # only damaged checkpoints there: train again
             done = None
         if done is None or not os.path.basename(done).startswith(f"epoch_{args.epochs or 20}"):
             train(CONFIG, overrides, work_dir=work_dir, overwrite=True)
