@@ -40,7 +40,7 @@ from oars.export.options import task_export_options
 from oars_deploy.atomic import atomic_write
 
 from .proxy_score import ProxyScorer
-from .prune import PRUNED_CONFIG, PRUNED_INIT, _model_and_batch, _write_pruned, finish_variant
+from .prune import PRUNED_CONFIG, PRUNED_INIT, finish_variant, model_and_batch, write_pruned
 
 AUTO_REPORT = "auto_prune.json"
 
@@ -152,7 +152,7 @@ def run_auto_prune(cfg: Config, checkpoint: str, work_dir: str, options: dict[st
 
 
 def _search_and_write(cfg: Config, checkpoint: str, folder: str, settings: AutoPruneSettings) -> None:
-    model, data = _model_and_batch(cfg, checkpoint)
+    model, data = model_and_batch(cfg, checkpoint)
     inputs = data["inputs"][:1]
     prefixes, _ = scope_layers(model, settings.prune)
     check_supported(model, prefixes)
@@ -171,7 +171,7 @@ def _search_and_write(cfg: Config, checkpoint: str, folder: str, settings: AutoP
                          after=after, flops_before=candidates.flops0, flops_after=count_flops(best, inputs),
                          params_before=count_params(model), params_after=count_params(best), step_ratios=[],
                          unprunable=dict(kept))
-    _write_pruned(cfg, model, best, report, checkpoint, folder, "auto-prune")
+    write_pruned(cfg, model, best, report, checkpoint, folder, "auto-prune")
     search = {"budget": {"flops_fraction": settings.target_flops, "latency_ms": settings.target_latency},
               "search": settings.search, "steps": settings.steps, "seed": settings.seed,
               "init_temperature": settings.init_temperature, "reduce_rate": settings.reduce_rate,

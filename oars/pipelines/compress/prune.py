@@ -68,10 +68,10 @@ def run_prune(cfg: Config, checkpoint: str, work_dir: str, options: dict[str, An
     if osp.isfile(config_path) and osp.isfile(init_path):
         print(f"{config_path} and {init_path} exist: not pruning again (delete them to prune anew)")
     else:
-        model, data = _model_and_batch(cfg, checkpoint)
+        model, data = model_and_batch(cfg, checkpoint)
         # one input is enough to trace the graph and count FLOPs (a fraction of the original either way)
         pruned, report = prune_to_target(model, data["inputs"][:1], settings, loss_fn=_loss_fn(data))
-        _write_pruned(cfg, model, pruned, report, checkpoint, folder)
+        write_pruned(cfg, model, pruned, report, checkpoint, folder)
         print(_report_text(report))
     return finish_variant(work_dir, variant, "prune", options, overrides)
 
@@ -104,7 +104,7 @@ def _row_is_current(work_dir: str, variant: str, checkpoint: str) -> bool:
                and r.get("checkpoint_mtime") == osp.getmtime(checkpoint) for r in read_rows(work_dir))
 
 
-def _model_and_batch(cfg: Config, checkpoint: str) -> tuple[nn.Module, dict]:
+def model_and_batch(cfg: Config, checkpoint: str) -> tuple[nn.Module, dict]:
     """The trained model (eval mode) and one preprocessed training batch (``{'inputs', 'data_samples'}``)."""
     model = init_model(cfg, checkpoint)
     loader_cfg = copy.deepcopy(cfg.get("train_dataloader") or cfg.get("val_dataloader"))
@@ -165,7 +165,7 @@ def pruned_config(cfg: Config, shapes: dict) -> dict:
     return data
 
 
-def _write_pruned(cfg: Config, model: nn.Module, pruned: nn.Module, report: PruneReport, checkpoint: str,
+def write_pruned(cfg: Config, model: nn.Module, pruned: nn.Module, report: PruneReport, checkpoint: str,
                   folder: str, method: str = "prune") -> None:
     """Write the pruned config and weights (checked to rebuild and load strictly), and the report; ``method``
     names the ``--method`` in the generated config's first line."""

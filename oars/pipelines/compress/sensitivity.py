@@ -22,7 +22,7 @@ from oars.compress.sensitivity import most_sensitive, sensitivity_curves, write_
 from oars.engine.checkpoint import check_checkpoint_file
 
 from .proxy_score import ProxyScorer
-from .prune import _model_and_batch
+from .prune import model_and_batch
 
 
 def run_sensitivity(cfg: Config, checkpoint: str, work_dir: str, options: dict[str, Any],
@@ -38,7 +38,7 @@ def run_sensitivity(cfg: Config, checkpoint: str, work_dir: str, options: dict[s
     """
     settings = auto_prune_settings(options, cfg.filename, method="sensitivity")
     check_checkpoint_file(checkpoint)
-    model, data = _model_and_batch(cfg, checkpoint)
+    model, data = model_and_batch(cfg, checkpoint)
     inputs = data["inputs"][:1]
     prefixes, _ = scope_layers(model, settings.prune)
     check_supported(model, prefixes)

@@ -21,7 +21,7 @@ from oars.compress.prune import PruneSettings
 from oars.compress.sensitivity import most_sensitive, sensitivity_curves
 from oars.config import load_config
 from oars.errors import OarsError
-from oars.pipelines.compress.prune import _model_and_batch
+from oars.pipelines.compress.prune import model_and_batch
 
 SHRINK = {"model.backbone.base_channels": 8, "model.decode_head.channels": 4, "train_dataloader.batch_size": 2,
           "custom_hooks": "[]"}
@@ -75,7 +75,7 @@ def unet(demo_data, tmp_path_factory):
     folder = tmp_path_factory.mktemp("auto_prune")
     overrides = demo_overrides(demo_data, **SHRINK)
     ckpt = random_checkpoint(DEMO_CFG, overrides, folder)
-    model, data = _model_and_batch(load_config(DEMO_CFG, overrides), ckpt)
+    model, data = model_and_batch(load_config(DEMO_CFG, overrides), ckpt)
     return model, data["inputs"][:1, :, :32, :32], overrides, ckpt, folder
 
 

@@ -19,7 +19,7 @@ from oars.compress.pruned_model import apply_pruned_shapes
 from oars.compress.table import add_row, read_rows
 from oars.config import load_config
 from oars.errors import OarsError
-from oars.pipelines.compress.prune import PRUNED_CONFIG, PRUNED_INIT, _model_and_batch, _write_pruned
+from oars.pipelines.compress.prune import PRUNED_CONFIG, PRUNED_INIT, model_and_batch, write_pruned
 
 SHRINK = {"model.backbone.base_channels": 8, "model.decode_head.channels": 4, "train_dataloader.batch_size": 2}
 
@@ -31,10 +31,10 @@ def pruned(demo_data, tmp_path_factory):
     overrides = demo_overrides(demo_data, **SHRINK)
     ckpt = random_checkpoint(DEMO_CFG, overrides, folder)
     cfg = load_config(DEMO_CFG, overrides)
-    model, data = _model_and_batch(cfg, ckpt)
+    model, data = model_and_batch(cfg, ckpt)
     small = data["inputs"][:1, :, :32, :32]  # tracing and FLOP counting need no more
     net, report = prune_to_target(model, small, PruneSettings(target_flops=0.5))
-    _write_pruned(cfg, model, net, report, ckpt, str(folder / "variant"))
+    write_pruned(cfg, model, net, report, ckpt, str(folder / "variant"))
     return cfg, model, net, report, data, folder / "variant"
 
 

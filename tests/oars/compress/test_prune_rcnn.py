@@ -21,7 +21,7 @@ from oars.compress.measure import count_flops
 from oars.compress.prune import PruneSettings, prune_to_target
 from oars.config import load_config
 from oars.errors import OarsError
-from oars.pipelines.compress.prune import PRUNED_CONFIG, PRUNED_INIT, _write_pruned
+from oars.pipelines.compress.prune import PRUNED_CONFIG, PRUNED_INIT, write_pruned
 
 FASTER_CFG = os.path.join(ROOT, "configs/detection/faster_rcnn/faster_rcnn_r50_fpn_1x_coco.yaml")
 CASCADE_CFG = os.path.join(ROOT, "configs/detection/cascade_rcnn/cascade_rcnn_r50_fpn_1x_coco.yaml")
@@ -71,7 +71,7 @@ def pruned(request, tmp_path_factory):
     with torch.no_grad():
         data = model.data_preprocessor(_batch(3), True)
     net, report = prune_to_target(model, data["inputs"][:1], PruneSettings(target_flops=target))
-    _write_pruned(cfg, model, net, report, ckpt, str(folder / "variant"))
+    write_pruned(cfg, model, net, report, ckpt, str(folder / "variant"))
     return model, net, report, data, target, folder / "variant"
 
 
