@@ -33,14 +33,18 @@ LOC_DATA := data/demo_long_videos
 
 .PHONY: demo demo-lane-1 demo-lane-2 demo-seg demo-det demo-yolo demo-mask demo-int8 demo-onestage demo-video demo-video-data demo-localization demo-cacascade demo-parsing \
 	demo-gan demo-pix2pix demo-pix2pix-data demo-cgan demo-gan-data demo-data test test-slow test-all bench cpp lint setup \
-	clean-demo
+	clean-demo studio
 
 setup: $(STAMP)
+
+# the local web app over ./studio_workspace (http://127.0.0.1:8765; docs/studio.md): the demo data sets may be read
+studio: $(STAMP) demo-data
+	$(VENV)/bin/oars-studio --workspace studio_workspace --data-root data
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[deploy,dev,serve,compress,track,tune,edge,data]'
+	$(PY) -m pip install -q -e '.[deploy,dev,serve,compress,track,tune,edge,data,studio]'
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 
