@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import posixpath
 import warnings
 from collections import Counter
 from collections.abc import Sequence
@@ -18,6 +19,7 @@ import numpy as np
 
 from detection.datasets.annotation_checks import BadAnnotationWarning
 from detection.datasets.voc import VOCDataset, object_names, read_split
+from oars.data import storage
 from oars.data.labelme import LabelmeFile, list_labelme_files, parse_shape, read_labelme, shape_type
 from oars.errors import DataError, DataFileNotFoundError
 from oars_deploy.atomic import atomic_write
@@ -47,12 +49,12 @@ def voc_to_coco(voc_root: str, split: str, classes: Sequence[str] | None = None,
     convention (``x = xmin - 1``, ``w = xmax - xmin + 1``); difficult objects become ``iscrowd=1`` (ignored by
     ``CocoDataset`` and by COCO evaluation); ``segmentation`` is empty (VOC has boxes only).
     """
-    if not os.path.isdir(voc_root):
+    if not storage.isdir(voc_root):
         raise DataFileNotFoundError(f'VOC root {voc_root} not found (expected a folder with JPEGImages/, '
                                     'Annotations/ and ImageSets/)')
     if classes is None:
-        split_file = os.path.join(voc_root, split)
-        xmls = [os.path.join(voc_root, 'Annotations', i + '.xml') for i in read_split(split_file)]
+        split_file = storage.join(voc_root, split)
+        xmls = [storage.join(voc_root, 'Annotations', i + '.xml') for i in read_split(split_file)]
         classes = _checked_classes(None, object_names(xmls), f'the XML files listed in {split_file}')
     else:
         classes = _checked_classes(classes, (), voc_root)
@@ -67,7 +69,7 @@ def voc_to_coco(voc_root: str, split: str, classes: Sequence[str] | None = None,
             annotations.append({'id': len(annotations) + 1, 'image_id': image_id,
                                 'category_id': inst['bbox_label'] + 1, 'bbox': [x1, y1, x2 - x1, y2 - y1],
                                 'area': (x2 - x1) * (y2 - y1), 'iscrowd': inst['ignore_flag'], 'segmentation': []})
-    return {'info': {'description': f'converted from VOC {os.path.join(voc_root, split)}'}, 'licenses': [],
+    return {'info': {'description': f'converted from VOC {storage.join(voc_root, split)}'}, 'licenses': [],
             'images': images, 'annotations': annotations, 'categories': _categories(classes)}
 
 
@@ -94,8 +96,8 @@ def _shape_annotation(pts: np.ndarray, kind: str) -> dict | None:
 
 def labelme_image_path(doc: LabelmeFile) -> str:
     """The absolute, normalised path of the image a labelme file names (``imagePath`` is relative to the json;
-    Windows separators are accepted)."""
-    return os.path.normpath(os.path.join(doc.path.parent.resolve(), doc.image_path.replace('\\', '/')))
+    Windows separators are accepted); the URL beside it for a json on object storage."""
+    return doc.image_location()
 
 
 def check_labelme_images(docs: Sequence[LabelmeFile], input_dir: str, max_examples: int = 5) -> list[str]:
@@ -110,7 +112,7 @@ def check_labelme_images(docs: Sequence[LabelmeFile], input_dir: str, max_exampl
     """
     paths = [labelme_image_path(doc) for doc in docs]
     missing = [f"{doc.path}: imagePath {doc.image_path!r} -> {path}"
-               for doc, path in zip(docs, paths) if not os.path.isfile(path)]
+               for doc, path in zip(docs, paths) if not storage.listed_isfile(path)]
     if missing:
         shown = '; '.join(missing[:max_examples]) + ('; ...' if len(missing) > max_examples else '')
         raise DataFileNotFoundError(
@@ -118,6 +120,13 @@ def check_labelme_images(docs: Sequence[LabelmeFile], input_dir: str, max_exampl
             f'found: {shown}; expected each image at its imagePath, relative to its json file: copy the images '
             'there or fix imagePath (no COCO file was written)')
     return paths
+
+
+def _relative(path: str, root: str) -> str:
+    """``os.path.relpath``; for URLs, the ``/`` path of ``path`` relative to ``root`` (their parts after ``://``)."""
+    if not (storage.is_url(path) or storage.is_url(root)):
+        return os.path.relpath(path, root)
+    return posixpath.relpath(path.split('://', 1)[-1], root.split('://', 1)[-1])
 
 
 def labelme_to_coco(input_dir: str, classes: Sequence[str] | None = None, image_root: str | None = None) -> dict:
@@ -134,7 +143,7 @@ def labelme_to_coco(input_dir: str, classes: Sequence[str] | None = None, image_
     found = [s.get('label') for d in docs for s in d.shapes if shape_type(s) in LABELME_SHAPES]
     names = _checked_classes(classes, [str(n) for n in found if n], f'the labelme files in {input_dir}')
     cat_of = {n: i for i, n in enumerate(names, start=1)}
-    img_root = os.path.abspath(image_root or input_dir)
+    img_root = storage.absolute(image_root or input_dir)
 
     skipped: Counter[str] = Counter()
     examples: list[str] = []
@@ -146,7 +155,7 @@ def labelme_to_coco(input_dir: str, classes: Sequence[str] | None = None, image_
 
     images, annotations = [], []
     for image_id, (doc, img_path) in enumerate(zip(docs, img_paths), start=1):
-        images.append({'id': image_id, 'file_name': os.path.relpath(img_path, img_root),
+        images.append({'id': image_id, 'file_name': _relative(img_path, img_root),
                        'height': doc.height, 'width': doc.width})
         for index, shape in enumerate(doc.shapes):
             kind = shape_type(shape)

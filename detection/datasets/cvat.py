@@ -26,6 +26,7 @@ from detection.datasets.coco import load_coco, segmentation_mask
 from detection.datasets.converters import polygon_area
 from detection.datasets.cvat_xml import CvatShape, read_cvat_xml
 from detection.datasets.yolo_files import image_size as header_size
+from oars.data import storage
 from oars.errors import DataError, DataFileNotFoundError
 
 
@@ -238,12 +239,12 @@ def check_images(coco: dict, img_dir: str, source: str, max_examples: int = 5) -
         DataFileNotFoundError: ``img_dir`` is missing, or images are (the first ``max_examples`` named).
         DataError: images PIL cannot read, or whose size differs from the export's (each named with both sizes).
     """
-    if not os.path.isdir(img_dir):
+    if not storage.isdir(img_dir):
         raise DataFileNotFoundError(f'cvat2coco: --img-dir {img_dir} is not a folder')
     missing, wrong = [], []
     for image in coco['images']:
-        path = os.path.join(img_dir, image['file_name'])
-        if not os.path.isfile(path):
+        path = storage.join(img_dir, image['file_name'])
+        if not storage.listed_isfile(path):
             missing.append(path)
             continue
         size = image_size(path)
@@ -269,9 +270,9 @@ def cvat_to_coco(path: str, img_dir: str | None = None, classes: Sequence[str] |
     """A CVAT export (``.xml``: CVAT for images 1.1; ``.json``: COCO 1.0) as a checked COCO dict.
 
     Args:
-        path: the export's annotation file.
-        img_dir: when given, the folder the images' file names are relative to; each is checked to exist with
-            the export's size.
+        path: the export's annotation file (a local path or a URL, read through ``oars.data.storage``).
+        img_dir: when given (a local folder or a URL), the folder the images' file names are relative to; each is
+            checked to exist with the export's size.
         classes: names to keep, in category order (default: all labels of the export, in its order).
 
     Returns:
@@ -281,7 +282,7 @@ def cvat_to_coco(path: str, img_dir: str | None = None, classes: Sequence[str] |
         DataFileNotFoundError: ``path`` (or an image) does not exist.
         DataError: an unknown suffix, or any problem of the file (named with its line or entry).
     """
-    if not os.path.isfile(path):
+    if not storage.isfile(path):
         raise DataFileNotFoundError(f'cvat2coco: --input {path} not found')
     suffix = os.path.splitext(path)[1].lower()
     if suffix == '.xml':

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from oars.data import storage
 from oars.errors import DataError
 
 AREA_SHAPES: tuple[str, ...] = ('box', 'polygon')
@@ -85,7 +86,7 @@ def parse_xml(path: str) -> XmlElement:
 
     parser.StartElementHandler, parser.EndElementHandler, parser.CharacterDataHandler = start, end, data
     try:
-        with open(path, 'rb') as f:
+        with storage.open_file(path, 'rb') as f:  # a local path or a URL
             parser.ParseFile(f)
     except OSError as err:
         raise DataError(f'cvat2coco: cannot read {path} ({type(err).__name__}: {err})') from None

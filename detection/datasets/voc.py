@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import os
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable
 
 from detection.datasets import annotation_checks as checks
 from detection.datasets.base import DetectionDataset
 from detection.registry import DATASETS
+from oars.data import storage
 from oars.errors import DataError, DataFileNotFoundError
 
 VOC_CLASSES: tuple[str, ...] = (
@@ -18,11 +18,11 @@ VOC_CLASSES: tuple[str, ...] = (
 
 
 def read_split(split_file: str, owner: str = 'VOCDataset') -> list[str]:
-    """Image ids (first word of each non-empty line) of an ImageSets list."""
-    if not os.path.isfile(split_file):
+    """Image ids (first word of each non-empty line) of an ImageSets list (a local path or a URL)."""
+    if not storage.isfile(split_file):
         raise DataFileNotFoundError(f'{owner}: image list {split_file} not found (ann_file, relative to data_root)')
     try:
-        with open(split_file, encoding='utf-8') as f:
+        with storage.open_file(split_file, 'r', encoding='utf-8') as f:
             lines = [(number, line.split()[0]) for number, line in enumerate(f, 1) if line.strip()]
     except (OSError, UnicodeDecodeError) as err:
         raise DataError(f'{owner}: cannot read image list {split_file}: {err}') from None
@@ -38,9 +38,11 @@ def read_split(split_file: str, owner: str = 'VOCDataset') -> list[str]:
 
 
 def parse_xml(xml_path: str) -> ET.Element:
-    """The root of a VOC annotation XML; ``DataError`` naming the file when it is not well-formed XML."""
+    """The root of a VOC annotation XML (a local path or a URL); ``DataError`` naming the file when it is not
+    well-formed XML."""
     try:
-        return ET.parse(xml_path).getroot()
+        with storage.open_file(xml_path, 'rb') as f:
+            return ET.parse(f).getroot()
     except ET.ParseError as err:
         raise DataError(f'VOC annotation {xml_path} is not well-formed XML: {err}') from None
 
@@ -49,7 +51,7 @@ def object_names(xml_paths: Iterable[str]) -> list[str]:
     """Sorted distinct object names over VOC XML files (missing files are left out)."""
     names = set()
     for path in xml_paths:
-        if os.path.isfile(path):
+        if storage.isfile(path):
             names.update((obj.findtext('name') or '').strip() for obj in parse_xml(path).iter('object'))
     return sorted(names - {''})
 
@@ -89,7 +91,7 @@ class VOCDataset(DetectionDataset):
     def load_data_list(self) -> list[dict]:
         """Read the list and every XML once; one data info per image."""
         owner = type(self).__name__
-        split_file = os.path.abspath(self.ann_file)
+        split_file = storage.absolute(self.ann_file)
         problems = checks.AnnotationProblems(self.on_bad_annotation, split_file, owner)
         label_of = {name: i for i, name in enumerate(self._metainfo['classes'])}
         data_list = []
@@ -101,9 +103,9 @@ class VOCDataset(DetectionDataset):
         return data_list
 
     def _image_info(self, img_id: str, label_of: dict, problems: checks.AnnotationProblems) -> dict | None:
-        xml_path = os.path.join(self.data_prefix['ann'], img_id + '.xml')
-        img_path = os.path.join(self.data_prefix['img'], img_id + self.img_suffix)
-        if not os.path.isfile(xml_path):
+        xml_path = storage.join(self.data_prefix['ann'], img_id + '.xml')
+        img_path = storage.join(self.data_prefix['img'], img_id + self.img_suffix)
+        if not storage.listed_isfile(xml_path):  # on a bucket: one listing of the folder, not a request per file
             problems.report(checks.MISSING_XML, f'{self.ann_file}: image {img_id}: annotation {xml_path} not '
                             'found; expected an XML file per listed image', error=DataFileNotFoundError)
             return None
@@ -157,4 +159,4 @@ class VOCDataset(DetectionDataset):
     def filter_data(self) -> list[dict]:
         """Drop images without a non-ignored box (``filter_empty_gt``, training only); fail when none is left."""
         drop_empty = self.filter_empty_gt and not self.test_mode
-        return checks.filter_images(self.data_list, drop_empty, type(self).__name__, os.path.abspath(self.ann_file))
+        return checks.filter_images(self.data_list, drop_empty, type(self).__name__, storage.absolute(self.ann_file))

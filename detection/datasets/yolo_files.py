@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import yaml
 from PIL import Image
 
+from oars.data import storage
 from oars.errors import DataError, DataFileNotFoundError
 
 # suffixes OpenCV reads (ultralytics' IMG_FORMATS less the ones OpenCV cannot decode)
@@ -60,7 +61,8 @@ class DataYaml:
         items = value if isinstance(value, list | tuple) else [value]
         if not all(isinstance(v, str) for v in items):
             raise DataError(f'{self.yaml_path}: {split}: {value!r}; expected a path or a list of paths')
-        return [v if os.path.isabs(v) else os.path.normpath(os.path.join(self.root, v)) for v in items]
+        return [v if os.path.isabs(v) or storage.is_url(v) else storage.normpath(storage.join(self.root, v))
+                for v in items]
 
 
 def _names(raw: object, yaml_path: str) -> tuple[str, ...]:
@@ -88,7 +90,7 @@ def read_data_yaml(yaml_path: str) -> DataYaml:
     """Parse an ultralytics data YAML (``path``, ``train``, ``val``, ``test``, ``names``).
 
     Args:
-        yaml_path: the YAML file.
+        yaml_path: the YAML file (a local path or a URL: then every path it gives is a URL under the same root).
 
     Returns:
         :class:`DataYaml`; ``root`` is ``path`` resolved against the YAML's folder (one rule; ultralytics resolves a
@@ -97,12 +99,12 @@ def read_data_yaml(yaml_path: str) -> DataYaml:
     Raises:
         DataFileNotFoundError: no such file, or ``path`` is not a folder. DataError: not a YAML mapping, bad names.
     """
-    yaml_path = os.path.abspath(yaml_path)
-    if not os.path.isfile(yaml_path):
+    yaml_path = storage.absolute(yaml_path)
+    if not storage.isfile(yaml_path):
         raise DataFileNotFoundError(f'data YAML {yaml_path} not found; expected an ultralytics data YAML with path, '
                                     'train, val and names')
     try:
-        with open(yaml_path, encoding='utf-8') as f:
+        with storage.open_file(yaml_path, 'r', encoding='utf-8') as f:
             data = yaml.safe_load(f)
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
         raise DataError(f'cannot read data YAML {yaml_path}: {err}') from None
@@ -115,8 +117,8 @@ def read_data_yaml(yaml_path: str) -> DataYaml:
     path = data.get('path') or ''
     if not isinstance(path, str):
         raise DataError(f'{yaml_path}: path: {path!r}; expected the dataset folder')
-    root = os.path.normpath(os.path.join(folder, path))
-    if not os.path.isdir(root):
+    root = storage.normpath(storage.join(folder, path)) if path else folder
+    if not storage.isdir(root):
         raise DataFileNotFoundError(f'{yaml_path}: path {path!r} -> {root} is not a folder; expected the dataset '
                                     "folder (a relative path is relative to the YAML's folder)")
     splits = {k: data.get(k) for k in ('train', 'val', 'test')}
@@ -124,18 +126,16 @@ def read_data_yaml(yaml_path: str) -> DataYaml:
 
 
 def _list_images(folder: str) -> list[str]:
-    found = []
-    for base, _, files in os.walk(folder, followlinks=True):
-        found += [os.path.join(base, n) for n in files if os.path.splitext(n)[1].lower() in IMAGE_SUFFIXES]
-    return found
+    return [storage.join(folder, rel) for rel in storage.list_dir(folder)
+            if os.path.splitext(rel)[1].lower() in IMAGE_SUFFIXES]
 
 
 def _read_list(list_file: str) -> list[str]:
     """Image paths of a .txt list: absolute, or relative to the list's folder (``./x`` as ultralytics)."""
     folder = os.path.dirname(list_file)
-    with open(list_file, encoding='utf-8') as f:
+    with storage.open_file(list_file, 'r', encoding='utf-8') as f:
         lines = [line.strip() for line in f if line.strip()]
-    return [p if os.path.isabs(p) else os.path.normpath(os.path.join(folder, p)) for p in lines]
+    return [p if os.path.isabs(p) or storage.is_url(p) else storage.normpath(storage.join(folder, p)) for p in lines]
 
 
 def split_images(data: DataYaml, split: str) -> list[str]:
@@ -146,11 +146,11 @@ def split_images(data: DataYaml, split: str) -> list[str]:
     """
     images: list[str] = []
     for source in data.sources(split):
-        if os.path.isdir(source):
+        if storage.isdir(source):
             images += _list_images(source)
-        elif os.path.isfile(source) and source.endswith('.txt'):
+        elif source.endswith('.txt') and storage.isfile(source):
             listed = _read_list(source)
-            missing = [p for p in listed if not os.path.isfile(p)]
+            missing = [p for p in listed if not storage.listed_isfile(p)]
             if missing:
                 raise DataFileNotFoundError(f'{source} (listed as {split} in {data.yaml_path}): {len(missing)} '
                                             f'image(s) not found, e.g. {missing[:3]}')
@@ -168,7 +168,8 @@ def split_images(data: DataYaml, split: str) -> list[str]:
 def label_path(img_path: str) -> str:
     """The label file of an image (ultralytics' ``img2label_paths``): the last ``/images/`` of the path becomes
     ``/labels/`` and the suffix ``.txt``; beside the image when the path has no ``images`` folder."""
-    sa, sb = f'{os.sep}images{os.sep}', f'{os.sep}labels{os.sep}'
+    sep = '/' if storage.is_url(img_path) else os.sep
+    sa, sb = f'{sep}images{sep}', f'{sep}labels{sep}'
     return os.path.splitext(sb.join(img_path.rsplit(sa, 1)))[0] + '.txt'
 
 
@@ -176,17 +177,17 @@ def orphan_labels(data: DataYaml, split: str, images: Sequence[str]) -> list[str
     """Label files in the labels folder of each folder source of ``split`` that belong to none of ``images``
     (a label without an image: a renamed or deleted image, whose objects would be lost without a word).
     List-file sources are not searched (a list picks some images of a folder on purpose)."""
-    expected = {os.path.normpath(label_path(p)) for p in images}
+    expected = {storage.normpath(label_path(p)) for p in images}
     orphans = []
     for source in data.sources(split):
-        if not os.path.isdir(source):
+        if not storage.isdir(source):
             continue
-        labels = os.path.normpath(label_path(os.path.join(source, 'x.jpg')))[:-len('x.txt')]
-        if not os.path.isdir(labels) or os.path.normpath(labels) == os.path.normpath(source):
+        labels = storage.normpath(label_path(storage.join(source, 'x.jpg')))[:-len('x.txt')]
+        if storage.normpath(labels) == storage.normpath(source) or not storage.isdir(labels):
             continue
-        for base, _, files in os.walk(labels):
-            orphans += [os.path.join(base, n) for n in files if n.endswith('.txt') and n not in NOT_LABEL_FILES
-                        and os.path.normpath(os.path.join(base, n)) not in expected]
+        found = (storage.normpath(storage.join(labels, rel)) for rel in storage.list_dir(labels))
+        orphans += [p for p in found if p.endswith('.txt') and os.path.basename(p) not in NOT_LABEL_FILES
+                    and p not in expected]
     return sorted(orphans)
 
 
@@ -236,9 +237,9 @@ def parse_line(text: str, num_classes: int, line: int) -> tuple[LabelLine | None
 
 
 def read_label_lines(path: str) -> list[str]:
-    """The lines of a label file; ``DataError`` naming it when it cannot be read as text."""
+    """The lines of a label file (a local path or a URL); ``DataError`` naming it when it cannot be read as text."""
     try:
-        with open(path, encoding='utf-8') as f:
+        with storage.open_file(path, 'r', encoding='utf-8') as f:
             return f.read().splitlines()
     except (OSError, UnicodeDecodeError) as err:
         raise DataError(f'cannot read label file {path} ({type(err).__name__}: {err}); expected text lines '
@@ -248,9 +249,10 @@ def read_label_lines(path: str) -> list[str]:
 def image_size(img_path: str) -> tuple[int, int] | None:
     """``(height, width)`` as the pipeline reads the image (EXIF orientations 5-8 swap the sides, as OpenCV's
     imread does), from the file's header (PIL, no decoding: sizes of a whole split are read at load time);
-    None when PIL cannot open it."""
+    None when PIL cannot open it. A URL is opened through ``oars.data.storage`` (PIL reads only the header's
+    blocks); a URL that cannot be read is None too, and the caller's message names it."""
     try:
-        with Image.open(img_path) as im:
+        with storage.open_file(img_path, 'rb') as f, Image.open(f) as im:
             width, height = im.size
             orientation = im.getexif().get(0x0112, 1)
     except (OSError, ValueError, SyntaxError, Image.DecompressionBombError):

@@ -19,6 +19,7 @@ from detection.datasets import annotation_checks as checks
 from detection.datasets import yolo_files as yf
 from detection.datasets.base import DetectionDataset
 from detection.registry import DATASETS
+from oars.data import storage
 from oars.errors import DataError
 
 SPLITS: tuple[str, ...] = ('train', 'val', 'test')
@@ -58,8 +59,17 @@ class YOLOTxtDataset(DetectionDataset):
             raise DataError(f'{owner}: data_yaml is required (an ultralytics data YAML with path, train, val, names)')
         if split not in SPLITS:
             raise DataError(f'{owner}: split {split!r}; expected one of {list(SPLITS)} (a key of the data YAML)')
-        path = data_yaml if os.path.isabs(data_yaml) or not data_root else os.path.join(data_root, data_yaml)
+        url_yaml = storage.is_url(data_yaml)
+        under_root = data_root and not (os.path.isabs(data_yaml) or url_yaml)
+        path = storage.join(data_root, data_yaml) if under_root else data_yaml
+        # the YAML is read before OarsDataset registers storage_options: register them now, for data_root (or, for a
+        # URL data_yaml without one, its folder) and for the dataset folder the YAML names
+        data_root = data_root or (os.path.dirname(path) if url_yaml else '')
+        options, where = kwargs.get('storage_options'), f'{owner}: storage_options'
+        storage.register_options(data_root, options, where)
         self.data = yf.read_data_yaml(path)
+        if storage.is_url(self.data.root):
+            storage.register_options(self.data.root, options, where)
         self.split = split
         kwargs.pop('ann_file', None)
         kwargs.setdefault('data_prefix', {'img': ''})
@@ -109,7 +119,7 @@ class YOLOTxtDataset(DetectionDataset):
                     dropped: Counter) -> tuple[dict | None, int]:
         """(the data info or None when the image is left out, the number of objects in its label file)."""
         labels = yf.label_path(img_path)
-        lines = yf.read_label_lines(labels) if os.path.isfile(labels) else []
+        lines = yf.read_label_lines(labels) if storage.listed_isfile(labels) else []
         size = yf.image_size(img_path)
         if size is None:
             size = checks.image_size(img_path)

@@ -13,6 +13,7 @@ import os
 from collections.abc import Sequence
 
 from gan.registry import TRANSFORMS
+from oars.data import storage
 from oars.data.dataset import OarsDataset
 from oars.errors import DataFileNotFoundError
 
@@ -21,19 +22,18 @@ IMG_EXTENSIONS: tuple[str, ...] = ('.png', '.jpg', '.jpeg', '.bmp', '.webp', '.t
 
 def list_images(folder: str, recursive: bool = False,
                 extensions: Sequence[str] = IMG_EXTENSIONS, owner: str = 'dataset') -> list[str]:
-    """Image files under ``folder`` (case-insensitive ``extensions``), as paths relative to it, sorted.
+    """Image files under ``folder`` (a local folder or a URL; case-insensitive ``extensions``), as paths relative
+    to it, sorted. A URL folder is listed in one request (``oars.data.storage.list_dir``).
 
     Raises ``DataFileNotFoundError`` naming the folder when it is missing or holds no image.
     """
-    if not os.path.isdir(folder):
+    if not storage.isdir(folder):
         raise DataFileNotFoundError(f'{owner}: image folder not found: {folder}')
     exts = tuple(e.lower() for e in extensions)
     names: list[str] = []
-    if recursive:
-        for root, dirs, files in os.walk(folder, followlinks=True):
-            dirs.sort()
-            rel = os.path.relpath(root, folder)
-            names += [f if rel == '.' else os.path.join(rel, f) for f in files if f.lower().endswith(exts)]
+    if recursive or storage.is_url(folder):
+        names = [rel for rel in storage.list_dir(folder)
+                 if rel.lower().endswith(exts) and (recursive or '/' not in rel.replace(os.sep, '/'))]
     else:
         names = [f for f in os.listdir(folder) if f.lower().endswith(exts) and os.path.isfile(os.path.join(folder, f))]
     if not names:
@@ -42,8 +42,9 @@ def list_images(folder: str, recursive: bool = False,
 
 
 def join_root(data_root: str, path: str) -> str:
-    """``path`` under ``data_root`` unless it is absolute or ``data_root`` is empty (mmengine's prefix rule)."""
-    return path if not data_root or os.path.isabs(path) else os.path.join(data_root, path)
+    """``path`` under ``data_root`` unless it is absolute (or a URL) or ``data_root`` is empty (mmengine's prefix
+    rule); a URL ``data_root`` is joined with ``/``."""
+    return path if not data_root or os.path.isabs(path) or storage.is_url(path) else storage.join(data_root, path)
 
 
 class GANDataset(OarsDataset):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from gan.datasets.base import GANDataset, join_root, list_images
 from gan.registry import DATASETS
@@ -31,7 +31,8 @@ class PairedImageDataset(GANDataset):
       size mismatch is an error naming both files and sizes.
 
     ``direction``: ``AtoB`` (the generator maps A to B) or ``BtoA`` (the roles are swapped here, so models and
-    pipelines always translate ``img_A`` -> ``img_B``). All folders are relative to ``data_root``.
+    pipelines always translate ``img_A`` -> ``img_B``). All folders are relative to ``data_root``, which may be a URL
+    (``s3://``, ``memory://`` ...: read through ``oars.data.storage`` with ``storage_options``).
     """
 
     METAINFO = {'classes': ('A', 'B')}
@@ -50,6 +51,7 @@ class PairedImageDataset(GANDataset):
         lazy_init: bool = False,
         indices: int | Sequence[int] | None = None,
         max_refetch: int = 1000,
+        storage_options: Mapping | None = None,
     ) -> None:
         owner = type(self).__name__
         self.direction = check_direction(owner, direction)
@@ -61,14 +63,14 @@ class PairedImageDataset(GANDataset):
         self.folders = None if dir_A is None else (join_root(data_root, dir_A), join_root(data_root, dir_B))
         super().__init__(pipeline=pipeline, on_bad_sample=on_bad_sample, test_mode=test_mode, data_root=data_root,
                          serialize_data=serialize_data, lazy_init=lazy_init, indices=indices,
-                         max_refetch=max_refetch)
+                         max_refetch=max_refetch, storage_options=storage_options)
 
     def load_data_list(self) -> list[dict]:
         """One dict per pair, sorted by name."""
         owner = type(self).__name__
         if self.img_folder is not None:
             order = 'AB' if self.direction == 'AtoB' else 'BA'
-            return [{'img_path': os.path.join(self.img_folder, n), 'pair_order': order}
+            return [{'img_path': join_root(self.img_folder, n), 'pair_order': order}
                     for n in list_images(self.img_folder, recursive=True, owner=owner)]
         dir_a, dir_b = self.folders
         names_a = list_images(dir_a, recursive=True, owner=f'{owner} dir_A')
@@ -83,7 +85,7 @@ class PairedImageDataset(GANDataset):
                             f'dir_B: {only_b[:5]}{" ..." if len(only_b) > 5 else ""} ({len(only_b)})')
         data_list = []
         for name in names_a:
-            a, b = os.path.join(dir_a, name), os.path.join(dir_b, stems_b[os.path.splitext(name)[0]])
+            a, b = join_root(dir_a, name), join_root(dir_b, stems_b[os.path.splitext(name)[0]])
             if self.direction == 'BtoA':
                 a, b = b, a
             data_list.append({'img_A_path': a, 'img_B_path': b})

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -24,6 +23,8 @@ class UnpairedImageDataset(GANDataset):
     ``oars.data.worker_seed`` seeds per worker from the saved torch generator, so the pairing changes every
     epoch and a run is reproducible and resumable; in ``test_mode``, ``default_rng([seed, i])``, so evaluation
     always sees the same pairs. ``direction: BtoA`` swaps the domains. Data infos: ``img_A_path``, ``img_B_path``.
+    ``data_root`` may be a URL (``s3://``, ``memory://`` ...), read through ``oars.data.storage`` with
+    ``storage_options``.
     """
 
     METAINFO = {'classes': ('A', 'B')}
@@ -43,6 +44,7 @@ class UnpairedImageDataset(GANDataset):
         lazy_init: bool = False,
         indices: int | Sequence[int] | None = None,
         max_refetch: int = 1000,
+        storage_options: Mapping | None = None,
     ) -> None:
         owner = type(self).__name__
         self.direction = check_direction(owner, direction)
@@ -56,7 +58,7 @@ class UnpairedImageDataset(GANDataset):
         self.paths_B = np.array([], dtype=str)
         super().__init__(pipeline=pipeline, on_bad_sample=on_bad_sample, test_mode=test_mode, data_root=data_root,
                          serialize_data=serialize_data, lazy_init=lazy_init, indices=indices,
-                         max_refetch=max_refetch)
+                         max_refetch=max_refetch, storage_options=storage_options)
 
     def load_data_list(self) -> list[dict]:
         """``max(len A, len B)`` dicts holding the A path; the B paths are kept apart (``paths_B``, a numpy
@@ -64,9 +66,9 @@ class UnpairedImageDataset(GANDataset):
         owner = type(self).__name__
         names_a = list_images(self.folder_A, recursive=True, owner=f'{owner} domain A')
         names_b = list_images(self.folder_B, recursive=True, owner=f'{owner} domain B')
-        self.paths_B = np.array([os.path.join(self.folder_B, n) for n in names_b])
+        self.paths_B = np.array([join_root(self.folder_B, n) for n in names_b])
         length = max(len(names_a), len(names_b))
-        return [{'img_A_path': os.path.join(self.folder_A, names_a[i % len(names_a)]), 'pair_index': i}
+        return [{'img_A_path': join_root(self.folder_A, names_a[i % len(names_a)]), 'pair_index': i}
                 for i in range(length)]
 
     def b_index(self, idx: int) -> int:

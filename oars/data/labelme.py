@@ -13,6 +13,8 @@ from __future__ import annotations
 import base64
 import io
 import json
+import os
+import posixpath
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,6 +22,7 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
+from oars.data import storage
 from oars.errors import DataError, DataFileNotFoundError
 
 AREA_SHAPES: tuple[str, ...] = ('polygon', 'rectangle', 'circle', 'mask')
@@ -46,9 +49,10 @@ class LabelmeShape:
 
 @dataclass
 class LabelmeFile:
-    """The checked top level of one labelme file; ``shapes`` are the raw json entries (see ``parse_shape``)."""
+    """The checked top level of one labelme file; ``shapes`` are the raw json entries (see ``parse_shape``).
+    ``path`` is a ``Path`` for a local file, the URL string for a file on object storage."""
 
-    path: Path
+    path: Path | str
     height: int
     width: int
     image_path: str  # '' when the file names no image
@@ -58,13 +62,29 @@ class LabelmeFile:
         """The start of an error about shape ``index``: ``labelme file <path>: shape <index>``."""
         return f'labelme file {self.path}: shape {index}'
 
+    def image_location(self) -> str:
+        """Where the image ``imagePath`` names lies (it is relative to the json; Windows separators accepted):
+        the absolute, normalised local path, or for a json on object storage the URL beside it."""
+        rel = self.image_path.replace('\\', '/')
+        if isinstance(self.path, str) and storage.is_url(self.path):
+            return storage.normpath(storage.join(posixpath.dirname(self.path), rel))
+        return os.path.normpath(os.path.join(Path(self.path).parent.resolve(), rel))
 
-def list_labelme_files(input_dir: str) -> list[Path]:
-    """The ``*.json`` files of ``input_dir`` (not searched recursively), sorted by name.
+
+def list_labelme_files(input_dir: str) -> list[Path] | list[str]:
+    """The ``*.json`` files of ``input_dir`` (not searched recursively), sorted by name: ``Path`` s of a local
+    folder, URLs of a folder on object storage (one listing, ``oars.data.storage.glob``).
 
     Raises:
         DataFileNotFoundError: the folder is missing or holds no json file.
     """
+    if storage.is_url(input_dir):
+        if not storage.isdir(input_dir):
+            raise DataFileNotFoundError(f'labelme folder {input_dir} not found')
+        files = [f for f in storage.glob(input_dir, '*.json') if '/' not in f[len(input_dir.rstrip('/')) + 1:]]
+        if not files:
+            raise DataFileNotFoundError(f'no labelme *.json files in {input_dir}')
+        return files
     root = Path(input_dir)
     if not root.is_dir():
         raise DataFileNotFoundError(f'labelme folder {input_dir} not found')
@@ -74,19 +94,21 @@ def list_labelme_files(input_dir: str) -> list[Path]:
     return files
 
 
-def read_labelme(path: Path, require_image_path: bool = False) -> LabelmeFile:
+def read_labelme(path: Path | str, require_image_path: bool = False) -> LabelmeFile:
     """Load and check one labelme file's top level (the shapes are checked one by one by ``parse_shape``).
 
     Args:
-        path: the json file.
+        path: the json file (a local path, or a URL read through ``oars.data.storage``).
         require_image_path: also require ``imagePath`` (a converter that must find the image).
 
     Raises:
         DataError: unreadable or not a json object, a required key missing, a size that is not a positive
             whole number, ``shapes`` not a list; the message names ``path``.
     """
+    path = path if isinstance(path, str) and storage.is_url(path) else Path(path)
     try:
-        data = json.loads(path.read_text(encoding='utf-8'))
+        with storage.open_file(os.fspath(path), 'r', encoding='utf-8') as f:
+            data = json.load(f)
     except (OSError, UnicodeDecodeError, ValueError) as err:
         raise DataError(f'cannot read labelme file {path}: {err}') from None
     if not isinstance(data, dict):

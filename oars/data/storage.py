@@ -21,6 +21,7 @@ Rules:
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import os
 import posixpath
@@ -309,6 +310,28 @@ def list_dir(folder: str, storage_options: Mapping | None = None) -> list[str]:
         return sorted(out)
     return _remote(folder, storage_options,
                    lambda fs, path: sorted(posixpath.relpath(p, path.rstrip('/')) for p in fs.find(path.rstrip('/'))))
+
+
+def glob(folder: str, pattern: str, storage_options: Mapping | None = None) -> list[str]:
+    """The files under ``folder`` (at any depth, as ``Path.rglob``) whose name matches ``pattern`` (``fnmatch``, e.g.
+    ``*_gt*_polygons.json``; a pattern holding ``/`` is matched against the path relative to ``folder`` instead), as
+    sorted full paths (joined with :func:`join`): one listing (:func:`list_dir`) for a local folder and a URL alike,
+    so a format finds its files the same way on a bucket as on disk."""
+    def matches(rel: str) -> bool:
+        rel = rel.replace(os.sep, '/')
+        return fnmatch.fnmatchcase(rel if '/' in pattern else posixpath.basename(rel), pattern)
+
+    return [join(folder, rel) for rel in list_dir(folder, storage_options) if matches(rel)]
+
+
+def normpath(path: str) -> str:
+    """``os.path.normpath`` of a local path; for a URL, ``.`` and ``..`` resolved in the part after the bucket
+    (``s3://b/set/sub/../x`` -> ``s3://b/set/x``), the scheme's ``//`` kept."""
+    if not is_url(path) or '://' not in path:
+        return path if is_url(path) else os.path.normpath(path)
+    root = _root_of(path)
+    rest = path[len(root):]
+    return root + (posixpath.normpath(rest) if rest.strip('/') else '')
 
 
 def listed_isfile(path_or_url: str, storage_options: Mapping | None = None) -> bool:

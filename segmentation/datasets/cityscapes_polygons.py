@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageDraw
 
+from oars.data import storage
 from oars.errors import DataError, DataFileNotFoundError
 from oars_deploy.atomic import atomic_write
 from segmentation.datasets.cityscapes_labels import IGNORE_TRAIN_ID, lookup_label
@@ -42,14 +43,14 @@ class CityscapesPolygons:
     """One checked polygon file.
 
     Attributes:
-        path: the json file.
+        path: the json file (a local path or a URL).
         height, width: ``imgHeight``, ``imgWidth`` (positive).
         shapes: ``(train_id, points)`` of every object to draw, in file order; points [N, 2] float64, N >= 3.
         labels: how many objects of each label (as written) are drawn.
         skipped: how many objects were not drawn, by reason (``deleted``, ``no id (<label>)``).
     """
 
-    path: Path
+    path: str
     height: int
     width: int
     shapes: list[tuple[int, np.ndarray]]
@@ -57,11 +58,11 @@ class CityscapesPolygons:
     skipped: Counter
 
 
-def list_polygon_files(input_dir: str) -> list[Path]:
+def list_polygon_files(input_dir: str) -> list[str]:
     """The polygon files to convert.
 
     Args:
-        input_dir: the folder to search (all depths).
+        input_dir: the folder to search (all depths): a local folder or a URL (one listing of the bucket prefix).
 
     Returns:
         Every ``*_gt*_polygons.json`` under it, sorted by path.
@@ -69,11 +70,10 @@ def list_polygon_files(input_dir: str) -> list[Path]:
     Raises:
         DataFileNotFoundError: ``input_dir`` is not a folder or holds no polygon file.
     """
-    root = Path(input_dir)
-    if not root.is_dir():
+    if not storage.isdir(input_dir):
         raise DataFileNotFoundError(f'--input {input_dir}: not a folder; expected a Cityscapes annotation folder '
                                     'such as data/cityscapes/gtFine')
-    files = sorted(p for p in root.rglob(_PATTERN) if p.is_file())
+    files = storage.glob(input_dir, _PATTERN)
     if not files:
         raise DataFileNotFoundError(f'--input {input_dir}: no {_PATTERN} files found (searched all sub-folders); '
                                     'expected gtFine/<split>/<city>/<name>_gtFine_polygons.json')
@@ -113,7 +113,7 @@ def read_polygons(path: str | os.PathLike) -> CityscapesPolygons:
     """Read and check one ``*_polygons.json``.
 
     Args:
-        path: the json file.
+        path: the json file (a local path or a URL).
 
     Returns:
         The checked file (:class:`CityscapesPolygons`).
@@ -124,10 +124,10 @@ def read_polygons(path: str | os.PathLike) -> CityscapesPolygons:
             ``label`` or ``polygon``, a polygon with fewer than 3 points or non-numeric points, a label that is
             not in the Cityscapes table (nor ``<label>group`` of one).
     """
-    path = Path(path)
+    path = os.fspath(path)
     where = f'Cityscapes polygon file {path}'
     try:
-        with open(path, encoding='utf-8') as f:
+        with storage.open_file(path, 'r', encoding='utf-8') as f:
             doc = json.load(f)
     except json.JSONDecodeError as err:
         raise DataError(f'{where}: invalid JSON at line {err.lineno} column {err.colno}: {err.msg}') from None
@@ -188,9 +188,12 @@ def encode_png(label_map: np.ndarray) -> bytes:
     return buf.getvalue()
 
 
-def output_path(json_path: Path, input_dir: Path, out_dir: Path) -> Path:
-    """``<out_dir>/<same relative folder>/<name>_gtFine_labelTrainIds.png`` of a polygon file."""
-    rel = json_path.relative_to(input_dir)
+def output_path(json_path: str | Path, input_dir: str | Path, out_dir: Path) -> Path:
+    """``<out_dir>/<same relative folder>/<name>_gtFine_labelTrainIds.png`` of a polygon file (a local path or a
+    URL under ``input_dir``; the output is local)."""
+    json_path, input_dir = os.fspath(json_path), os.fspath(input_dir)
+    rel = Path(json_path[len(input_dir.rstrip('/')) + 1:] if storage.is_url(json_path)
+               else os.path.relpath(json_path, input_dir))
     return out_dir / rel.parent / (rel.name[: -len(POLYGON_SUFFIX)] + LABEL_SUFFIX)
 
 
@@ -221,7 +224,7 @@ def cityscapes_to_train_ids(input_dir: str, out_dir: str, overwrite: bool = Fals
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise DataError(f'--out {out_dir} is a file; expected a folder for the label maps')
-    outs = [output_path(p, Path(input_dir), out) for p in files]
+    outs = [output_path(p, input_dir, out) for p in files]
     if not overwrite:
         existing = [str(p) for p in outs if p.exists()]
         if existing:

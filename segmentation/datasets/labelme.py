@@ -48,7 +48,7 @@ CLASS_NAMES_FILE = 'class_names.txt'
 _SHIFT = 4  # fractional bits of the coordinates given to OpenCV (1/16 pixel)
 
 
-def _read_doc(path: Path, skipped: Counter) -> tuple[LabelmeFile, list[LabelmeShape]]:
+def _read_doc(path: Path | str, skipped: Counter) -> tuple[LabelmeFile, list[LabelmeShape]]:
     """One labelme file and its shapes, every shape checked (a bad one stops the run); shapes of the kinds
     without area are counted in ``skipped``."""
     doc = read_labelme(path)
@@ -128,9 +128,9 @@ def rasterize(shapes: Sequence[LabelmeShape], height: int, width: int, class_ids
 
 
 def _check_outputs(docs: list[LabelmeFile], out_dir: Path, overwrite: bool) -> list[Path]:
-    outs = [out_dir / f'{doc.path.stem}.png' for doc in docs]
+    outs = [out_dir / f'{Path(doc.path).stem}.png' for doc in docs]  # a URL's name too: the outputs are local
     for doc, out in zip(docs, outs):
-        if doc.image_path and (doc.path.parent / doc.image_path.replace('\\', '/')).resolve() == out.resolve():
+        if doc.image_path and Path(doc.image_location()).resolve() == out.resolve():  # a URL never is
             raise DataError(f'the label map of {doc.path} would be written over its image {out}; choose another '
                             '--out folder')
     if not overwrite:
@@ -147,7 +147,8 @@ def labelme_to_seg(input_dir: str, out_dir: str, classes: Sequence[str] | None =
     """Convert every ``*.json`` of ``input_dir`` (sorted by name) into a label PNG in ``out_dir``.
 
     Args:
-        input_dir: folder of labelme json files (not searched recursively).
+        input_dir: folder of labelme json files (not searched recursively): a local folder or a URL; the label
+            maps are written to the local ``out_dir``.
         out_dir: output folder, created if needed; may exist and hold other files.
         classes: class names in id order 1..K (see ``class_table``); default the sorted labels found.
         overwrite: replace existing output files (else their existence is an error, before any writing).

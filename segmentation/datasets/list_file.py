@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import os
-
+from oars.data import storage
 from oars.errors import DataError, DataFileNotFoundError
 from segmentation.datasets.seg_dataset import SegDataset
 from segmentation.registry import DATASETS
@@ -53,12 +52,12 @@ class ListFileSegDataset(SegDataset):
     def load_data_list(self) -> list[dict]:
         """One data info per non-empty line, in file order; every listed file must exist."""
         list_file = self.ann_file
-        if not os.path.isfile(list_file):
+        if not storage.isfile(list_file):
             raise DataFileNotFoundError(f'ListFileSegDataset: list file not found: {list_file}')
         root = self.data_root or ''
         infos: list[dict] = []
         width = None
-        with open(list_file, encoding='utf-8') as f:
+        with storage.open_file(list_file, 'r', encoding='utf-8') as f:
             for number, raw in enumerate(f, start=1):
                 line = raw.rstrip('\r\n')
                 if not line.strip():
@@ -71,9 +70,9 @@ class ListFileSegDataset(SegDataset):
                     kind = {1: 'an image alone', 2: 'an image and a label map'}
                     raise DataError(f'{where}: {kind[len(parts)]}, but the first line lists {kind[width]}; '
                                     'expected every line alike (a test list has images alone)')
-                paths = [os.path.join(root, p) for p in parts]
+                paths = [storage.join(root, p) for p in parts]
                 for what, path in zip(('image', 'label map'), paths):
-                    if not os.path.isfile(path):
+                    if not storage.listed_isfile(path):  # a bucket folder: listed once, not one request per file
                         raise DataFileNotFoundError(f'{where}: {what} {path} not found')
                 infos.append(self.data_info(paths[0], paths[1] if width == 2 else None))
         if not infos:

@@ -179,7 +179,8 @@ class RawFrameReader(VideoReader):
     index 0), so index ``i`` reads file number ``i + start_index``.
 
     Args:
-        frame_dir: the folder.
+        frame_dir: the folder: a local folder or a URL (each frame read through ``oars.data.storage``, its errors
+            naming the URL).
         total_frames: how many frames the folder holds (from the annotation list).
         filename_tmpl: file name template, e.g. ``'img_{:05d}.jpg'``.
         start_index: number of the first file.
@@ -189,7 +190,7 @@ class RawFrameReader(VideoReader):
     def __init__(self, frame_dir: str, total_frames: int, filename_tmpl: str = 'img_{:05d}.jpg',
                  start_index: int = 1, avg_fps: float = 30.0) -> None:
         self.path = str(frame_dir)
-        if not os.path.isdir(self.path):
+        if not storage.isdir(self.path):
             raise DataError(f'frame folder not found: {self.path}')
         if isinstance(total_frames, bool) or int(total_frames) != total_frames or total_frames <= 0:
             raise DataError(f'{self.path}: total_frames must be a positive integer, got {total_frames!r}')
@@ -204,19 +205,32 @@ class RawFrameReader(VideoReader):
 
     def frame_path(self, ind: int) -> str:
         """The file of 0-based frame ``ind``."""
-        return os.path.join(self.path, self.filename_tmpl.format(int(ind) + self.start_index))
+        return storage.join(self.path, self.filename_tmpl.format(int(ind) + self.start_index))
 
     def _decode_sorted(self, unique: np.ndarray) -> dict[int, np.ndarray]:
         out = {}
         for i in unique.tolist():
             path = self.frame_path(i)
-            img = cv2.imread(path, cv2.IMREAD_COLOR)
+            img = _read_frame(path)
             if img is None:
-                why = 'not found' if not os.path.isfile(path) else 'not a readable image'
+                why = 'not found' if not storage.listed_isfile(path) else 'not a readable image'
                 raise DataError(f'frame {i} of {self.path}: {path} is {why} (filename_tmpl '
                                 f'{self.filename_tmpl!r}, start_index {self.start_index})')
             out[i] = img
         return out
+
+
+def _read_frame(path: str) -> np.ndarray | None:
+    """A frame file decoded as ``cv2.imread`` decodes it (BGR), or None when it is missing or unreadable; a URL's
+    bytes come through ``oars.data.storage`` (a missing object is None, as a missing file; another storage error
+    is raised as its one-line message naming the URL)."""
+    if not storage.is_url(path):
+        return cv2.imread(path, cv2.IMREAD_COLOR)
+    try:
+        data = storage.read_bytes(path)
+    except FileNotFoundError:
+        return None
+    return cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR)
 
 
 def open_video(path: str, backend: str = 'pyav', num_threads: int = 1) -> VideoReader:

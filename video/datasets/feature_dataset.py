@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import os
-
+from oars.data import storage
 from video.datasets.base import VideoBaseDataset
 from video.registry import DATASETS
 
@@ -25,6 +24,6 @@ class FeatureDataset(VideoBaseDataset):
 
     def load_data_list(self) -> list[dict]:
         prefix = self.data_prefix['feature']
-        return [dict(filename=os.path.abspath(os.path.join(prefix, fields[0])), label=label,
+        return [dict(filename=storage.absolute(storage.join(prefix, fields[0])), label=label,
                      multi_label=self.multi_label, num_classes=self.num_classes)
                 for _, fields, label in self._lines(1)]

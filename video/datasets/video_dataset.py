@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from oars.data import storage
 from oars.errors import DataError
@@ -47,6 +46,7 @@ class RawframeDataset(VideoBaseDataset):
     Args:
         filename_tmpl: the frame files' name template (``str.format`` with the file number).
         start_index: the number of the first frame file.
+        storage_options: for a URL ``data_root`` (``s3://``, ``memory://`` ...): see ``oars.data.storage``.
         other arguments: as ``VideoBaseDataset``.
     """
 
@@ -57,7 +57,8 @@ class RawframeDataset(VideoBaseDataset):
                  data_root: str = '', data_prefix: dict | None = None, classes: str | Sequence[str] | None = None,
                  multi_label: bool = False, on_bad_sample: str | None = None, on_bad_video: str | None = None,
                  pipeline: Sequence[dict | Callable] = (), test_mode: bool = False, serialize_data: bool = True,
-                 lazy_init: bool = False, indices: int | Sequence[int] | None = None, max_refetch: int = 1000) -> None:
+                 lazy_init: bool = False, indices: int | Sequence[int] | None = None, max_refetch: int = 1000,
+                 storage_options: Mapping | None = None) -> None:
         try:
             filename_tmpl.format(1)
         except (AttributeError, IndexError, KeyError, ValueError) as err:
@@ -69,7 +70,7 @@ class RawframeDataset(VideoBaseDataset):
         self.filename_tmpl = filename_tmpl
         self.start_index = start_index
         super().__init__(ann_file, data_root, data_prefix, classes, multi_label, on_bad_sample, on_bad_video,
-                         pipeline, test_mode, serialize_data, lazy_init, indices, max_refetch)
+                         pipeline, test_mode, serialize_data, lazy_init, indices, max_refetch, storage_options)
 
     def default_prefix(self) -> dict:
         return {'img': ''}
@@ -85,7 +86,7 @@ class RawframeDataset(VideoBaseDataset):
             if total_frames <= 0:
                 raise DataError(f'{where}: total_frames must be a positive integer, got {total!r} '
                                 f'({self.line_format})')
-            data_list.append(dict(frame_dir=os.path.abspath(os.path.join(prefix, frame_dir)),
+            data_list.append(dict(frame_dir=storage.absolute(storage.join(prefix, frame_dir)),
                                   total_frames=total_frames, filename_tmpl=self.filename_tmpl,
                                   start_index=self.start_index, label=label, multi_label=self.multi_label,
                                   num_classes=self.num_classes, modality='RGB'))

@@ -1,21 +1,31 @@
 """Reading one video's snippet features (T x C) for temporal action localisation: ``.npy`` arrays or MMAction2's
-``.csv`` files (a header row, then T rows of C comma-separated values)."""
+``.csv`` files (a header row, then T rows of C comma-separated values). A feature path may be a URL (``s3://``,
+``memory://`` ...): its bytes come through ``oars.data.storage`` and are parsed from memory (``np.load`` of bytes)."""
 
 from __future__ import annotations
 
+import io
 import os
 
 import numpy as np
 
+from oars.data import storage
 from oars.errors import DataError
 from video.registry import TRANSFORMS
+
+
+def _source(path: str) -> str | io.BytesIO:
+    """What numpy reads: a local path as it is, a URL's bytes (read through ``oars.data.storage``: a storage error is
+    its one-line message naming the URL)."""
+    return io.BytesIO(storage.read_bytes(path)) if storage.is_url(path) else path
 
 
 def read_localization_feature(path: str, where: str) -> np.ndarray:
     """The features of one video.
 
     Args:
-        path: a ``.npy`` file (a 2-D numeric array) or a ``.csv`` file (header row + T rows of C values).
+        path: a ``.npy`` file (a 2-D numeric array) or a ``.csv`` file (header row + T rows of C values); a local
+            path or a URL.
         where: ``'video ID'`` for messages.
 
     Returns:
@@ -24,13 +34,13 @@ def read_localization_feature(path: str, where: str) -> np.ndarray:
     Raises:
         DataError: missing, unreadable, not 2-D, empty, or non-finite values (naming the file and video).
     """
-    if not os.path.isfile(path):
+    if not storage.isfile(path):
         raise DataError(f'{where}: feature file not found: {path}')
     try:
         if path.endswith('.csv'):
-            feat = np.loadtxt(path, dtype=np.float32, delimiter=',', skiprows=1, ndmin=2)
+            feat = np.loadtxt(_source(path), dtype=np.float32, delimiter=',', skiprows=1, ndmin=2)
         else:
-            feat = np.load(path, allow_pickle=False)
+            feat = np.load(_source(path), allow_pickle=False)
     except (OSError, ValueError, EOFError) as err:
         raise DataError(f'{where}: cannot read feature file {path} ({err})') from None
     if feat.ndim != 2 or feat.shape[0] < 1 or feat.shape[1] < 1 or not np.issubdtype(feat.dtype, np.number):
@@ -103,11 +113,11 @@ class LoadVideoClassScores:
                            'ActivityNetFeatureDataset?')
         path = os.path.splitext(str(results['feature_path']))[0] + self.suffix
         where = f"video {results.get('video_name', '?')}"
-        if not os.path.isfile(path):
+        if not storage.isfile(path):
             raise DataError(f'{where}: class scores file not found: {path} (written by tools/extract_features.py '
                             'beside the features)')
         try:
-            scores = np.load(path, allow_pickle=False)
+            scores = np.load(_source(path), allow_pickle=False)
         except (OSError, ValueError, EOFError) as err:
             raise DataError(f'{where}: cannot read class scores file {path} ({err})') from None
         if scores.ndim != 1 or scores.size < 1 or not np.issubdtype(scores.dtype, np.number) \
