@@ -23,6 +23,9 @@ CSRF_COOKIE = "oars_studio_csrf"
 CSRF_HEADER = "X-CSRF-Token"
 CSRF_FIELD = "csrf_token"
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+#: the policy of every report page the studio serves from a run (its report.html embeds its pictures as data: URLs;
+#: nothing in it may run a script, load from elsewhere or frame anything but the studio)
+REPORT_CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; frame-ancestors 'self'"
 
 
 class StudioError(OarsError):

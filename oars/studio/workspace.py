@@ -19,6 +19,8 @@ from oars.studio.security import NotFound, resolve_inside
 
 _RUNS_TABLE = ("CREATE TABLE IF NOT EXISTS runs (id TEXT PRIMARY KEY, work_dir TEXT UNIQUE NOT NULL, "
                "config TEXT, added REAL NOT NULL)")
+#: work dirs the user removed from the index (their folders kept): the scan of runs/ must not bring them back
+_FORGOTTEN_TABLE = "CREATE TABLE IF NOT EXISTS forgotten_runs (work_dir TEXT PRIMARY KEY)"
 _SLUG = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
@@ -37,6 +39,7 @@ class Workspace:
             (self.root / sub).mkdir(parents=True, exist_ok=True)
         self.index = self.root / "studio.sqlite"
         self.ensure_table(_RUNS_TABLE)
+        self.ensure_table(_FORGOTTEN_TABLE)
 
     @property
     def runs_dir(self) -> Path:
@@ -80,7 +83,7 @@ class Workspace:
 
     # runs: an id per work dir
     def register_run(self, work_dir: Path, config: str | None = None) -> str:
-        """Add a work dir to the index (or return its id when already there).
+        """Add a work dir to the index (or return its id when already there); one removed earlier comes back.
 
         Returns:
             The run's id: the folder's name, made unique with a numeric suffix; used in the studio's URLs.
@@ -90,6 +93,7 @@ class Workspace:
             row = db.execute("SELECT id FROM runs WHERE work_dir = ?", (str(work_dir),)).fetchone()
             if row:
                 return row[0]
+            db.execute("DELETE FROM forgotten_runs WHERE work_dir = ?", (str(work_dir),))
             base = _SLUG.sub("_", work_dir.name).strip("_") or "run"
             run_id, n = base, 1
             while db.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone():
@@ -98,6 +102,15 @@ class Workspace:
             db.execute("INSERT INTO runs (id, work_dir, config, added) VALUES (?, ?, ?, ?)",
                        (run_id, str(work_dir), config, time.time()))
         return run_id
+
+    def unregister_run(self, run_id: str) -> Path:
+        """Remove run ``run_id`` from the index (its folder is left as it is) and keep the scan of ``runs/`` from
+        adding it again; returns its work dir."""
+        work_dir = self.run_dir(run_id)
+        with self.connect() as db:
+            db.execute("DELETE FROM runs WHERE id = ?", (run_id,))
+            db.execute("INSERT OR IGNORE INTO forgotten_runs (work_dir) VALUES (?)", (str(work_dir),))
+        return work_dir
 
     def run_dir(self, run_id: str) -> Path:
         """The work dir of run ``run_id`` (raises ``NotFound`` naming it)."""
@@ -114,10 +127,14 @@ class Workspace:
 
     def discover_runs(self) -> list[str]:
         """Index every work dir under ``runs/`` that holds a ``config.yaml`` (runs the studio launched, or copied
-        there) and return the ids of those newly added."""
+        there), except those the user removed from the index, and return the ids of those newly added."""
         known = set(self.run_ids())
+        with self.connect() as db:
+            forgotten = {row[0] for row in db.execute("SELECT work_dir FROM forgotten_runs")}
         added = []
         for config in sorted(self.runs_dir.glob("*/config.yaml")):
+            if str(config.parent.resolve()) in forgotten:
+                continue
             run_id = self.register_run(config.parent)
             if run_id not in known:
                 added.append(run_id)

@@ -2,7 +2,7 @@
 :func:`oars.studio.app.create_app` (found by listing this package, so adding a page touches no other file).
 
 Rooms: ``home`` (the front page and the health probe), ``auth`` (login), ``runs`` (the table, compare, a run's
-page with live curves), ``train`` (pick a config, edit, launch, stop, resume), ``datasets`` (register, check,
+page with live curves, stop, resume), ``train`` (pick a config, edit, check, launch), ``datasets`` (register, check,
 browse), ``evaluate`` (a run's evaluation, worst images, confusion matrix), ``exports`` (export, try it, serve).
 """
 

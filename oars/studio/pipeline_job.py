@@ -1,0 +1,82 @@
+"""The studio's background job: one pipeline call (evaluate or export) run in its own process by
+:func:`oars.studio.background.start_job`, which writes its end into ``--status-dir``/status.json.
+
+    python -m oars.studio.pipeline_job --status-dir DIR evaluate --config CFG --checkpoint CKPT
+    python -m oars.studio.pipeline_job --status-dir DIR export --config CFG --checkpoint CKPT --out-dir OUT
+        [--format onnx] [--precision fp32|fp16|int8] [--calib-dir DIR]
+
+A user error (the pipelines' :class:`~oars_deploy.errors.UserError`) ends the job ``failed`` with its message, as
+the tools print it; any other exception with its type and message (the traceback stays in the job's log).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+
+from oars.studio.background import read_status, write_status
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The job's command line (built by the studio's routes, never by a user)."""
+    parser = argparse.ArgumentParser(prog="python -m oars.studio.pipeline_job", description=__doc__)
+    parser.add_argument("--status-dir", required=True)
+    sub = parser.add_subparsers(dest="job", required=True)
+    ev = sub.add_parser("evaluate")
+    ev.add_argument("--config", required=True)
+    ev.add_argument("--checkpoint", required=True)
+    ex = sub.add_parser("export")
+    ex.add_argument("--config", required=True)
+    ex.add_argument("--checkpoint", required=True)
+    ex.add_argument("--out-dir", required=True)
+    ex.add_argument("--format", default="onnx")
+    ex.add_argument("--precision", default="fp32", choices=("fp32", "fp16", "int8"))
+    ex.add_argument("--calib-dir", default=None)
+    return parser.parse_args(argv)
+
+
+def run_job(args: argparse.Namespace) -> dict:
+    """Run the pipeline the arguments name; returns what the status file keeps of its result."""
+    if args.job == "evaluate":
+        from oars.pipelines.evaluate import evaluate
+
+        result = evaluate(args.config, args.checkpoint, work_dir=args.status_dir, report=True)
+        return {"metrics": result.get("metrics", {}), "report": bool(result.get("report_file"))}
+    from oars.pipelines.export import export_model
+
+    result = export_model(args.config, args.checkpoint, args.out_dir, fmt=args.format,
+                          half=args.precision == "fp16", int8=args.precision == "int8", calib_dir=args.calib_dir)
+    fmt = result.get("format") or {}
+    return {"format": args.format, "precision": args.precision, "parity": fmt.get("parity"),
+            "notes": fmt.get("notes") or []}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the job; its status file says how it ended. Returns the exit status (0 finished, 1 failed)."""
+    from oars_deploy.errors import UserError, user_message
+
+    args = parse_args(argv)
+    folder = Path(args.status_dir)
+    base = read_status(folder) or {}
+    base.update(pid=os.getpid(), state="running")
+    write_status(folder, **base)
+    try:
+        result = run_job(args)
+    except UserError as err:
+        write_status(folder, **{**base, "state": "failed", "message": user_message(err), "ended": time.time()})
+        return 1
+    except Exception as err:  # noqa: BLE001 - any failure is reported in the status, the traceback in the log
+        traceback.print_exc()
+        write_status(folder, **{**base, "state": "failed", "message": f"{type(err).__name__}: {user_message(err)}",
+                                "ended": time.time()})
+        return 1
+    write_status(folder, **{**base, "state": "finished", "result": result, "ended": time.time()})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

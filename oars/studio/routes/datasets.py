@@ -1,0 +1,108 @@
+"""Datasets: register a config's split (optionally on a folder or a dataset description file), see every problem
+``tools/check_data.py`` finds per file, class counts, the size histogram and a paged grid of samples drawn with
+their annotations, filtered by class or by "has a problem"."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Form, Request
+from fastapi.responses import FileResponse, RedirectResponse, Response
+
+from oars.studio.configs import catalogue, resolve_config
+from oars.studio.datasets import SPLITS, DatasetIndex
+from oars.studio.samples import PAGE_SIZE, sample_picture
+from oars.studio.security import NotFound, StudioError
+from oars.studio.web import render, workspace
+
+router = APIRouter()
+
+
+def _index(request: Request) -> DatasetIndex:
+    return DatasetIndex(workspace(request))
+
+
+def user_errors_shown(func, *args):
+    """Call ``func``; a pipeline's user error (a bad config key, a missing split) becomes the studio's refusal with
+    the same one-line message."""
+    from oars_deploy.errors import UserError, user_message
+
+    try:
+        return func(*args)
+    except StudioError:
+        raise
+    except UserError as err:
+        raise StudioError(user_message(err)) from None
+
+
+@router.get("/datasets")
+def datasets_page(request: Request) -> Response:
+    index = _index(request)
+    rows = []
+    for entry in index.all():
+        scan = index.read_scan(entry) or {}
+        rows.append({"entry": entry, "samples": len(scan.get("samples", [])), "problems": len(scan.get("problems",
+                                                                                                       []))})
+    return render(request, "datasets.html", rows=rows, catalogue=catalogue(), splits=SPLITS)
+
+
+@router.post("/datasets")
+def register_dataset(request: Request, config: str = Form(""), split: str = Form("train"),
+                     data: str = Form("")) -> Response:
+    """Register and scan a data set, then show it (303 to its page)."""
+    ws = workspace(request)
+    config_path = resolve_config(ws, config)
+    data_path = ws.resolve(data.strip()) if data.strip() else None
+    if data_path is not None and not data_path.exists():
+        raise StudioError(f"data {data.strip()}: nothing there (give a folder or a dataset description file)")
+    index = _index(request)
+    entry = index.add(config_path, split, data_path)
+    user_errors_shown(index.scan, entry)
+    return RedirectResponse(f"/datasets/{entry.id}", status_code=303)
+
+
+@router.post("/datasets/{dataset_id}/scan")
+def rescan(request: Request, dataset_id: str) -> Response:
+    """Check and read the data set again (after fixing files)."""
+    index = _index(request)
+    user_errors_shown(index.scan, index.get(dataset_id))
+    return RedirectResponse(f"/datasets/{dataset_id}", status_code=303)
+
+
+@router.get("/datasets/{dataset_id}")
+def dataset_page(request: Request, dataset_id: str, page: int = 1, cls: str = "", problem: int = 0) -> Response:
+    index = _index(request)
+    entry = index.get(dataset_id)
+    scan = index.read_scan(entry)
+    if scan is None:
+        scan = user_errors_shown(index.scan, entry)
+    classes = scan.get("classes", [])
+    if cls and cls not in classes:
+        raise StudioError(f"cls {cls!r}: not a class of this data set ({', '.join(classes) or 'none'})")
+    wanted = classes.index(cls) if cls else None
+    shown = [(i, s) for i, s in enumerate(scan.get("samples", []))
+             if (wanted is None or wanted in s["classes"]) and (not problem or s["problem"])]
+    pages = max(1, -(-len(shown) // PAGE_SIZE))
+    page = min(max(1, page), pages)
+    grid = shown[(page - 1) * PAGE_SIZE: page * PAGE_SIZE]
+    return render(request, "dataset.html", entry=entry, scan=scan, grid=grid, page=page, pages=pages, cls=cls,
+                  problem=problem, matching=len(shown), stamp=int(scan.get("time", 0)))
+
+
+@router.get("/datasets/{dataset_id}/samples/{index}.png")
+def sample_png(request: Request, dataset_id: str, index: int) -> Response:
+    datasets = _index(request)
+    entry = datasets.get(dataset_id)
+    scan = datasets.read_scan(entry)
+    if scan is None:
+        raise NotFound(f"data set {dataset_id!r}: not scanned yet (open its page)")
+    path = user_errors_shown(sample_picture, entry, index, datasets.folder(entry.id), scan["time"])
+    return FileResponse(path, media_type="image/png", headers={"Cache-Control": "max-age=3600"})
+
+
+@router.get("/datasets/{dataset_id}/histogram.png")
+def histogram_png(request: Request, dataset_id: str) -> Response:
+    datasets = _index(request)
+    entry = datasets.get(dataset_id)
+    scan = datasets.read_scan(entry) or {}
+    if not scan.get("histogram"):
+        raise NotFound(f"data set {dataset_id!r}: no sizes to draw (no boxes or label maps were read)")
+    return FileResponse(datasets.folder(entry.id) / scan["histogram"], media_type="image/png")
