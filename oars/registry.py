@@ -39,7 +39,7 @@ CORE_LOCATIONS = {
     "dataset": ["oars.data"],
     "transform": ["oars.data"],
     "metric": ["oars.evaluation"],
-    "hook": ["oars.engine"],
+    "hook": ["oars.engine", "oars.data"],  # oars.data: ShardSamplerHook (streamed shards' epochs and resume)
     "optim_wrapper": ["oars.engine"],
     "visualizer": ["oars.visualization"],
     "vis_backend": ["oars.visualization.tracking_backends"],  # the experiment trackers' backends (--logger)

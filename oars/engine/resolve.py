@@ -88,6 +88,7 @@ def resolve_engine(cfg: Config, options: RunOptions = RunOptions()) -> Config:
     if options.amp:
         _enable_amp(cfg)
     _add_engine_hooks(cfg)
+    _add_shard_hook(cfg)
     resolve_compile(cfg, options.compile, training=options.load_from is None)
     resolve_channels_last(cfg, options.channels_last)
     if options.load_from is None:  # trackers follow training runs; evaluation keeps the config's backends
@@ -96,6 +97,19 @@ def resolve_engine(cfg: Config, options: RunOptions = RunOptions()) -> Config:
     _seed_workers(cfg)
     _resolve_processes(cfg, options.launcher, options.dry_run)
     return cfg
+
+
+def _add_shard_hook(cfg: Config) -> None:
+    """A training loader over streamed shards (``ShardDataset``, an iterable dataset: torch gives it no sampler)
+    needs ``ShardSamplerHook`` to hear the loop's epoch, the run's seed and a resume's position; added unless the
+    config lists it."""
+    dataset = (cfg.get("train_dataloader") or {}).get("dataset") or {}
+    if not isinstance(dataset, dict) or dataset.get("type") != "ShardDataset":
+        return
+    if any(isinstance(h, dict) and h.get("type") == "ShardSamplerHook" for h in cfg.get("custom_hooks") or []):
+        return
+    add_hook(cfg, {"type": "ShardSamplerHook"}, "engine: train_dataloader streams ShardDataset shards (the epoch, the "
+             "seed and a resume's position reach the stream through this hook)")
 
 
 def add_hook(cfg: Config, hook: dict[str, Any], source: str) -> None:

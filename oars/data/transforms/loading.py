@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import io
 import os
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 import cv2
 import numpy as np
@@ -38,6 +41,27 @@ _ORIENTATION_OPS = {
     7: lambda a: np.rot90(a, 1)[:, ::-1],
     8: lambda a: np.rot90(a, 1),
 }
+
+
+# The files of the sample being decoded from a shard (oars.data.shards): path -> the member's bytes. read_image and
+# read_label_map look here first, so a task's loading transforms read a shard member through the same code path as
+# a file, without knowing shards exist.
+_MEMBER_BYTES: ContextVar[Mapping[str, bytes] | None] = ContextVar('member_bytes', default=None)
+
+
+@contextmanager
+def files_in_memory(files: Mapping[str, bytes]) -> Iterator[None]:
+    """Within the block, :func:`read_image` and :func:`read_label_map` of a path in ``files`` decode its bytes
+    instead of opening it (what :class:`oars.data.shards.ShardDataset` sets around a sample's pipeline).
+
+    Args:
+        files: the virtual paths the sample's data info names -> their bytes.
+    """
+    token = _MEMBER_BYTES.set(files)
+    try:
+        yield
+    finally:
+        _MEMBER_BYTES.reset(token)
 
 
 def _orientation(im: Image.Image) -> int:
@@ -86,10 +110,11 @@ def _check_declared_size_of_bytes(data: bytes, url: str, corrupt_is_problem: boo
                         'refused before decoding (a decompression bomb, or downscale it first)')
 
 
-def _read_url_image(url: str, color_type: str) -> np.ndarray:
-    """``read_image`` of a URL: the bytes through ``oars.data.storage`` (its errors name the URL), decoded by
-    ``cv2.imdecode`` (which applies EXIF orientation for colour and greyscale, as ``imread`` does)."""
-    data = storage.read_bytes(url)
+def _read_url_image(url: str, color_type: str, data: bytes | None = None) -> np.ndarray:
+    """``read_image`` of a URL: the bytes through ``oars.data.storage`` (its errors name the URL; ``data``: bytes
+    already in memory), decoded by ``cv2.imdecode`` (which applies EXIF orientation for colour and greyscale, as
+    ``imread`` does)."""
+    data = storage.read_bytes(url) if data is None else data
     _check_declared_size_of_bytes(data, url)
     img = cv2.imdecode(np.frombuffer(data, np.uint8), _COLOR_FLAGS[color_type])
     if img is None:
@@ -107,6 +132,9 @@ def read_image(path: str, color_type: str = 'color') -> np.ndarray:
     header declares more than ``oars_deploy.image_limits.MAX_FILE_PIXELS`` pixels, both naming the file.
     """
     path = os.fspath(path)
+    in_memory = (_MEMBER_BYTES.get() or {}).get(path)
+    if in_memory is not None:
+        return _read_url_image(path, color_type, in_memory)
     if storage.is_url(path):
         return _read_url_image(path, color_type)
     if not os.path.isfile(path):
@@ -132,8 +160,9 @@ def read_label_map(path: str) -> np.ndarray:
     """
     path = os.fspath(path)
     source: str | io.BytesIO = path
-    if storage.is_url(path):
-        data = storage.read_bytes(path)
+    in_memory = (_MEMBER_BYTES.get() or {}).get(path)
+    if in_memory is not None or storage.is_url(path):
+        data = storage.read_bytes(path) if in_memory is None else in_memory
         _check_declared_size_of_bytes(data, path, corrupt_is_problem=False)
         source = io.BytesIO(data)
     elif not os.path.isfile(path):
