@@ -40,6 +40,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--study-name", default=None, help="the study's name in the storage (default: the config's)")
     parser.add_argument("--pruner", default="halving", choices=["halving", "hyperband", "none"],
                         help="stop hopeless trials: successive halving (default), Hyperband, or none")
+    parser.add_argument("--min-epochs", type=int, default=1,
+                        help="the pruner's first rung: no trial is stopped before this many epochs (default 1; raise "
+                             "it when every trial scores alike after the first epochs, docs/search.md)")
     parser.add_argument("--seed", type=int, default=0, help="the sampler's seed (default 0)")
     parser.add_argument("--ray", action="store_true", help="run the trials on Ray Tune (Optuna sampler + ASHA)")
     parser.add_argument("--ray-address", default=None, help="--ray: the cluster's address (default: a local Ray)")
@@ -49,7 +52,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     tune(args.config, args.space, trials=args.trials, metric=args.metric, direction=args.direction,
          budget_epochs=args.budget_epochs, work_dir=args.work_dir, storage=args.storage, study_name=args.study_name,
          overrides=args.overrides, seed=args.seed, pruner=args.pruner, loggers=args.loggers, ray=args.ray,
-         ray_address=args.ray_address)
+         ray_address=args.ray_address, min_epochs=args.min_epochs)
 
 
 if __name__ == "__main__":

@@ -340,10 +340,11 @@ class Model:
     # ----------------------------------------------------------------------------------------------------- search
     def tune(self, space: str, trials: int, *, metric: str | None = None, direction: str | None = None,
              budget_epochs: int | None = None, work_dir: str | None = None, storage: str | None = None,
-             pruner: str = "halving", ray: bool = False, ray_address: str | None = None,
+             pruner: str = "halving", ray: bool = False, ray_address: str | None = None, min_epochs: int = 1,
              **overrides: Any) -> dict:
         """Search hyper-parameters as ``tools/tune.py`` (:func:`oars.pipelines.tune.tune`): ``space`` is a YAML
-        file of config keys, ``trials`` the finished trials to reach (a second call continues the study).
+        file of config keys, ``trials`` the finished trials to reach (a second call continues the study);
+        ``min_epochs``: the pruner's first rung (``--min-epochs``).
 
         Returns:
             ``{'best': TrialRecord | None, 'best_yaml': path, 'report': path, 'trials': path}``.
@@ -354,14 +355,15 @@ class Model:
         return tune(self.config, space, trials=trials, metric=metric, direction=direction,
                     budget_epochs=budget_epochs, work_dir=work_dir, storage=storage,
                     overrides=self.overrides + keyword_overrides(overrides), pruner=pruner, ray=ray,
-                    ray_address=ray_address)
+                    ray_address=ray_address, min_epochs=min_epochs)
 
     # ----------------------------------------------------------------------------------------------------- export
     def export(self, format: str = "onnx", out_dir: str | None = None, **kwargs: Any) -> str:
         """Export :attr:`weights` as ``tools/export.py`` does (model.onnx + deploy.yaml, checked against PyTorch).
 
         Args:
-            format: ``onnx``, ``tensorrt``, ``openvino`` or ``ort`` (``min_agreement=`` sets the parity threshold).
+            format: ``onnx``, ``tensorrt`` or an edge format (``openvino``, ``ort``, ``ncnn``, ``mnn``, ``litert``;
+                ``min_agreement=`` sets the parity threshold).
             out_dir: the export folder (default ``export/`` beside the weights); an existing export is refused
                 unless ``overwrite=True``.
             **kwargs: :func:`oars.pipelines.export.export_model`'s options (``dynamic``, ``opset``, ``half``,

@@ -142,6 +142,9 @@ def test_errors_are_one_line(tmp_path, demo_data):
     assert missing.returncode == 2 and "'optim_wrapper.optimizer.lr'" in missing.stderr
     zero = _tune(tmp_path, demo_data, "--trials", "0", check=False)
     assert zero.returncode == 2 and "--trials 0" in zero.stderr
+    rung = _tune(tmp_path, demo_data, "--trials", "1", "--budget-epochs", "2", "--min-epochs", "3", check=False)
+    assert rung.returncode == 2 and "--min-epochs 3: the pruner's first rung must be between 1 and the budget" in \
+        rung.stderr
 
 
 @pytest.mark.slow  # trains through the tool in subprocesses (~45-110 s on two busy cores)

@@ -117,8 +117,8 @@ def run_ray_search(options: TuneOptions, address: str | None = None,
         tuner = tune.Tuner.restore(path, trainable, resume_unfinished=True, resume_errored=True)
     else:
         scheduler = (None if options.pruner == "none" else
-                     ASHAScheduler(time_attr="epoch", max_t=options.budget_epochs or 100, grace_period=1,
-                                   reduction_factor=3))
+                     ASHAScheduler(time_attr="epoch", max_t=options.budget_epochs or 100,
+                                   grace_period=options.min_epochs, reduction_factor=3))
         tuner = tune.Tuner(trainable, param_space={p.key: ray_param(p) for p in options.space.params},
                            tune_config=tune.TuneConfig(metric=options.metric, mode=mode,
                                                        search_alg=OptunaSearch(seed=options.seed),

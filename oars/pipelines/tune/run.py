@@ -48,7 +48,7 @@ def tune(config: str, space: str, *, trials: int, metric: str | None = None, dir
          budget_epochs: int | None = None, work_dir: str | None = None, storage: str | None = None,
          study_name: str | None = None, overrides: Sequence[str] = (), seed: int = 0, pruner: str = "halving",
          loggers: Sequence[str] = (), ray: bool = False, ray_address: str | None = None,
-         progress: Callable[[str], Any] = print) -> dict[str, Any]:
+         progress: Callable[[str], Any] = print, min_epochs: int = 1) -> dict[str, Any]:
     """Search ``space`` over ``config`` until the study holds ``trials`` finished trials.
 
     Args:
@@ -58,6 +58,7 @@ def tune(config: str, space: str, *, trials: int, metric: str | None = None, dir
         budget_epochs: epochs per trial. work_dir: the study's folder (default ``work_dirs/tune/<config>``).
         storage: Optuna's storage URL (default ``sqlite:///<work_dir>/study.db``). overrides: ``-o`` for every
             trial. pruner: ``halving`` (successive halving; ASHA on Ray), ``hyperband`` or ``none``.
+        min_epochs: the pruner's first rung (no trial stopped before this many validations; default 1).
         ray / ray_address: run the trials on Ray Tune (a local Ray, or the cluster at the address).
 
     Returns:
@@ -66,7 +67,8 @@ def tune(config: str, space: str, *, trials: int, metric: str | None = None, dir
     cfg = load_checked_config(config, overrides)
     options = resolve_options(cfg, config, load_space(space), trials=trials, metric=metric, direction=direction,
                               budget_epochs=budget_epochs, work_dir=work_dir, storage=storage, study_name=study_name,
-                              overrides=overrides, seed=seed, pruner=pruner, loggers=loggers)
+                              overrides=overrides, seed=seed, pruner=pruner, loggers=loggers,
+                              min_epochs=min_epochs)
     os.makedirs(options.work_dir, exist_ok=True)
     if ray:
         from oars.pipelines.tune.ray_search import run_ray_search

@@ -137,8 +137,9 @@ def _pruner(options: TuneOptions) -> Any:
     if options.pruner == "none":
         return optuna.pruners.NopPruner()
     if options.pruner == "hyperband":
-        return optuna.pruners.HyperbandPruner(min_resource=1, max_resource=options.budget_epochs or "auto")
-    return optuna.pruners.SuccessiveHalvingPruner(min_resource=1, reduction_factor=3)
+        return optuna.pruners.HyperbandPruner(min_resource=options.min_epochs,
+                                              max_resource=options.budget_epochs or "auto")
+    return optuna.pruners.SuccessiveHalvingPruner(min_resource=options.min_epochs, reduction_factor=3)
 
 
 def _objective(options: TuneOptions, study: Any) -> Any:
