@@ -13,6 +13,7 @@ from fastapi import Depends, FastAPI, Request
 from fastapi.responses import JSONResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 
+from oars.studio.body_limit import BodyLimit
 from oars.studio.routes import PAGES
 from oars.studio.security import (
     CSRF_COOKIE,
@@ -52,6 +53,7 @@ def create_app(settings: StudioSettings) -> FastAPI:
     for name in PAGES:
         app.include_router(importlib.import_module(f"oars.studio.routes.{name}").router)
     app.middleware("http")(_login_and_csrf_cookie)
+    app.add_middleware(BodyLimit, limit=settings.max_upload_bytes)  # outermost: counts bytes before any parsing
     app.add_exception_handler(StudioError, error_response)  # type: ignore[arg-type]
     return app
 

@@ -15,6 +15,7 @@ import copy
 import json
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -115,14 +116,27 @@ class DatasetIndex:
         return self.folder(dataset_id) / "scan.json"
 
     def scan(self, entry: DatasetEntry) -> dict:
-        """Check and read ``entry`` (see :func:`scan_dataset`), keep the result and return it."""
-        from oars_deploy.atomic import atomic_write
+        """Check and read ``entry`` here and now (see :func:`scan_into`; the pages run :meth:`start_scan`)."""
+        return scan_into(entry, self.folder(entry.id))
+
+    def start_scan(self, entry: DatasetEntry, python: str | None = None) -> dict:
+        """Check and read ``entry`` in a background job (:mod:`oars.studio.background`, as evaluations and exports
+        run): a large data set takes minutes, a request must not. Its status (``done`` of ``total`` samples read)
+        is ``<folder>/status.json``; a scan already running is left to finish. Returns the job's status."""
+        from oars.studio.background import read_status, start_job
 
         folder = self.folder(entry.id)
-        folder.mkdir(parents=True, exist_ok=True)
-        result = scan_dataset(entry, folder)
-        atomic_write(str(self.scan_file(entry.id)), json.dumps(result))
-        return result
+        status = read_status(folder)
+        if status and status.get("state") == "running":
+            return status
+        args = ["scan-dataset", "--config", entry.config, "--split", entry.split]
+        return start_job(folder, args + (["--data", entry.data] if entry.data else []), python)
+
+    def scan_status(self, entry: DatasetEntry) -> dict | None:
+        """The status of ``entry``'s last background scan, or None when none ran."""
+        from oars.studio.background import read_status
+
+        return read_status(self.folder(entry.id))
 
     def read_scan(self, entry: DatasetEntry) -> dict | None:
         """The kept scan of ``entry``, or None before its first scan."""
@@ -175,8 +189,20 @@ def cached_dataset(entry: DatasetEntry, _stamp: float) -> tuple[Any, Any]:
     return build_entry_dataset(entry)
 
 
-def scan_dataset(entry: DatasetEntry, folder: Path) -> dict:
-    """Check ``entry`` and read its labels.
+def scan_into(entry: DatasetEntry, folder: Path, progress: Callable[[int, int], None] | None = None) -> dict:
+    """Check and read ``entry`` (:func:`scan_dataset`), keep the result as ``folder/scan.json`` (written whole:
+    pages never read half a scan) and return it."""
+    from oars_deploy.atomic import atomic_write
+
+    folder.mkdir(parents=True, exist_ok=True)
+    result = scan_dataset(entry, folder, progress)
+    atomic_write(str(folder / "scan.json"), json.dumps(result))
+    return result
+
+
+def scan_dataset(entry: DatasetEntry, folder: Path, progress: Callable[[int, int], None] | None = None) -> dict:
+    """Check ``entry`` and read its labels (``progress(done, total)`` after each sample read for its labels, the
+    second pass; the check before it reports no count).
 
     Returns:
         ``{"time", "classes", "problems": [{"files", "reason"}], "summary", "samples": [{"files", "classes",
@@ -202,7 +228,10 @@ def scan_dataset(entry: DatasetEntry, folder: Path) -> dict:
     result["classes"] = classes
     bad_files = {p["files"]: p["reason"] for p in problems}
     counts = [0] * len(classes)
-    for i in range(len(dataset)):
+    total = len(dataset)
+    for i in range(total):
+        if progress is not None:
+            progress(i, total)
         try:
             info = dataset.get_data_info(i)
         except Exception as err:  # noqa: BLE001 - recorded per sample
@@ -225,6 +254,8 @@ def scan_dataset(entry: DatasetEntry, folder: Path) -> dict:
                 result["size_kind"] = kind
                 result["sizes"] += sizes
         result["samples"].append(entry_out)
+    if progress is not None:
+        progress(total, total)
     result["counts"] = dict(zip(classes, counts))
     if result["sizes"]:
         histogram_png(result["sizes"], result["size_kind"], folder / "sizes.png")

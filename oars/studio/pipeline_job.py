@@ -4,6 +4,10 @@
     python -m oars.studio.pipeline_job --status-dir DIR evaluate --config CFG --checkpoint CKPT
     python -m oars.studio.pipeline_job --status-dir DIR export --config CFG --checkpoint CKPT --out-dir OUT
         [--format onnx] [--precision fp32|fp16|int8] [--calib-dir DIR]
+    python -m oars.studio.pipeline_job --status-dir DIR scan-dataset --config CFG --split SPLIT [--data D]
+
+A data set's scan (the check of ``tools/check_data.py`` and its labels read, :func:`oars.studio.datasets.scan_into`)
+keeps its result in ``DIR/scan.json`` and counts the samples read into the status (``done`` of ``total``).
 
 A user error (the pipelines' :class:`~oars_deploy.errors.UserError`) ends the job ``failed`` with its message, as
 the tools print it; any other exception with its type and message (the traceback stays in the job's log).
@@ -36,6 +40,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ex.add_argument("--format", default="onnx")
     ex.add_argument("--precision", default="fp32", choices=("fp32", "fp16", "int8"))
     ex.add_argument("--calib-dir", default=None)
+    sc = sub.add_parser("scan-dataset")
+    sc.add_argument("--config", required=True)
+    sc.add_argument("--split", required=True)
+    sc.add_argument("--data", default=None)
     return parser.parse_args(argv)
 
 
@@ -46,6 +54,8 @@ def run_job(args: argparse.Namespace) -> dict:
 
         result = evaluate(args.config, args.checkpoint, work_dir=args.status_dir, report=True)
         return {"metrics": result.get("metrics", {}), "report": bool(result.get("report_file"))}
+    if args.job == "scan-dataset":
+        return _scan(args)
     from oars.pipelines.export import export_model
 
     result = export_model(args.config, args.checkpoint, args.out_dir, fmt=args.format,
@@ -53,6 +63,26 @@ def run_job(args: argparse.Namespace) -> dict:
     fmt = result.get("format") or {}
     return {"format": args.format, "precision": args.precision, "parity": fmt.get("parity"),
             "notes": fmt.get("notes") or []}
+
+
+def _scan(args: argparse.Namespace) -> dict:
+    """Scan the data set into the status folder, counting the samples read into the status (at most twice a
+    second: a page polls it)."""
+    from oars.studio.datasets import DatasetEntry, scan_into
+
+    folder = Path(args.status_dir)
+    entry = DatasetEntry(folder.name, args.config, args.split, args.data, 0.0)
+    last = [0.0]
+
+    def progress(done: int, total: int) -> None:
+        now = time.monotonic()
+        if done < total and now - last[0] < 0.5:
+            return
+        last[0] = now
+        write_status(folder, **{**(read_status(folder) or {}), "done": done, "total": total})
+
+    result = scan_into(entry, folder, progress)
+    return {"samples": len(result["samples"]), "problems": len(result["problems"])}
 
 
 def main(argv: list[str] | None = None) -> int:

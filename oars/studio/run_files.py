@@ -144,18 +144,25 @@ def _scalar_log(work_dir: str, stamp: tuple) -> RunLog | None:
         return None
 
 
-def curves(log: RunLog | None) -> dict:
+def curves(log: RunLog | None, train_from: int = 0, val_from: int = 0) -> dict:
     """The curves JSON the pages draw: ``{"x", "x_label", "series", "val"}``; training series (losses, lr)
-    against the iteration, the validation metrics in ``val`` against the epoch (or iteration)."""
+    against the iteration, the validation metrics in ``val`` against the epoch (or iteration).
+
+    Args:
+        log: the run's scalar lines (None before the first).
+        train_from, val_from: skip the first lines of each kind: a live page's event carries only the lines after
+            those it already drew.
+    """
     if log is None:
         return {"x": [], "x_label": "iteration", "series": {}, "val": {"x": [], "x_label": "epoch", "series": {}}}
-    train_keys = sorted({k for r in log.train for k in r} - set(_NOT_CURVES))
-    x = [float(r["iter"]) for r in log.train]
-    series = {k: [_num(r.get(k)) for r in log.train] for k in train_keys}
-    val_keys = sorted({k for r in log.val for k in r} - set(_NOT_CURVES))
-    val = {"x": [float(r["step"]) for r in log.val], "x_label": "epoch" if log.by_epoch else "iteration",
-           "series": {k: [_num(r.get(k)) for r in log.val] for k in val_keys}}
-    return {"x": x, "x_label": "iteration", "series": series, "val": val}
+    train, val = log.train[train_from:], log.val[val_from:]
+    train_keys = sorted({k for r in train for k in r} - set(_NOT_CURVES))
+    x = [float(r["iter"]) for r in train]
+    series = {k: [_num(r.get(k)) for r in train] for k in train_keys}
+    val_keys = sorted({k for r in val for k in r} - set(_NOT_CURVES))
+    val_curves = {"x": [float(r["step"]) for r in val], "x_label": "epoch" if log.by_epoch else "iteration",
+                  "series": {k: [_num(r.get(k)) for r in val] for k in val_keys}}
+    return {"x": x, "x_label": "iteration", "series": series, "val": val_curves}
 
 
 def _num(value: Any) -> float | None:

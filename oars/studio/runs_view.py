@@ -65,12 +65,14 @@ def indexed_config(ws: Workspace, run_id: str) -> str | None:
     return row[0] if row else None
 
 
-def run_row(ws: Workspace, run_id: str) -> dict:
-    """One run as the table and ``/api/runs`` show it."""
+def run_row(ws: Workspace, run_id: str, log_tail: str | None = None) -> dict:
+    """One run as the table and ``/api/runs`` show it (``log_tail``: the text log's last 200 lines, when the
+    caller read them already)."""
     work_dir = ws.run_dir(run_id)
     config = run_files.read_config(work_dir)
     log = run_files.scalar_log(work_dir)
-    log_tail = run_files.tail(run_files.text_log(work_dir), 200)
+    if log_tail is None:
+        log_tail = run_files.tail(run_files.text_log(work_dir), 200)
     progress = run_files.progress(work_dir, log, config, log_tail)
     status = jobs.run_status(ws, run_id)
     best = run_files.best_metric(log, config)
@@ -100,9 +102,10 @@ def _first_log_time(work_dir: Path) -> float | None:
 
 def live_view(ws: Workspace, run_id: str) -> dict:
     """The live part of a run's page: status, progress, the log tail (also what each server-sent event carries)."""
-    row = run_row(ws, run_id)
     work_dir = ws.run_dir(run_id)
-    row["log_tail"] = run_files.tail(run_files.text_log(work_dir), 16)
+    log_tail = run_files.tail(run_files.text_log(work_dir), 200)  # read once: the progress line and the tail shown
+    row = run_row(ws, run_id, log_tail)
+    row["log_tail"] = "\n".join(log_tail.splitlines()[-16:])
     row["live"] = row["status"] in ("queued", "running")
     row["percent"] = round(100 * row["done"] / row["total"], 1) if row["total"] else None
     row["checkpoint"] = run_files.last_checkpoint(work_dir)
@@ -117,7 +120,11 @@ def curves_json(ws: Workspace, run_id: str, part: str = "loss") -> dict:
     """
     if part not in PARTS:
         raise StudioError(f"part {part!r}: expected one of {', '.join(PARTS)}")
-    data = run_files.curves(run_files.scalar_log(ws.run_dir(run_id)))
+    return _part(run_files.curves(run_files.scalar_log(ws.run_dir(run_id))), part)
+
+
+def _part(data: dict, part: str) -> dict:
+    """One group of :func:`run_files.curves`' output (the page's four plots each draw one)."""
     if part == "val":
         return data["val"]
     series = data["series"]
@@ -128,6 +135,32 @@ def curves_json(ws: Workspace, run_id: str, part: str = "loss") -> dict:
     elif part == "other":
         series = {k: v for k, v in series.items() if "loss" not in k and k != "lr" and not k.endswith("lr")}
     return {"x": data["x"], "x_label": data["x_label"], "series": series}
+
+
+def new_points(ws: Workspace, run_id: str, drawn: tuple[int, int]) -> tuple[dict, tuple[int, int]]:
+    """The curve points a live page has not drawn yet, per plot: ``{"loss"|"lr"|"other"|"val": {x, series}}``,
+    and the new counts of drawn (training, validation) lines. A page's event carries these instead of the page
+    fetching every series again after each event.
+
+    Args:
+        drawn: how many training and validation lines the page drew (counts that shrank, a log rewritten, start
+            again from 0: the page drops points at or before the last x it has).
+    """
+    log = run_files.scalar_log(ws.run_dir(run_id))
+    if log is None:
+        return {}, (0, 0)
+    train_from, val_from = drawn
+    if train_from > len(log.train) or val_from > len(log.val):
+        train_from = val_from = 0
+    data = run_files.curves(log, train_from, val_from)
+    points = {part: _part(data, part) for part in ("loss", "lr", "other", "val")}
+    return points, (len(log.train), len(log.val))
+
+
+def drawn_counts(ws: Workspace, run_id: str) -> tuple[int, int]:
+    """How many training and validation lines the run has logged (what a page rendered now draws)."""
+    log = run_files.scalar_log(ws.run_dir(run_id))
+    return (len(log.train), len(log.val)) if log else (0, 0)
 
 
 def compare_keys(ws: Workspace, run_ids: list[str]) -> list[str]:

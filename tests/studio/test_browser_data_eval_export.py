@@ -29,6 +29,8 @@ def test_register_demo_shapes_see_grid_and_planted_problem(studio_server, page, 
     screenshot(page, "datasets")
     page.click("text=Register and check")
     page.wait_for_url("**/datasets/shapes_planted-train", timeout=120_000)
+    # the check runs in the background: "checking…" until the page reloads itself with the result
+    page.wait_for_selector("#samples figure", timeout=180_000)
     problems = page.locator("#problems tr.problem")
     assert problems.count() == 1
     assert BAD_LABEL in problems.first.inner_text() and "could not read label map" in problems.first.inner_text()

@@ -50,8 +50,14 @@ def test_launch_watch_stop_resume(studio_server, page, screenshot, shapes_300):
     page.wait_for_url(re.compile(r"/runs/unet_demo_shapes_\d+"))
     run_url = page.url
     page.wait_for_selector("#curve-loss canvas", timeout=120_000)  # uPlot drew the first loss values
+    fetched: list[str] = []
+    page.on("request", lambda r: fetched.append(r.url) if "scalars.json" in r.url else None)
+    drawn = page.evaluate("document.querySelector('#curve-loss')._data.x.length")
     first = _progress(page)
     page.wait_for_function(f"document.querySelector('#run-progress').innerText !== {first!r}", timeout=60_000)
+    # the events carry the new points: the loss curve grows in place, its series is not fetched again
+    page.wait_for_function(f"document.querySelector('#curve-loss')._data.x.length > {drawn}", timeout=60_000)
+    assert not [u for u in fetched if "part=" not in u], fetched
     assert re.search(r"iteration \d+/300", _progress(page)), _progress(page)
     page.wait_for_selector("text=last checkpoint:", timeout=120_000)
     screenshot(page, "run_live")

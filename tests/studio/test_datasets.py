@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from oars.studio.background import wait_for, write_status
 from tests.studio.conftest import csrf_headers
 
 DEMO_CONFIG = "segmentation/unet/unet_demo_shapes"  # as the catalogue (oars.studio.configs) names it
@@ -36,6 +37,13 @@ def _register(client, data: str, split: str = "train", config: str = DEMO_CONFIG
                        headers={**csrf_headers(client), "Accept": "application/json"})
 
 
+def _scanned(client, dataset_id: str) -> dict:
+    """Wait for the data set's background scan to end; returns its final status."""
+    status = wait_for(client.app.state.workspace.root / "datasets" / dataset_id, timeout=300)
+    assert status and status["state"] == "finished", status
+    return status
+
+
 def test_form_offers_the_catalogue(client):
     form = client.get("/datasets").text
     assert f'<option value="{DEMO_CONFIG}" selected>' in form and "_base_" not in form
@@ -45,6 +53,7 @@ def test_register_shows_problem_counts_histogram_and_grid(data_client, broken_co
     assert "Register a data set" in data_client.get("/datasets").text
     response = _register(data_client, str(broken_copy))
     assert response.status_code == 303 and response.headers["location"] == "/datasets/shapes_broken-train"
+    assert _scanned(data_client, "shapes_broken-train")["result"] == {"samples": 16, "problems": 1}
     page = data_client.get("/datasets/shapes_broken-train")
     assert page.status_code == 200
     text = page.text
@@ -69,6 +78,7 @@ def test_register_shows_problem_counts_histogram_and_grid(data_client, broken_co
     shutil.copy(broken_copy / "labels/train/0002.png", broken_copy / BAD_LABEL)
     again = data_client.post("/datasets/shapes_broken-train/scan", headers=csrf_headers(data_client))
     assert again.status_code == 303
+    _scanned(data_client, "shapes_broken-train")
     assert "No problem found" in data_client.get("/datasets/shapes_broken-train").text
     (broken_copy / BAD_LABEL).write_bytes(b"not a png")
 
@@ -94,6 +104,7 @@ def test_refusals(data_client, broken_copy, tmp_path):
     no_csrf = data_client.post("/datasets", data={"config": DEMO_CONFIG, "split": "train"})
     assert no_csrf.status_code == 403 and "CSRF" in no_csrf.text
     _register(data_client, str(broken_copy))
+    _scanned(data_client, "shapes_broken-train")
     assert "not a class of this data set" in data_client.get("/datasets/shapes_broken-train?cls=dog").text
     assert data_client.get("/datasets/shapes_broken-train/samples/999.png").status_code == 404
 
@@ -106,3 +117,34 @@ def test_a_config_problem_is_one_message(data_client, broken_copy, tmp_path):
     assert refused.status_code == 400
     assert "format: 'nosuchformat' is not a format the config's task" in refused.text
     assert "Traceback" not in refused.text
+
+
+def test_the_page_shows_the_running_scan_and_its_end(data_client, broken_copy):
+    """What the page shows while the background scan runs ("checking… n of N", polled by htmx), when it failed
+    (its one-line message), and that an htmx poll after its end reloads the page."""
+    _register(data_client, str(broken_copy))
+    status = _scanned(data_client, "shapes_broken-train")
+    folder = data_client.app.state.workspace.root / "datasets" / "shapes_broken-train"
+    write_status(folder, **{**status, "state": "running", "pid": os.getpid(), "done": 5, "total": 16})
+    page = data_client.get("/datasets/shapes_broken-train").text
+    assert "checking… 5 of 16 samples read" in page and 'hx-get="/datasets/shapes_broken-train/status"' in page
+    assert 'id="problems"' in page  # the last finished scan stays shown meanwhile
+    assert "checking…" in data_client.get("/datasets").text
+    poll = data_client.get("/datasets/shapes_broken-train/status", headers={"HX-Request": "true"})
+    assert "5 of 16" in poll.text and "HX-Refresh" not in poll.headers
+    again = data_client.post("/datasets/shapes_broken-train/scan", headers=csrf_headers(data_client))
+    assert again.status_code == 303 and read_pid(folder) == os.getpid()  # a running scan is left to finish
+    write_status(folder, **{**status, "state": "failed", "message": "data/x.json: not JSON\ndetails"})
+    failed = data_client.get("/datasets/shapes_broken-train").text
+    assert '<p class="error" role="alert" id="scan-error">data/x.json: not JSON</p>' in failed
+    ended = data_client.get("/datasets/shapes_broken-train/status", headers={"HX-Request": "true"})
+    assert ended.headers["HX-Refresh"] == "true"
+    write_status(folder, **status)
+    finished = data_client.get("/datasets/shapes_broken-train").text
+    assert "checking…" not in finished and 'id="scan-error"' not in finished
+
+
+def read_pid(folder: Path) -> int | None:
+    import json
+
+    return json.loads((folder / "status.json").read_text())["pid"]

@@ -119,6 +119,34 @@ def test_events_stream_ends_with_the_run(ws_client):
     assert text.rstrip().endswith('event: end\ndata: {"status": "finished"}')
 
 
+def _points(text: str) -> dict:
+    import json
+    import re
+
+    found = re.search(r'<script type="application/json" id="run-points">(.*?)</script>', text, re.S)
+    assert found, text[:500]
+    return json.loads(found.group(1))
+
+
+def test_events_carry_only_the_points_the_page_has_not_drawn(ws_client):
+    fake_run(ws_client.app.state.workspace.runs_dir / "fresh", iters_done=5)  # running: its log is fresh
+    ws_client.get("/runs")  # the table's scan indexes it
+    page = ws_client.get("/runs/fresh")
+    assert 'sse-connect="/runs/fresh/events?train=5&amp;val=0"' in page.text  # what the page draws itself
+    assert 'id="run-points"' not in page.text
+    with ws_client.stream("GET", "/runs/fresh/events?train=3&val=0") as response:
+        first = next(response.iter_text())  # the first event; the stream goes on while the run is live
+    points = _points(first)
+    assert points["loss"]["x"] == [4.0, 5.0] and points["loss"]["series"] == {"loss": [0.5, 0.4]}
+    assert set(points["lr"]["series"]) == {"lr"} and points["val"]["x"] == []
+    with ws_client.stream("GET", "/runs/done/events?train=20&val=2") as response:  # all drawn: nothing to add
+        nothing = _points("".join(response.iter_text()))
+    assert nothing["loss"]["x"] == [] and nothing["val"]["x"] == []
+    with ws_client.stream("GET", "/runs/done/events?train=99&val=0") as response:  # more than logged: from 0
+        again = _points("".join(response.iter_text()))
+    assert len(again["loss"]["x"]) == 20 and again["val"]["series"]["mIoU"] == [0.4, 0.6]
+
+
 def test_stop_and_resume_refusals(ws_client):
     headers = csrf_headers(ws_client)
     stop = ws_client.post("/runs/done/stop", headers=headers)

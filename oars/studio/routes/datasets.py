@@ -1,6 +1,7 @@
 """Datasets: register a config's split (optionally on a folder or a dataset description file), see every problem
 ``tools/check_data.py`` finds per file, class counts, the size histogram and a paged grid of samples drawn with
-their annotations, filtered by class or by "has a problem"."""
+their annotations, filtered by class or by "has a problem". The check and the scan run as a background job (a large
+data set takes minutes); the page shows "checking… n of N" until it ends."""
 
 from __future__ import annotations
 
@@ -8,10 +9,10 @@ from fastapi import APIRouter, Form, Request
 from fastapi.responses import FileResponse, RedirectResponse, Response
 
 from oars.studio.configs import catalogue, resolve_config
-from oars.studio.datasets import SPLITS, DatasetIndex
+from oars.studio.datasets import SPLITS, DatasetEntry, DatasetIndex, load_entry_config
 from oars.studio.samples import PAGE_SIZE, sample_picture
 from oars.studio.security import NotFound, StudioError
-from oars.studio.web import render, workspace
+from oars.studio.web import render, settings, workspace
 
 router = APIRouter()
 
@@ -39,15 +40,16 @@ def datasets_page(request: Request) -> Response:
     rows = []
     for entry in index.all():
         scan = index.read_scan(entry) or {}
-        rows.append({"entry": entry, "samples": len(scan.get("samples", [])), "problems": len(scan.get("problems",
-                                                                                                       []))})
+        status = index.scan_status(entry) or {}
+        rows.append({"entry": entry, "samples": len(scan.get("samples", [])), "state": status.get("state"),
+                     "problems": len(scan.get("problems", []))})
     return render(request, "datasets.html", rows=rows, catalogue=catalogue(), splits=SPLITS)
 
 
 @router.post("/datasets")
 def register_dataset(request: Request, config: str = Form(""), split: str = Form("train"),
                      data: str = Form("")) -> Response:
-    """Register and scan a data set, then show it (303 to its page)."""
+    """Register a data set and start its check and scan in the background, then show it (303 to its page)."""
     ws = workspace(request)
     config_path = resolve_config(ws, config)
     data_path = ws.resolve(data.strip()) if data.strip() else None
@@ -55,36 +57,58 @@ def register_dataset(request: Request, config: str = Form(""), split: str = Form
         raise StudioError(f"data {data.strip()}: nothing there (give a folder or a dataset description file)")
     index = _index(request)
     entry = index.add(config_path, split, data_path)
-    user_errors_shown(index.scan, entry)
+    _start_scan(request, index, entry)
     return RedirectResponse(f"/datasets/{entry.id}", status_code=303)
+
+
+def _start_scan(request: Request, index: DatasetIndex, entry: DatasetEntry) -> dict:
+    """Load the entry's config here (a bad key or description is refused at once, with its one-line message),
+    then start the scan job."""
+    user_errors_shown(load_entry_config, entry)
+    return index.start_scan(entry, settings(request).python)
 
 
 @router.post("/datasets/{dataset_id}/scan")
 def rescan(request: Request, dataset_id: str) -> Response:
-    """Check and read the data set again (after fixing files)."""
+    """Check and read the data set again (after fixing files), in the background."""
     index = _index(request)
-    user_errors_shown(index.scan, index.get(dataset_id))
+    _start_scan(request, index, index.get(dataset_id))
     return RedirectResponse(f"/datasets/{dataset_id}", status_code=303)
 
 
 @router.get("/datasets/{dataset_id}")
 def dataset_page(request: Request, dataset_id: str, page: int = 1, cls: str = "", problem: int = 0) -> Response:
+    """The data set's check, counts, sizes and grid (the last finished scan), with the running scan's progress."""
     index = _index(request)
     entry = index.get(dataset_id)
     scan = index.read_scan(entry)
-    if scan is None:
-        scan = user_errors_shown(index.scan, entry)
+    status = index.scan_status(entry)
+    if scan is None and status is None:  # registered before (or by another studio): scan it now
+        status = _start_scan(request, index, entry)
+    scan = scan or {}
     classes = scan.get("classes", [])
-    if cls and cls not in classes:
+    if cls and scan and cls not in classes:
         raise StudioError(f"cls {cls!r}: not a class of this data set ({', '.join(classes) or 'none'})")
-    wanted = classes.index(cls) if cls else None
+    wanted = classes.index(cls) if cls in classes else None
     shown = [(i, s) for i, s in enumerate(scan.get("samples", []))
              if (wanted is None or wanted in s["classes"]) and (not problem or s["problem"])]
     pages = max(1, -(-len(shown) // PAGE_SIZE))
     page = min(max(1, page), pages)
     grid = shown[(page - 1) * PAGE_SIZE: page * PAGE_SIZE]
-    return render(request, "dataset.html", entry=entry, scan=scan, grid=grid, page=page, pages=pages, cls=cls,
-                  problem=problem, matching=len(shown), stamp=int(scan.get("time", 0)))
+    return render(request, "dataset.html", entry=entry, scan=scan, status=status, grid=grid, page=page, pages=pages,
+                  cls=cls, problem=problem, matching=len(shown), stamp=int(scan.get("time", 0)))
+
+
+@router.get("/datasets/{dataset_id}/status")
+def scan_status(request: Request, dataset_id: str) -> Response:
+    """The scan job's progress (htmx polls it; once the job ended, an htmx request reloads the page)."""
+    index = _index(request)
+    entry = index.get(dataset_id)
+    status = index.scan_status(entry) or {"state": "finished"}
+    response = render(request, "dataset_status.html", entry=entry, status=status)
+    if status.get("state") != "running" and "HX-Request" in request.headers:
+        response.headers["HX-Refresh"] = "true"
+    return response
 
 
 @router.get("/datasets/{dataset_id}/samples/{index}.png")

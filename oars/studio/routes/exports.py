@@ -12,7 +12,6 @@ from oars.studio.evaluations import checkpoint_path, checkpoints
 from oars.studio.exports import (
     PRECISIONS,
     ServeManager,
-    UploadTooLarge,
     check_name,
     check_upload,
     describe_export,
@@ -25,13 +24,11 @@ from oars.studio.exports import (
     save_upload,
     try_dir,
     try_export,
-    upload_limit_message,
 )
 from oars.studio.security import NotFound, StudioError
 from oars.studio.web import render, settings, workspace
 
 router = APIRouter()
-MULTIPART_OVERHEAD = 64 * 1024  # form fields and boundaries around the file in a multipart body
 
 
 def _serves(request: Request) -> ServeManager:
@@ -114,10 +111,7 @@ async def try_it(request: Request, name: str, file: UploadFile | None = File(Non
     if not facts["deploy"]:
         raise StudioError(f"export {name}: not finished (no deploy.yaml yet)")
     limit = settings(request).max_upload_bytes
-    declared = int(request.headers.get("content-length") or 0)
-    filename = (file.filename if file is not None else "") or "upload"
-    if declared > limit + MULTIPART_OVERHEAD:
-        raise UploadTooLarge(upload_limit_message(filename, declared, limit, "the request is"))
+    filename = (file.filename if file is not None else "") or "upload"  # a body over the limit: BodyLimit refused it
     data = await file.read(limit + 1) if file is not None else b""
     if not facts["needs_input"] and not data:
         result = try_export(folder, new_try_dir(ws), None, settings(request).python)

@@ -16,8 +16,12 @@ from oars.studio.security import REPORT_CSP, NotFound, StudioError
 from oars.studio.web import render, settings, templates, workspace
 
 router = APIRouter()
-#: how often a live run page's event stream looks at the run's files
+#: how often a live run page's event stream looks at the run's files while lines arrive ...
 POLL_S = 1.0
+#: ... backing off to this while nothing changes
+POLL_MAX_S = 3.0
+#: the job's state (queue, process alive) is asked at least this often even when no file changed (a killed job)
+STATUS_EVERY_S = 5.0
 
 
 def _rows(request: Request) -> list[dict]:
@@ -95,7 +99,8 @@ def run_page(request: Request, run_id: str) -> Response:
     ws = workspace(request)
     jobs.schedule(ws, settings(request))
     view = runs_view.live_view(ws, run_id)
-    return render(request, "run.html", run=view, has_report=runs_view.report_file(ws, run_id) is not None)
+    return render(request, "run.html", run=view, has_report=runs_view.report_file(ws, run_id) is not None,
+                  drawn=runs_view.drawn_counts(ws, run_id))
 
 
 @router.get("/runs/{run_id}/live")
@@ -111,35 +116,56 @@ def scalars(request: Request, run_id: str, part: str = "loss") -> JSONResponse:
 
 
 @router.get("/runs/{run_id}/events")
-async def events(request: Request, run_id: str) -> StreamingResponse:
-    """Server-sent events: a ``status`` event (the live part's HTML) whenever the run's scalar log, text log or
-    job record changes, looked at every second; an ``end`` event once the run is no longer running."""
+async def events(request: Request, run_id: str, train: int = 0, val: int = 0) -> StreamingResponse:
+    """Server-sent events: a ``status`` event (the live part's HTML, with the curve points logged since the page
+    drew ``train`` training and ``val`` validation lines) whenever the run's scalar log, text log or job record
+    changes; an ``end`` event once the run is no longer running.
+
+    What one look costs is what the studio costs a watched run: the files are only ``stat``-ed (sizes and times)
+    and read when those changed; the job's state (the index, the process) is asked only then or every
+    :data:`STATUS_EVERY_S`; the looks are :data:`POLL_S` apart while lines arrive, backing off to
+    :data:`POLL_MAX_S` while nothing changes."""
     ws = workspace(request)
-    ws.run_dir(run_id)
+    work_dir = ws.run_dir(run_id)
     studio = settings(request)
 
     async def stream() -> AsyncIterator[str]:
-        last = None
+        last_files, last_state, drawn = None, None, (max(0, train), max(0, val))
+        pause, status_due = POLL_S, 0.0
+        loop = asyncio.get_running_loop()
         while True:
             if await request.is_disconnected():
                 return
-            signature = await asyncio.to_thread(_signature, ws, studio, run_id)
-            if signature != last:
-                last = signature
-                view = await asyncio.to_thread(runs_view.live_view, ws, run_id)
-                yield _event("status", templates.get_template("run_live.html").render(run=view))
+            files = await asyncio.to_thread(run_files.files_signature, work_dir)
+            state = last_state
+            if files != last_files or loop.time() >= status_due:
+                state = await asyncio.to_thread(_job_state, ws, studio, run_id)
+                status_due = loop.time() + STATUS_EVERY_S
+            if files != last_files or state != last_state:
+                last_files, last_state, pause = files, state, POLL_S
+                view, points, drawn = await asyncio.to_thread(_live, ws, run_id, drawn)
+                yield _event("status", templates.get_template("run_live.html").render(run=view, points=points))
                 if not view["live"]:
                     yield _event("end", json.dumps({"status": view["status"]}))
                     return
-            await asyncio.sleep(POLL_S)
+            else:
+                pause = min(POLL_MAX_S, pause * 1.5)
+            await asyncio.sleep(pause)
 
     return StreamingResponse(stream(), media_type="text/event-stream",
                              headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
 
-def _signature(ws, studio, run_id: str) -> tuple:
+def _job_state(ws, studio, run_id: str) -> str:
     jobs.schedule(ws, studio)
-    return run_files.files_signature(ws.run_dir(run_id)), jobs.run_status(ws, run_id).state
+    return jobs.run_status(ws, run_id).state
+
+
+def _live(ws, run_id: str, drawn: tuple[int, int]) -> tuple[dict, str, tuple[int, int]]:
+    """The live part, the new curve points as JSON (safe inside a ``<script>`` element), the new drawn counts."""
+    view = runs_view.live_view(ws, run_id)
+    points, drawn = runs_view.new_points(ws, run_id, drawn)
+    return view, json.dumps(points, separators=(",", ":")).replace("</", "<\\/"), drawn
 
 
 def _event(name: str, data: str) -> str:

@@ -18,7 +18,30 @@ window.oarsStudio = {
   },
   loadCurves(el) {
     return fetch(el.dataset.seriesUrl, {headers: {Accept: "application/json"}})
-      .then(r => r.json()).then(d => { el._plot = oarsStudio.drawCurves(el, d); });
+      .then(r => r.json()).then(d => { el._data = d; el._plot = oarsStudio.drawCurves(el, d); });
+  },
+  // a live run page's event: <script id="run-points"> holds {loss|lr|other|val: {x, series}}, the points logged
+  // since the page drew its curves; each plot appends its part (a plot not drawn yet, or a new series: fetched whole)
+  takePoints(tag) {
+    if (!tag) return;
+    const points = JSON.parse(tag.textContent);
+    tag.remove();
+    document.querySelectorAll(".curves[data-series-url]").forEach((el) => {
+      const part = new URL(el.dataset.seriesUrl, location.href).searchParams.get("part") || "loss";
+      const add = points[part];
+      if (!add || !add.x || !add.x.length) return;
+      const data = el._data;
+      if (!el._plot || !data || Object.keys(add.series).some(n => !(n in data.series))) { oarsStudio.loadCurves(el); return; }
+      const names = Object.keys(data.series);
+      let last = data.x.length ? data.x[data.x.length - 1] : -Infinity;
+      add.x.forEach((x, i) => {
+        if (x <= last) return;  // already drawn (the page's own fetch came after these lines)
+        data.x.push(x);
+        names.forEach(n => data.series[n].push(n in add.series ? add.series[n][i] : null));
+        last = x;
+      });
+      el._plot.setData([data.x].concat(names.map(n => data.series[n])));
+    });
   },
 };
 document.addEventListener("DOMContentLoaded", () => document.querySelectorAll(".curves[data-series-url]").forEach(oarsStudio.loadCurves));
