@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
-from itertools import chain
+from functools import cached_property
+from itertools import chain, compress, repeat
 
 import numpy as np
 
@@ -57,8 +58,10 @@ def check_ids(data: dict, ann_file: str, owner: str) -> None:
             image ids), or the entry and the value of an id that is not a number or string.
     """
     for key in ('images', 'annotations', 'categories'):
-        seen: dict[Hashable, int] = {}
         items = data.get(key, [])
+        if _ids_fine(items, key == 'annotations'):
+            continue
+        seen: dict[Hashable, int] = {}
         for i, item in enumerate(items):
             fields = ('id', 'image_id', 'category_id') if key == 'annotations' else ('id',)
             for name in fields:
@@ -68,6 +71,18 @@ def check_ids(data: dict, ann_file: str, owner: str) -> None:
             first = seen.setdefault(item['id'], i)
             if first != i:
                 raise DataError(_duplicate_message(key, items[first], first, item, i, ann_file, owner))
+
+
+_ID_TYPES = frozenset({int, float, str})
+
+
+def _ids_fine(items: list, annotations: bool) -> bool:
+    """Whether every ``id`` (and, for annotations, ``image_id`` and ``category_id``) of ``items`` is a number or
+    a string and the ids are unique: a few passes in C for a file of a million annotations; ``check_ids`` walks the
+    list for the message only when this is False."""
+    ids = [item['id'] for item in items]
+    fields = [ids] + ([[a['image_id'] for a in items], [a['category_id'] for a in items]] if annotations else [])
+    return all(set(map(type, f)) <= _ID_TYPES for f in fields) and len(set(ids)) == len(ids)
 
 
 _DUPLICATE_LOSS = {
@@ -101,7 +116,10 @@ class PolygonTable:
         area: float64 [P], the enclosed area (shoelace) of well-formed polygons, 0 for the others.
         well_formed: bool [P], a list of an even count >= 6 of finite numbers (>= 3 [x, y] points).
         usable: bool [P], well-formed and enclosing an area (pycocotools makes a non-empty mask of it).
-        ranges: annotation id -> ``(first, end)`` polygon indices of its segmentation.
+        first, end: int64 [A], the polygon indices ``first:end`` of each annotation's segmentation (by position in
+            the annotation list; ``end == first`` for one without polygons).
+        ranges: annotation id -> ``(first, end)``, or None when the table is looked up by position
+            (``polygon_table(..., by_position=True)``: no dict of a million entries).
     """
 
     raw: list
@@ -114,24 +132,40 @@ class PolygonTable:
     area: np.ndarray
     well_formed: np.ndarray
     usable: np.ndarray
-    ranges: dict
-    _usable: list = field(init=False, repr=False)  # the per-polygon lookups as Python lists: per-annotation
-    _starts: list = field(init=False, repr=False)  # calls index them ~10x faster than numpy arrays
-    _ends: list = field(init=False, repr=False)
+    first: np.ndarray
+    end: np.ndarray
+    ranges: dict | None
     _clean: bool = field(init=False, repr=False)  # every value a finite number: ``corrupt`` has nothing to find
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, '_usable', self.usable.tolist())
-        object.__setattr__(self, '_starts', self.starts.tolist())
-        object.__setattr__(self, '_ends', (self.starts + self.lengths).tolist())
         object.__setattr__(self, '_clean', bool(self.numeric.all() and self.finite.all()))
+
+    @cached_property
+    def _usable(self) -> list:
+        """The per-polygon lookups as Python lists (made on first use): per-annotation calls index them ~10x
+        faster than numpy arrays."""
+        return self.usable.tolist()
+
+    @cached_property
+    def _starts(self) -> list:
+        return self.starts.tolist()
+
+    @cached_property
+    def _ends(self) -> list:
+        return (self.starts + self.lengths).tolist()
+
+    def _range(self, key: Hashable) -> tuple[int, int]:
+        """``(first, end)`` polygon indices of an annotation (its id, or its position with ``ranges`` None)."""
+        if self.ranges is not None:
+            return self.ranges.get(key, (0, 0))
+        return int(self.first[key]), int(self.end[key])
 
     def corrupt(self, ann_id: Hashable) -> str | None:
         """Why the annotation's polygons cannot be handed to pycocotools at all (a value that is not a finite
         number), or None. Checked for every annotation, also when masks are not loaded: such a file is broken."""
         if self._clean:
             return None
-        first, end = self.ranges.get(ann_id, (0, 0))
+        first, end = self._range(ann_id)
         for k in range(first, end):
             if self.numeric[k] and self.finite[k]:
                 continue
@@ -147,7 +181,7 @@ class PolygonTable:
 
     def polygons(self, ann_id: Hashable) -> list[list[float]]:
         """The annotation's usable polygons as lists of floats (what the instance's ``mask`` holds)."""
-        first, end = self.ranges.get(ann_id, (0, 0))
+        first, end = self._range(ann_id)
         return [self.values[self._starts[k]:self._ends[k]].tolist() for k in range(first, end) if self._usable[k]]
 
     def unusable(self, ann_id: Hashable) -> tuple[str, str] | None:
@@ -157,7 +191,7 @@ class PolygonTable:
         else ``POLYGON_FEW_POINTS`` when one is a list of an even count of numbers, else ``MALFORMED_MASK``
         (an odd count, or items that are not lists).
         """
-        first, end = self.ranges.get(ann_id, (0, 0))
+        first, end = self._range(ann_id)
         if end == first or any(self._usable[first:end]):
             return None
         ks = range(first, end)
@@ -243,19 +277,26 @@ def _areas(values: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.nd
     return out
 
 
-def polygon_table(annotations: Sequence[dict]) -> PolygonTable:
+def polygon_table(annotations: Sequence[dict], by_position: bool = False,
+                  segmentations: Sequence | None = None) -> PolygonTable:
     """Read the polygons of every annotation whose ``segmentation`` is a non-empty list (ids already checked
-    unique by ``check_ids``) into a ``PolygonTable``."""
-    raw: list = []
-    ranges: dict = {}
-    for ann in annotations:
-        seg = ann.get('segmentation')
-        if isinstance(seg, list) and seg:
-            ranges[ann['id']] = (len(raw), len(raw) + len(seg))
-            raw.extend(seg)
-    is_list = np.fromiter((isinstance(p, list) for p in raw), bool, len(raw))
-    lengths = np.fromiter((len(p) if isinstance(p, list) else 0 for p in raw), np.int64, len(raw))
-    values, numeric = _floats([p for p in raw if isinstance(p, list)], lengths[is_list])
+    unique by ``check_ids``) into a ``PolygonTable``, looked up by annotation id or (``by_position``) by the
+    annotation's position in ``annotations``. ``segmentations``: the annotations' ``segmentation`` values, when
+    the caller has them already."""
+    segs = list(map(dict.get, annotations, repeat('segmentation'))) if segmentations is None else segmentations
+    is_seg_list = np.fromiter(map(isinstance, segs, repeat(list)), bool, len(segs))
+    seg_lists = list(compress(segs, is_seg_list))
+    counts = np.zeros(len(segs), np.int64)
+    counts[is_seg_list] = np.fromiter(map(len, seg_lists), np.int64, len(seg_lists))
+    end = np.cumsum(counts)
+    first = end - counts
+    raw: list = list(chain.from_iterable(seg_lists))
+    ranges = None if by_position else {ann['id']: (int(first[k]), int(end[k]))
+                                       for k, ann in enumerate(annotations) if counts[k]}
+    is_list = np.fromiter(map(isinstance, raw, repeat(list)), bool, len(raw))
+    lengths = np.zeros(len(raw), np.int64)
+    lengths[is_list] = np.fromiter(map(len, compress(raw, is_list)), np.int64, int(is_list.sum()))
+    values, numeric = _floats(list(compress(raw, is_list)), lengths[is_list])
     full_numeric = np.ones(len(raw), dtype=bool)
     full_numeric[is_list] = numeric
     starts = np.cumsum(lengths) - lengths
@@ -269,7 +310,7 @@ def polygon_table(annotations: Sequence[dict]) -> PolygonTable:
     if formed.size:
         area[formed] = _areas(values, starts[formed], lengths[formed])
     return PolygonTable(raw, values, starts, lengths, is_list, full_numeric, finite, area, well_formed,
-                        well_formed & (area > MIN_POLYGON_AREA), ranges)
+                        well_formed & (area > MIN_POLYGON_AREA), first, end, ranges)
 
 
 __all__ = ['MALFORMED_MASK', 'MIN_POLYGON_AREA', 'POLYGON_FEW_POINTS', 'POLYGON_ZERO_AREA', 'PolygonTable', 'check_ids',

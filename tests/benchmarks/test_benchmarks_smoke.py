@@ -49,6 +49,18 @@ CHEAPEST = {
     "large_objects.py": (["--epochs", "1", "--num-train", "8", "--num-val", "4", "--anchors", "fitted9",
                           "--work-dir", os.path.join(tempfile.mkdtemp(prefix="oars_large_objects_"), "w")],
                          ["large shapes in ", "anchors fitted9 : COCO mAP "]),
+    "tune_search.py": (["--trials", "2", "--budget-epochs", "1", "--num-train", "8", "--num-val", "4",
+                        "--data", os.path.join(tempfile.mkdtemp(prefix="oars_tune_search_"), "data"),
+                        "--work-dir", os.path.join(tempfile.mkdtemp(prefix="oars_tune_search_"), "w")],
+                       ["U-Net demo: shipped config, 1 epochs: best mIoU", "| U-Net demo (mIoU) | 2 (",
+                        "tune_search.json"]),
+    "auto_prune.py": (["--train-epochs", "1", "--epochs", "1", "--steps", "2", "--rounds", "1", "--num-train", "8",
+                       "--num-val", "4", "--latency-target", "0.95", "--latency-size", "64", "--latency-steps", "1",
+                       "--data", os.path.join(tempfile.mkdtemp(prefix="oars_auto_prune_"), "data"),
+                       "--work-dir", os.path.join(tempfile.mkdtemp(prefix="oars_auto_prune_"), "w")],
+                      ["| U-Net demo | original |", "| U-Net demo | prune-uniform-l2 |", "| U-Net demo | auto-sa |",
+                       "| U-Net demo | auto-optuna |", "(control) |", "| U-Net demo (trained), 64x64 |"]),
+    "studio_overhead.py": (["--epochs", "1", "--logger-interval", "19"], ["studio CPU watching"]),
 }
 # data_pipeline.py runs once per task, on a small generated set (tests below)
 DATA_PIPELINE = ["--batches", "1", "--batch-size", "1", "--workers", "0"]
@@ -94,7 +106,8 @@ def test_every_benchmark_script_has_a_smoke_run():
         with open(path) as f:
             if 'if __name__ == "__main__":' in f.read():
                 scripts.add(os.path.basename(path))
-    assert scripts == {*CHEAPEST, "data_pipeline.py"}
+    # data_scale.py and studio_pages.py run in their own smoke tests (test_data_scale.py, test_studio_pages.py)
+    assert scripts == {*CHEAPEST, "data_pipeline.py", "data_scale.py", "studio_pages.py"}
 
 
 # contention.py's cheapest form is still two fresh training processes with their DataLoader workers (~25 s)
@@ -103,8 +116,13 @@ def test_every_benchmark_script_has_a_smoke_run():
 # stream_fps.py: the U-Net demo export (~15 s CPU; its stream path runs on a tiny export in test_stream_fps.py)
 # large_objects.py: one epoch of the YOLOv3 demo on 8 images through train.py, eval.py and optimize_anchors.py (~40 s)
 # class_aware_sampling.py: two one-epoch trainings of the demo cascade on 8 images and their evaluations (~40 s)
+# tune_search.py: three one-epoch trainings of the demo U-Net on 8 images, two of them a study (~1-2 min)
+# auto_prune.py: a one-epoch training, three pruned variants fine-tuned, exported and timed, the control, a latency
+# search (~2-4 min; both together took 6 min on two cores busy with other jobs)
+# studio_overhead.py: a one-epoch U-Net demo run watched through the studio's event stream (~50 s)
 SLOW_SCRIPTS = {"contention.py", "serve_load.py", "compile_step.py", "compile_reference.py", "stream_fps.py",
-                "large_objects.py", "class_aware_sampling.py"}
+                "large_objects.py", "class_aware_sampling.py", "tune_search.py", "auto_prune.py",
+                "studio_overhead.py"}
 
 
 @pytest.mark.parametrize("script", [pytest.param(s, marks=pytest.mark.slow) if s in SLOW_SCRIPTS else s

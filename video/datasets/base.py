@@ -157,7 +157,9 @@ class VideoBaseDataset(OarsDataset):
 
     @property
     def num_classes(self) -> int:
-        return len(self.metainfo['classes'])
+        # ``_metainfo``, not ``metainfo``: mmengine's property deep-copies the whole metainfo (classes and palette) on
+        # every call, and the list loaders ask once per line (minutes for a 650k-line list)
+        return len(self._metainfo['classes'])
 
     def _lines(self, min_fields: int) -> Iterator[tuple[str, list[str], int | list[int]]]:
         """(``'FILE line N'``, the fields before the labels, the label(s)) of every line."""
