@@ -1,12 +1,11 @@
 """The studio's app factory: one FastAPI app over one workspace, with its walls (token, CSRF, paths) in place.
 
-Pages are registered by :data:`oars.studio.routes.PAGES` (one module a page, each with an ``APIRouter`` named
-``router``); this file only assembles them and installs the checks every request goes through.
+Pages are the modules of :data:`PAGES` (one module a page, each with an ``APIRouter`` named ``router``); this file
+only assembles them and installs the checks every request goes through.
 """
 
 from __future__ import annotations
 
-import importlib
 from urllib.parse import quote
 
 from fastapi import Depends, FastAPI, Request
@@ -14,7 +13,7 @@ from fastapi.responses import JSONResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 
 from oars.studio.body_limit import BodyLimit
-from oars.studio.routes import PAGES
+from oars.studio.routes import auth, datasets, evaluate, exports, home, runs, train
 from oars.studio.security import (
     CSRF_COOKIE,
     CSRF_FIELD,
@@ -32,6 +31,8 @@ from oars.studio.settings import StudioSettings
 from oars.studio.web import STATIC_DIR, error_response, wants_json
 from oars.studio.workspace import Workspace
 
+#: the studio's rooms, in the order their routes are matched
+PAGES = (home, auth, runs, train, datasets, evaluate, exports)
 #: paths served without login: the login form itself, the vendored files, and the health probe
 OPEN_PATHS = ("/login", "/static/", "/health")
 
@@ -50,8 +51,8 @@ def create_app(settings: StudioSettings) -> FastAPI:
     app.state.settings = settings
     app.state.workspace = Workspace(settings.workspace, settings.data_roots)
     app.mount("/static", StaticFiles(directory=str(STATIC_DIR)), name="static")
-    for name in PAGES:
-        app.include_router(importlib.import_module(f"oars.studio.routes.{name}").router)
+    for page in PAGES:
+        app.include_router(page.router)
     app.middleware("http")(_login_and_csrf_cookie)
     app.add_middleware(BodyLimit, limit=settings.max_upload_bytes)  # outermost: counts bytes before any parsing
     app.add_exception_handler(StudioError, error_response)  # type: ignore[arg-type]
