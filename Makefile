@@ -3,7 +3,8 @@
 # demo-yolo / demo-mask / demo-pix2pix / demo-cgan one model; demo-int8 the YOLOv3 INT8 export; demo-onestage the
 # FCOS one-stage detector, outside make demo's 20 minutes; demo-localization BMN on generated long videos, from
 # demo-video's recognizer features; demo-cacascade class-aware sampling on a long-tailed set; demo-parsing ACE2P human
-# parsing with flip TTA; all outside make demo).
+# parsing with flip TTA; demo-edge the demo U-Net and YOLOv3 in every export format with the parity table; all
+# outside make demo).
 # make demo runs its demos in two lanes side by side, one thread each: these small models use a second core for
 # about 1.3x speed, a second process for nearly 2x. Each lane's lines are prefixed with its name.
 # make test: set up .venv and run the test suite (make test-slow: the slow-marked tests; make test-all: both).
@@ -32,7 +33,8 @@ LOC_DIR := work_dirs/demo_localization
 LOC_DATA := data/demo_long_videos
 
 .PHONY: demo demo-lane-1 demo-lane-2 demo-seg demo-det demo-yolo demo-mask demo-int8 demo-onestage demo-video demo-video-data demo-localization demo-cacascade demo-parsing \
-	demo-gan demo-pix2pix demo-pix2pix-data demo-cgan demo-gan-data demo-data test test-slow test-all bench cpp lint setup \
+	demo-gan demo-pix2pix demo-pix2pix-data demo-cgan demo-gan-data demo-data demo-edge test test-slow test-all bench cpp \
+	lint setup \
 	clean-demo studio
 
 setup: $(STAMP)
@@ -173,6 +175,16 @@ demo-int8:
 		--int8 --calib-dir data/demo_shapes/images/train --calib-num 64
 	$(PY) deploy/python/infer.py --model-dir $(DET_DIR)/export_int8 -i data/demo_shapes/images/val \
 		-o $(DET_DIR)/deploy_infer_int8 --benchmark
+
+# the demo U-Net and YOLOv3 (their last checkpoints; trained first when absent) exported to onnx and every edge
+# format (tools/export.py --format openvino, ort, ...), each checked against ONNX Runtime, and the model x format
+# table printed (tools/format_matrix.py, the code of tests/export/test_format_matrix.py); exports in work_dirs/demo_edge
+demo-edge:
+	test -f $(DEMO_DIR)/last_checkpoint || $(MAKE) --no-print-directory demo-seg
+	test -f $(DET_DIR)/last_checkpoint || $(MAKE) --no-print-directory demo-yolo
+	$(PY) tools/format_matrix.py -o work_dirs/demo_edge \
+		-m U-Net $(DEMO_CFG) "$$(cat $(DEMO_DIR)/last_checkpoint)" \
+		-m YOLOv3 $(DET_CFG) "$$(cat $(DET_DIR)/last_checkpoint)"
 
 demo-gan: demo-pix2pix demo-cgan
 

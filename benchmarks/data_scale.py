@@ -432,5 +432,5 @@ def main(argv: list[str] | None = None) -> None:
             json.dump(result, f, indent=1)
 
 
-if __name__ == '__main__':
+if __name__ == "__main__":
     main()

@@ -30,6 +30,9 @@ EXTRA_PACKAGES: dict[str, tuple[str, str]] = {
     "optuna": ("optuna", "tune"),
     "openvino": ("openvino", "edge"),
     "nncf": ("nncf", "edge"),
+    "pnnx": ("pnnx", "edge"),
+    "ncnn": ("ncnn", "edge"),
+    "MNN": ("MNN", "edge"),
 }
 
 

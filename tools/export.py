@@ -1,4 +1,5 @@
-"""Export a trained model: tools/export.py -c CONFIG -w CKPT --format onnx|tensorrt|openvino|ort [-o OUT_DIR]
+"""Export a trained model: tools/export.py -c CONFIG -w CKPT --format onnx|tensorrt|openvino|ort|ncnn|mnn|litert
+[-o OUT_DIR]
 [--dynamic] [--half | --int8 --calib-dir DIR [--calib-num N] [--calib-method entropy|minmax|percentile]]
 [--min-agreement X] [--opset N] [--overwrite] [TASK FLAGS].
 
@@ -10,7 +11,9 @@ model_int8.onnx (the precision is in the graph: FP16 tensors, or Q/DQ nodes cali
 for image models), which must agree with the FP32 graph (export.min_agreement, default 0.99 / 0.9); deploy.yaml
 then points the predictors and TensorRT at that file.
 --format openvino (model.xml + model.bin; --half: FP16 weights, --int8: NNCF calibrated on --calib-dir) and
---format ort (ONNX Runtime's mobile format: model.ort + required_operators.config, from the graph deploy.yaml runs)
+--format ort (ONNX Runtime's mobile format: model.ort + required_operators.config, from the graph deploy.yaml runs),
+--format ncnn (pnnx: model.ncnn.param + .bin; --half: FP16 weights), --format mnn (model.mnn; --half: FP16, --int8:
+8-bit weights) and --format litert (model.tflite, converted in a virtual environment of its own; docs/deploy.md)
 are written from model.onnx, which stays as the reference: each is run on the self-check inputs next to ONNX
 Runtime FP32 and the export fails (nothing renamed into place) below --min-agreement (default per precision and
 output kind: FP32 0.999 dense / 0.99 labels / 0.95 matched detections; FP16 0.99; INT8 0.9). The result is printed
@@ -33,9 +36,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("-c", "--config", required=True, help="YAML config file")
     parser.add_argument("-w", "--weights", required=True, help="checkpoint")
     parser.add_argument("--format", default="onnx",
-                        help="onnx (default), tensorrt, openvino (OpenVINO IR) or ort (ONNX Runtime mobile)")
+                        help="onnx (default), tensorrt, openvino (OpenVINO IR), ort (ONNX Runtime mobile), ncnn, mnn or "
+                        "litert (LiteRT / TFLite)")
     parser.add_argument("--min-agreement", type=float, default=None,
-                        help="agreement with ONNX Runtime FP32 below which an openvino / ort export (and a --half / "
+                        help="agreement with ONNX Runtime FP32 below which an edge-format export (and a --half / "
                         "--int8 graph) fails (default: per precision and output kind, see above)")
     parser.add_argument("-o", "--opt", dest="values", nargs="+", action="extend", default=[],
                         metavar="OUT_DIR|KEY=VALUE", help="output folder and/or config overrides")

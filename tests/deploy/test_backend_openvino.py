@@ -58,7 +58,7 @@ def test_edge_backends_give_onnx_runtime_outputs(model_dir):
     np.testing.assert_array_equal(first, kept)
     with pytest.raises(DeployError, match=r"the model has inputs \['image'\], not \['img'\]"):
         openvino({"img": x})
-    assert BACKENDS == ("onnxruntime", "ort", "openvino", "tensorrt")
+    assert BACKENDS == ("onnxruntime", "ort", "openvino", "ncnn", "mnn", "litert", "tensorrt")
 
 
 def test_oars_infer_backends_give_the_same_records_without_torch(model_dir, tmp_path):
@@ -87,8 +87,9 @@ def test_backend_errors_are_one_message(model_dir, tmp_path, monkeypatch):
     with pytest.raises(DeployError, match=r"broken.xml \(or its .bin beside it\) is damaged or not an OpenVINO "
                                           r"model .*re-export it with tools/export.py --format openvino$"):
         make_backend("openvino", model_dir, {"openvino": "broken.xml"}, "cpu")
-    with pytest.raises(DeployError, match=r"backend must be one of \['onnxruntime', 'ort', 'openvino', 'tensorrt'\]"):
-        make_backend("ncnn", model_dir, {}, "cpu")
+    with pytest.raises(DeployError, match=r"backend must be one of \['onnxruntime', 'ort', 'openvino', 'ncnn', 'mnn', "
+                                          r"'litert', 'tensorrt'\]"):
+        make_backend("paddle-lite", model_dir, {}, "cpu")
     hide_packages(monkeypatch, "openvino")
     with pytest.raises(DeployError, match=r"^--backend openvino needs openvino, .*pip install"):
         make_backend("openvino", model_dir, {}, "cpu")

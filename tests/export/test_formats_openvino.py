@@ -170,9 +170,9 @@ def test_unknown_operator_refused_naming_it(tmp_path):
 
 def test_missing_packages_and_unknown_format_are_one_line(demo_case, tmp_path, monkeypatch):
     cfg, ckpt = demo_case
-    with pytest.raises(ExportError, match=r"^unsupported export format 'ncnn'; expected one of: "
-                                          r"onnx\|tensorrt\|openvino\|ort$"):
-        export_model(cfg, ckpt, str(tmp_path), fmt="ncnn")
+    with pytest.raises(ExportError, match=r"^unsupported export format 'paddle-lite'; expected one of: "
+                                          r"onnx\|tensorrt\|openvino\|ort\|ncnn\|mnn\|litert$"):
+        export_model(cfg, ckpt, str(tmp_path), fmt="paddle-lite")
     hide_packages(monkeypatch, "nncf")
     with pytest.raises(ExportError, match=r"^--format openvino --int8 needs nncf, .*pip install"):
         export_model(cfg, ckpt, str(tmp_path), fmt="openvino", int8=True, calib_dir=str(tmp_path))
@@ -180,7 +180,7 @@ def test_missing_packages_and_unknown_format_are_one_line(demo_case, tmp_path, m
     with pytest.raises(ExportError, match=r"^--format openvino needs openvino, .*pip install"):
         export_model(cfg, ckpt, str(tmp_path), fmt="openvino")
     assert _leftovers(tmp_path) == []  # refused before any work
-    assert set(FORMATS) == {"openvino", "ort"}
+    assert set(FORMATS) == {"openvino", "ort", "ncnn", "mnn", "litert"}
 
 
 @pytest.mark.slow

@@ -1,7 +1,9 @@
 """Runtimes that execute the exported model: ONNX Runtime (CPU or CUDA) on model.onnx or, as ``ort``, on the mobile
 format's model.ort (``tools/export.py --format ort``), OpenVINO on model.xml (``--format openvino``,
-:mod:`oars_deploy.backends_openvino`), TensorRT (an engine built by ``tools/export.py --format tensorrt``). Each maps
-``{input name: array}`` to ``{output name: NumPy array}``; none knows what the outputs mean."""
+:mod:`oars_deploy.backends_openvino`), LiteRT on model.tflite (``--format litert``, :mod:`oars_deploy.backends_litert`),
+ncnn on model.ncnn.param/.bin (``--format ncnn``, :mod:`oars_deploy.backends_ncnn`), MNN on model.mnn
+(``--format mnn``, :mod:`oars_deploy.backends_mnn`), TensorRT (an engine built by ``tools/export.py --format
+tensorrt``). Each maps ``{input name: array}`` to ``{output name: NumPy array}``; none knows what the outputs mean."""
 
 from __future__ import annotations
 
@@ -13,10 +15,12 @@ import numpy as np
 from oars_deploy.arrays import to_numpy
 from oars_deploy.errors import DeployError
 
-BACKENDS = ("onnxruntime", "ort", "openvino", "tensorrt")
+BACKENDS = ("onnxruntime", "ort", "openvino", "ncnn", "mnn", "litert", "tensorrt")
 # backend -> (deploy.yaml ``model`` key naming its file, the default file name, the --format that writes it)
 MODEL_FILES = {"onnxruntime": ("onnx", "model.onnx", "onnx"), "ort": ("ort", "model.ort", "ort"),
-               "openvino": ("openvino", "model.xml", "openvino"), "tensorrt": ("engine", "model.engine", "tensorrt")}
+               "openvino": ("openvino", "model.xml", "openvino"), "tensorrt": ("engine", "model.engine", "tensorrt"),
+               "litert": ("litert", "model.tflite", "litert"), "ncnn": ("ncnn", "model.ncnn.param", "ncnn"),
+               "mnn": ("mnn", "model.mnn", "mnn")}
 
 
 class OrtBackend:
@@ -94,12 +98,13 @@ class TensorRTBackend:
 def make_backend(name: str, model_dir: str, model: dict, device: str) -> Any:
     """The backend ``name`` for the model in ``model_dir``; ``model`` is deploy.yaml's ``model`` section, whose keys
     name the files (:data:`MODEL_FILES`: ``onnx`` default model.onnx, ``ort`` model.ort, ``openvino`` model.xml,
-    ``engine`` model.engine). A file the export did not write is one message naming the --format that writes it."""
+    ``ncnn`` model.ncnn.param, ``mnn`` model.mnn, ``engine`` model.engine). A file the export did not write is one
+    message naming the --format that writes it."""
     if name not in MODEL_FILES:
         raise DeployError(f"backend must be one of {list(BACKENDS)}, got {name!r}")
     key, default, fmt = MODEL_FILES[name]
     path = osp.join(model_dir, model.get(key, default))
-    if name in ("ort", "openvino") and not osp.isfile(path):
+    if name in ("ort", "openvino", "litert", "ncnn", "mnn") and not osp.isfile(path):
         raise DeployError(f"--backend {name}: no {osp.basename(path)} in {model_dir}; export the model with "
                           f"tools/export.py --format {fmt}")
     if name in ("onnxruntime", "ort"):
@@ -108,4 +113,16 @@ def make_backend(name: str, model_dir: str, model: dict, device: str) -> Any:
         from oars_deploy.backends_openvino import OpenVINOBackend
 
         return OpenVINOBackend(path, device)
+    if name == "litert":
+        from oars_deploy.backends_litert import LiteRTBackend
+
+        return LiteRTBackend(path, device)
+    if name == "ncnn":
+        from oars_deploy.backends_ncnn import NcnnBackend
+
+        return NcnnBackend(path, device)
+    if name == "mnn":
+        from oars_deploy.backends_mnn import MnnBackend
+
+        return MnnBackend(path, device)
     return TensorRTBackend(path, device)

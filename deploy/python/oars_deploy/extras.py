@@ -142,6 +142,8 @@ RUNTIME_EXTRA_PACKAGES: dict[str, dict[str, str]] = {
     "cupy": {"cupy": "cupy-cuda12x"},
     "tensorrt": {"tensorrt": "tensorrt"},
     "openvino": {"openvino": "openvino"},
+    "ncnn": {"ncnn": "ncnn"},
+    "mnn": {"MNN": "MNN"},
 }
 # top-level module -> (distribution, extra): the table Extras reads
 RUNTIME_PACKAGES: dict[str, tuple[str, str]] = {module: (dist, extra) for extra, modules in
@@ -154,6 +156,8 @@ OARS_CHECKOUT_INSTALL: dict[str, str] = {
     "cupy": "pip install cupy-cuda12x",
     "tensorrt": "pip install tensorrt cupy-cuda12x",
     "openvino": "pip install -e '.[edge]'",
+    "ncnn": "pip install -e '.[edge]'",
+    "mnn": "pip install -e '.[edge]'",
 }
 
 

@@ -1,0 +1,145 @@
+"""LiteRT / TensorFlow Lite (``--format litert``): ``model.tflite`` (+ ``litert_layout.json``) converted from the
+exported ONNX graph by onnx2tf, in a virtual environment of its own.
+
+- Why its own environment: onnx2tf pins TensorFlow 2.19, NumPy 1.26, onnx 1.19 and onnxruntime 1.23, which the main
+  environment must not get (:mod:`oars.export.formats.isolated_env` creates it on first use under the cache folder;
+  ``pip install oars`` never pulls TensorFlow). The runtime side needs only ``ai-edge-litert``.
+- FP32: onnx2tf's ``model_float32.tflite``; FP16 (``--half``): its ``model_float16.tflite`` (weights stored in FP16,
+  the interpreter computes in FP32 on the CPU). INT8 is refused (not built: the ONNX and OpenVINO INT8 paths are).
+- onnx2tf downloads a sample-image file for its own accuracy checks when none is in its working folder; nothing may
+  download at run time, so the writer puts a synthetic one there (:func:`write_sample_images`).
+- Layout: onnx2tf writes channels-last models; the runtime backend transposes the inputs by the interpreter's input
+  details and the outputs by ``litert_layout.json``, which this writer fills from the ONNX graph's output shapes
+  (:mod:`oars_deploy.backends_litert`).
+- Detections: the exported detectors give ``boxes`` and ``scores`` as separate outputs, so pixel coordinates never
+  share a tensor (and a quantisation range) with scores.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import os.path as osp
+import re
+import shutil
+
+import numpy as np
+
+from oars.export.errors import ExportError
+from oars.export.formats.base import FormatFiles, FormatJob, FormatWriter, operators_in
+from oars.export.formats.isolated_env import ANSI, IsolatedEnv, last_error_line
+from oars.export.formats.openvino import graph_operators
+from oars.extras import require_extra
+from oars_deploy.backends_litert import LAYOUT_FILE, layout_permutation
+
+# onnx2tf pins every package it needs exactly (tensorflow 2.19.0, numpy 1.26.4, onnx 1.19.1, onnxruntime 1.23.0,
+# ai-edge-litert 2.1.0, ...); TensorFlow 2.19 has wheels for Python 3.9-3.12
+CONVERTER_ENV = IsolatedEnv(name="litert", requirements=("onnx2tf==1.29.24", "tensorflow==2.19.0"),
+                            feature="--format litert", python_versions=((3, 9), (3, 10), (3, 11), (3, 12)))
+CONVERT_TIMEOUT_S = 900
+OUTPUT_FILES = {"fp32": "model_float32.tflite", "fp16": "model_float16.tflite"}
+# how onnx2tf names an operator it cannot convert: "FancyOp OP is not yet implemented", "onnx_op_type: RoiAlign"
+UNCONVERTED = re.compile(r"(\S+) OP is not yet implemented|onnx_op_type:\s*(\S+)")
+SAMPLE_FILE = "calibration_image_sample_data_20x128x128x3_float32.npy"  # the name onnx2tf looks for in its cwd
+
+
+class LiteRTWriter(FormatWriter):
+    """model.tflite (FP32 or FP16 weights) + litert_layout.json, run by ``oars-infer --backend litert``."""
+
+    name = "litert"
+    backend = "litert"
+    infer_backend = "litert"
+    model_key = "litert"
+    packages = ("ai_edge_litert", "onnx")
+    reduces_precision = True
+
+    def require(self, precision: str = "fp32") -> None:
+        """Refuse --int8, a Python without TensorFlow wheels, or a missing runtime package, before any work.
+
+        Raises:
+            ExportError: one line saying which and what to do.
+        """
+        if precision == "int8":
+            raise ExportError("--format litert --int8 is not supported (onnx2tf's integer quantisation is not "
+                              "wired in); use --format litert --half (FP16 weights), or --int8 with --format "
+                              "onnx, openvino or ort")
+        super().require(precision)
+        CONVERTER_ENV.check_python()
+
+    def write(self, job: FormatJob) -> FormatFiles:
+        """model.tflite of ``job.fp32_onnx_path`` at ``job.precision`` and its layout file in ``job.out_dir``.
+
+        Raises:
+            ExportError: an operator onnx2tf cannot convert (named), the converter environment could not be built,
+                or the conversion failed (its last error line).
+        """
+        work = osp.join(job.out_dir, "onnx2tf")
+        os.makedirs(work, exist_ok=True)
+        write_sample_images(osp.join(work, SAMPLE_FILE))
+        # onnx2tf overwrites its input with its simplified graph: give it a copy (the staged model.onnx is a hard
+        # link to the export's own file)
+        shutil.copyfile(job.fp32_onnx_path, osp.join(work, "model.onnx"))
+        done = CONVERTER_ENV.run(["-m", "onnx2tf", "-i", "model.onnx", "-o", "saved_model", "-coion", "-n"],
+                                 cwd=work, timeout_s=CONVERT_TIMEOUT_S)
+        produced = osp.join(work, "saved_model", OUTPUT_FILES[job.precision])
+        if done.returncode != 0 or not osp.isfile(produced):
+            raise self.conversion_error(done.returncode, done.stdout + done.stderr, job.fp32_onnx_path)
+        os.replace(produced, osp.join(job.out_dir, "model.tflite"))
+        layout = output_layout(osp.join(job.out_dir, "model.tflite"), job.fp32_onnx_path)
+        with open(osp.join(job.out_dir, LAYOUT_FILE), "w") as f:
+            f.write(json.dumps({"outputs": layout}) + "\n")
+        return FormatFiles(main="model.tflite", others=[LAYOUT_FILE])
+
+    def conversion_error(self, code: int, text: str, onnx_path: str) -> ExportError:
+        """The one message of a failed conversion: the operators onnx2tf names as unconverted (``X OP is not yet
+        implemented``, ``onnx_op_type: X``), else its last error line."""
+        text = ANSI.sub("", text)
+        named = [m.group(1) or m.group(2) for m in UNCONVERTED.finditer(text)]
+        ops = operators_in(" ".join(named), graph_operators(onnx_path))
+        if ops:
+            return self.refuse_operators(ops, " (onnx2tf has no TensorFlow conversion for it)")
+        return ExportError(f"--format litert: onnx2tf failed on {osp.basename(onnx_path)} (exit {code}): "
+                           f"{last_error_line(text)}")
+
+
+def write_sample_images(path: str) -> str:
+    """The 20 x 128 x 128 x 3 float32 images in [0, 1] that onnx2tf would download for its own checks: a fixed
+    random set (it only feeds them to both graphs); returns ``path``."""
+    np.save(path, np.random.default_rng(0).random((20, 128, 128, 3), dtype=np.float32))
+    return path
+
+
+def output_layout(tflite_path: str, onnx_path: str) -> dict[str, list[int]]:
+    """Output name -> the permutation from the LiteRT model's output to the ONNX graph's layout (identity for the
+    outputs onnx2tf kept as they were).
+
+    Raises:
+        ExportError: an output is missing or its shape is no layout of the ONNX one (the converter changed it).
+    """
+    interpreter = require_extra("ai_edge_litert.interpreter", "--format litert")
+    model = interpreter.Interpreter(model_path=tflite_path)
+    signatures = model.get_signature_list()
+    runner = model.get_signature_runner(next(iter(signatures)))
+    shapes = {name: [int(d) for d in detail.get("shape_signature", detail["shape"])]
+              for name, detail in runner.get_output_details().items()}
+    layout = {}
+    for name, onnx_shape in onnx_output_shapes(onnx_path).items():
+        if name not in shapes:
+            raise ExportError(f"--format litert: the LiteRT model has no output {name!r}; it has {sorted(shapes)}")
+        perm = layout_permutation([max(d, 1) for d in shapes[name]], onnx_shape)
+        if perm is None:
+            raise ExportError(f"--format litert: output {name!r} has shape {shapes[name]} in the LiteRT model, "
+                              f"which is no layout of the ONNX graph's {onnx_shape}")
+        layout[name] = perm
+    return layout
+
+
+def onnx_output_shapes(onnx_path: str) -> dict[str, list[int]]:
+    """The ONNX graph's outputs and their shapes (-1 for a dynamic dimension)."""
+    onnx = require_extra("onnx", "--format litert")
+    graph = onnx.load(onnx_path, load_external_data=False).graph
+    return {o.name: [d.dim_value if d.HasField("dim_value") else -1 for d in o.type.tensor_type.shape.dim]
+            for o in graph.output}
+
+
+LITERT = LiteRTWriter()

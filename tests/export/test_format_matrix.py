@@ -1,0 +1,179 @@
+"""Which model runs where: every family (one shrunk config each, random weights, tiny inputs) exported to every
+format (onnx + oars.export.formats.FORMATS), each cell "agreed <agreement>" (deploy.yaml's parity), "refused:
+<operator>" or "failed: <reason>" (tools/format_matrix.py, the code ``make demo-edge`` runs too).
+
+The table lives in docs/deploy.md between ``<!-- format-matrix:start -->`` and ``<!-- format-matrix:end -->``:
+``OARS_WRITE_FORMAT_MATRIX=1 pytest tests/export/test_format_matrix.py -m slow`` writes it; otherwise the test fails
+when the doc's table is not what it measured (a stale table, or a format that broke)."""
+
+from __future__ import annotations
+
+import copy
+import os
+import os.path as osp
+import sys
+
+import pytest
+import torch
+from demo_utils import ROOT, load_tool, random_checkpoint
+from export_cases import shrunk_export_case
+
+DOC = osp.join(ROOT, "docs", "deploy.md")
+matrix = load_tool("format_matrix")
+
+
+def _image_case(config: str, size: int = 64, **kwargs):
+    def build(folder: str):
+        cfg, ckpt = shrunk_export_case(osp.join(ROOT, config), folder, size=size, **kwargs)
+        return cfg, ckpt, None
+    return build
+
+
+def _two_stage(name: str):
+    def build(folder: str):
+        sys.path.append(osp.join(ROOT, "tests", "detection", "export"))
+        from two_stage_cases import build_case, save_checkpoint
+
+        cfg, model = build_case(name, size=64)
+        return cfg, save_checkpoint(model, folder), None
+    return build
+
+
+def _video(name: str):
+    def build(folder: str):
+        from vid_export_cases import checkpoint, video_config
+
+        cfg = video_config(folder, name)
+        return cfg, checkpoint(cfg), None
+    return build
+
+
+def _features(folder: str):
+    from vid_feature_cases import checkpoint, feature_config
+
+    cfg = feature_config(folder, "attention_cluster")
+    return cfg, checkpoint(cfg), None
+
+
+def _bmn(folder: str):
+    from mmengine.registry import DefaultScope
+    from video_segments_export import BMN_CFG, SHRINK, SNIPPET, STRIDE, TOP_K, bmn_checkpoint, tiny_recognizer_config
+
+    from oars.config import load_config
+
+    rcfg = tiny_recognizer_config(_path(folder))
+    weights = random_checkpoint(rcfg, [], folder)
+    with DefaultScope.overwrite_default_scope("video"):
+        ckpt = bmn_checkpoint(_path(folder))
+    options = {"recognizer_config": rcfg, "recognizer_weights": weights, "snippet": SNIPPET, "stride": STRIDE,
+               "top_k": TOP_K}
+    return load_config(BMN_CFG, SHRINK), ckpt, options
+
+
+def _gan(folder: str):
+    from mmengine.config import Config
+
+    from gan.registry import MODELS
+
+    model_cfg = {"type": "CGAN", "noise_size": 16, "num_classes": 4, "ema_config": {"momentum": 0.5},
+                 "generator": {"type": "DCGANGenerator", "ngf": 8, "output_size": 28}}
+    torch.manual_seed(0)
+    model = MODELS.build(copy.deepcopy(model_cfg))
+    model.init_weights()
+    ckpt = osp.join(folder, "model.pth")
+    torch.save({"state_dict": model.state_dict()}, ckpt)
+    return Config({"default_scope": "gan", "model": model_cfg, "export": {"input_shape": [1, 3, 32, 32]}}), ckpt, None
+
+
+def _path(folder: str):
+    from pathlib import Path
+
+    return Path(folder)
+
+
+# one row per family: its name in the table and how its shrunk case is built in a folder
+FAMILIES = {
+    "U-Net": _image_case("configs/segmentation/unet/unet_demo_shapes.yaml", standardise_logits=True),
+    "DeepLabV3": _image_case("configs/segmentation/deeplabv3/deeplabv3_r50_40k_voc12.yaml", standardise_logits=True),
+    "ICNet": _image_case("configs/segmentation/icnet/icnet_r18-d8_80k_cityscapes.yaml", standardise_logits=True),
+    "BiSeNetV2": _image_case("configs/segmentation/bisenetv2/bisenetv2_fcn_160k_cityscapes.yaml",
+                             standardise_logits=True),
+    "YOLOv3": _image_case("configs/detection/yolov3/yolov3_darknet53_demo_shapes.yaml"),
+    "RetinaNet": _image_case("configs/detection/retinanet/retinanet_r50_fpn_1x_coco.yaml"),
+    "FCOS": _image_case("configs/detection/fcos/fcos_r18_fpn_demo_shapes.yaml"),
+    "SSDLite": _image_case("configs/detection/ssd/ssdlite_mobilenetv3_320_coco.yaml"),
+    "Faster R-CNN": _two_stage("faster"),
+    "Mask R-CNN": _two_stage("mask"),
+    "TSM": _video("tsm"),
+    "R(2+1)D": _video("r2plus1d"),
+    "AttentionCluster (features)": _features,
+    "BMN": _bmn,
+    "CGAN generator": _gan,
+}
+
+
+@pytest.fixture(scope="module")
+def measured(tmp_path_factory) -> tuple[dict[str, dict[str, str]], list[str]]:
+    """Every family exported to every format: ``({family: {format: cell}}, formats)``."""
+    formats = matrix.format_names()
+    root = tmp_path_factory.mktemp("format_matrix")
+    rows = {}
+    for name, build in FAMILIES.items():
+        folder = str(root / f"case_{len(rows)}")
+        os.makedirs(folder, exist_ok=True)
+        cfg, ckpt, options = build(folder)
+        rows[name] = matrix.export_all(name, cfg, ckpt, str(root / "exports"), formats, options)
+    return rows, formats
+
+
+@pytest.mark.slow
+def test_every_family_exports_to_onnx_and_the_doc_table_is_the_measured_one(measured):
+    rows, formats = measured
+    table = matrix.markdown_table(rows, formats)
+    print("\n" + table)
+    for name, cells in rows.items():
+        assert cells["onnx"] == "self-check passed", (name, cells)  # every family's reference graph exports
+        for fmt, cell in cells.items():
+            assert cell.startswith(("agreed ", "refused: ", "disagreed: ", "failed: ", "self-check")), (name, fmt,
+                                                                                                          cell)
+    with open(DOC) as f:
+        text = f.read()
+    if os.environ.get("OARS_WRITE_FORMAT_MATRIX") == "1":
+        with open(DOC, "w") as f:
+            f.write(matrix.with_table(text, table))
+        return
+    assert matrix.table_in(text) == table, ("docs/deploy.md's format table is stale; rerun with "
+                                            "OARS_WRITE_FORMAT_MATRIX=1 to write the measured one")
+
+
+def test_table_markers_and_cells():
+    rows = {"A": {"onnx": "self-check passed", "x": "agreed 1.000"}, "B": {"onnx": "self-check passed",
+                                                                          "x": "refused: RoiAlign"}}
+    table = matrix.markdown_table(rows, ["onnx", "x"])
+    assert table == ("| model | onnx | x |\n|---|---|---|\n| A | self-check passed | agreed 1.000 |\n"
+                     "| B | self-check passed | refused: RoiAlign |\n")
+    doc = f"intro\n{matrix.START}\nold\n{matrix.END}\nrest\n"
+    new = matrix.with_table(doc, table)
+    assert new == f"intro\n{matrix.START}\n{table}{matrix.END}\nrest\n" and matrix.table_in(new) == table
+    with pytest.raises(ValueError, match=r"^docs/deploy.md has no <!-- format-matrix:start --> \.\.\. "):
+        matrix.table_in("no markers here")
+    assert matrix.REFUSED.search("--format litert cannot hold operator(s) RoiAlign of this graph (x)").group(1) \
+        == "RoiAlign"
+    assert matrix.error_cell("--format x cannot hold operator(s) ArgMax, Where of this graph (...)") == \
+        "refused: ArgMax, Where"
+    assert matrix.error_cell("--format litert: the litert FP32 model agrees with ONNX Runtime FP32 on 'label' only "
+                             "0.6575 (needed 0.99; --min-agreement sets the threshold); ...") == \
+        "disagreed: label 0.657 < 0.99"
+    assert matrix.error_cell("--format y: converting failed") == "failed: --format y: converting failed"
+    assert matrix.error_cell("/tmp/pytest-7/x/cgan.yaml: GAN generators export to --format onnx only (got 'ort')") \
+        == "failed: GAN generators export to --format onnx only (got 'ort')"
+    assert matrix.format_names()[0] == "onnx" and "litert" in matrix.format_names()
+
+
+def test_cli_refuses_missing_files_and_unknown_formats(tmp_path, capsys):
+    with pytest.raises(SystemExit) as code:
+        matrix.main(["-m", "U-Net", "nope.yaml", "nope.pth", "-o", str(tmp_path)])
+    assert code.value.code == 2 and "--model U-Net: config nope.yaml not found" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        matrix.main(["-m", "U-Net", "a", "b", "-o", str(tmp_path), "--formats", "onnx", "tflite"])
+    assert "--formats: unknown ['tflite']" in capsys.readouterr().err
