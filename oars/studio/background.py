@@ -33,7 +33,7 @@ def read_status(folder: Path) -> dict | None:
         return None
     pid = status.get("pid")
     starting = pid is None and time.time() - float(status.get("started") or 0) < START_GRACE_S
-    if status.get("state") == "running" and not starting and not _alive(pid):
+    if status.get("state") == "running" and not starting and not pid_alive(pid):
         status = {**status, "state": "failed",
                   "message": status.get("message") or f"the job stopped without a result (see {LOG_FILE})"}
     return status
@@ -92,7 +92,8 @@ def _reap_later(proc: subprocess.Popen) -> None:
     threading.Thread(target=proc.wait, daemon=True).start()
 
 
-def _alive(pid: object) -> bool:
+def pid_alive(pid: object) -> bool:
+    """Whether process ``pid`` runs: it answers signal 0 and is not a zombie (finished, not yet reaped)."""
     if not isinstance(pid, int) or pid <= 0:
         return False
     try:

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from oars.studio import run_files
+from oars.studio.background import pid_alive
 from oars.studio.security import StudioError
 from oars.studio.settings import StudioSettings
 from oars.studio.workspace import Workspace
@@ -158,14 +159,8 @@ def _job_alive(row: dict) -> bool:
     """Whether the job's process still runs: the pid answers, is not a zombie, and is this job (its command line
     names the job module and the work dir, and it started when the job was recorded)."""
     pid = row.get("pid")
-    if not isinstance(pid, int) or pid <= 0:
+    if not pid_alive(pid):
         return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
     proc = Path(f"/proc/{pid}")
     if not proc.is_dir():  # no /proc (not Linux): the pid answering is all we can tell
         return True
