@@ -24,7 +24,7 @@ from onnx import TensorProto, helper, numpy_helper
 from oars.config import apply_overrides
 from oars.export.errors import ExportCheckError, ExportError
 from oars.export.formats import FORMATS, FormatJob
-from oars.export.formats.ncnn import NCNN, rename_blobs
+from oars.export.formats.ncnn import NCNN, graph_signature, rename_blobs
 from oars.export.formats.operators import formats_holding, lacking_operators
 from oars.pipelines.export import export_model
 from oars_deploy.deploy_config import read_deploy_yaml
@@ -218,3 +218,20 @@ def test_yolov3_refused_with_nms_and_with_raw_outputs(tmp_path):
     with pytest.raises(ExportError, match=r"^--format ncnn cannot hold operator\(s\) Greater, Where of this graph"):
         export_model(_with(cfg, "export.postprocess=false"), ckpt, str(tmp_path / "b"), fmt="ncnn")
     assert _leftovers(tmp_path / "a") == [] and _leftovers(tmp_path / "b") == []
+
+
+def test_clip_inputs_are_refused_before_converting(tmp_path):
+    """A 5-D clip input ([N, T, C, H, W]): ncnn died with a floating-point exception running TSM's graph, so it is
+    refused by name before pnnx runs; 4-D image inputs pass."""
+    def graph(shape: list[int]) -> str:
+        x = helper.make_tensor_value_info("clips", TensorProto.FLOAT, shape)
+        y = helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)
+        model = helper.make_model(helper.make_graph([helper.make_node("Relu", ["clips"], ["y"])], "g", [x], [y]))
+        path = str(tmp_path / f"g{len(shape)}.onnx")
+        onnx.save(model, path)
+        return path
+
+    with pytest.raises(ExportError, match=r"^--format ncnn runs graphs of images .*input 'clips' has 5 "
+                                          r"\[1, 4, 3, 32, 32\]: export this model with --format onnx"):
+        graph_signature(graph([1, 4, 3, 32, 32]))
+    assert graph_signature(graph([1, 3, 32, 32])) == (["clips"], ["y"], ["[1,3,32,32]f32"])

@@ -85,6 +85,10 @@ class LiteRTWriter(FormatWriter):
         if done.returncode != 0 or not osp.isfile(produced):
             raise self.conversion_error(done.returncode, done.stdout + done.stderr, job.fp32_onnx_path)
         os.replace(produced, osp.join(job.out_dir, "model.tflite"))
+        flex = flex_operators(osp.join(job.out_dir, "model.tflite"))
+        if flex:
+            raise self.refuse_operators(flex, " (onnx2tf wrote them as TensorFlow Select ops, which need the Flex "
+                                              "delegate that ai-edge-litert does not ship)")
         layout = output_layout(osp.join(job.out_dir, "model.tflite"), job.fp32_onnx_path)
         with open(osp.join(job.out_dir, LAYOUT_FILE), "w") as f:
             f.write(json.dumps({"outputs": layout}) + "\n")
@@ -100,6 +104,21 @@ class LiteRTWriter(FormatWriter):
             return self.refuse_operators(ops, " (onnx2tf has no TensorFlow conversion for it)")
         return ExportError(f"--format litert: onnx2tf failed on {osp.basename(onnx_path)} (exit {code}): "
                            f"{last_error_line(text)}")
+
+
+def flex_operators(tflite_path: str) -> list[str]:
+    """The TensorFlow Select ("Flex") ops of a ``.tflite`` file (e.g. ``CropAndResize``): the LiteRT interpreter
+    refuses them when it allocates its tensors, so such a model would not run anywhere ``ai-edge-litert`` runs.
+    Empty when the interpreter is not installed (the parity check then names the missing package)."""
+    try:
+        from ai_edge_litert.interpreter import Interpreter
+    except ImportError:
+        return []
+    try:
+        Interpreter(model_path=tflite_path).allocate_tensors()
+    except RuntimeError as err:
+        return sorted(set(re.findall(r"Flex(\w+)", str(err))))
+    return []
 
 
 def write_sample_images(path: str) -> str:

@@ -107,7 +107,8 @@ def graph_signature(onnx_path: str) -> tuple[list[str], list[str], list[str]]:
     batch, 1 where it is dynamic; pnnx takes the first axis for the batch and writes a one-image ncnn graph).
 
     Raises:
-        ExportError: an input whose size (other than the batch) is not fixed, or not float32.
+        ExportError: an input whose size (other than the batch) is not fixed, not float32, or of more than 4
+            dimensions (clips: ncnn crashed with a floating-point exception on them, killing the process).
     """
     onnx = require_extra("onnx", "--format ncnn")
     graph = onnx.load(onnx_path, load_external_data=False).graph
@@ -122,6 +123,10 @@ def graph_signature(onnx_path: str) -> tuple[list[str], list[str], list[str]]:
             raise ExportError(f"--format ncnn needs float32 graph inputs of a fixed size (other than the batch); "
                               f"input {value.name!r} is {onnx.TensorProto.DataType.Name(tensor.elem_type)} "
                               f"{['?' if d is None else d for d in dims]}")
+        if len(dims) > 4:  # a clip [N, T, C, H, W]: ncnn divided by zero on them
+            raise ExportError(f"--format ncnn runs graphs of images (inputs of at most 4 dimensions, the batch "
+                              f"included); input {value.name!r} has {len(dims)} {dims}: export this model with "
+                              "--format onnx (ONNX Runtime), ort, openvino or mnn")
         inputs.append(value.name)
         shapes.append("[" + ",".join(str(d) for d in [dims[0] or 1, *dims[1:]]) + "]f32")
     return inputs, [o.name for o in graph.output], shapes
