@@ -36,8 +36,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("-c", "--config", required=True, help="YAML config file")
     parser.add_argument("-w", "--weights", required=True, help="checkpoint")
     parser.add_argument("--format", default="onnx",
-                        help="onnx (default), tensorrt, openvino (OpenVINO IR), ort (ONNX Runtime mobile), ncnn, mnn or "
-                        "litert (LiteRT / TFLite)")
+                        help="onnx (default), tensorrt, openvino (OpenVINO IR), ort (ONNX Runtime mobile), ncnn, mnn "
+                        "or litert (LiteRT / TFLite)")
     parser.add_argument("--min-agreement", type=float, default=None,
                         help="agreement with ONNX Runtime FP32 below which an edge-format export (and a --half / "
                         "--int8 graph) fails (default: per precision and output kind, see above)")

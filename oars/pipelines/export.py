@@ -71,9 +71,9 @@ def export_model(config: str | Config, checkpoint: str, out_dir: str, *, fmt: st
     unasked); ``opset`` outside the range the exporter writes is refused (oars.export.guards). ``task_options``:
     the values of the task's own ``tools/export.py`` flags (:meth:`oars.task_roles.Exporter.export_arguments`), given to
     the task in ``ExportOptions.extra`` over ``cfg.export``.
-    ``fmt`` an edge format (:data:`oars.export.formats.FORMATS`: openvino, ort, ncnn, mnn, litert): its files too, written from the
-    ONNX graph and checked against ONNX Runtime FP32 on the self-check inputs (``min_agreement``: the threshold,
-    also that of the --half / --int8 ONNX graphs; default per precision and output kind,
+    ``fmt`` an edge format (:data:`oars.export.formats.FORMATS`: openvino, ort, ncnn, mnn, litert): its files too,
+    written from the ONNX graph and checked against ONNX Runtime FP32 on the self-check inputs (``min_agreement``:
+    the threshold, also that of the --half / --int8 ONNX graphs; default per precision and output kind,
     :mod:`oars.export.formats.parity`); deploy.yaml names the files (``model.format``, ``model.backend``,
     ``model.<format>``) and keeps the result (``parity``); below the threshold nothing is renamed into place.
     Returns ``{'onnx', 'deploy', 'engine' (tensorrt), 'precision_onnx' (fp16/int8), 'check': {
