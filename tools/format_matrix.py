@@ -77,6 +77,10 @@ def export_cell(config: Any, checkpoint: str, out_dir: str, fmt: str, task_optio
         text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         print(f"  {fmt}: {text}", flush=True)
         return error_cell(text)
+    except Exception as err:  # a runtime's own crash (not a user error): one cell, not a lost table
+        text = f"{type(err).__name__}: " + (str(err).strip().splitlines() or [""])[0]
+        print(f"  {fmt}: {text}", flush=True)
+        return f"failed: {text[:120]}"
     if fmt == "onnx":
         return "self-check passed"
     parity = result["format"]["parity"]
