@@ -53,6 +53,7 @@ def test_cli_unet_fp32_with_argmax_parity_printed_stored_and_infer_matches(demo_
     assert match and match.group(1) == "FP32" and match.group(3) == "1.000", text
     assert "wrote out/model.mnn" in text and "The device supports" not in text
     assert sorted(os.listdir(out)) == ["deploy.yaml", "model.mnn", "model.onnx"]
+    assert not [f for f in os.listdir(tmp_path) if "convert_external" in f]  # nothing left in the user's folder
     deploy = read_deploy_yaml(osp.join(out, "deploy.yaml"))
     assert {k: deploy["model"][k] for k in ("format", "backend", "mnn", "onnx")} == {
         "format": "mnn", "backend": "mnn", "mnn": "model.mnn", "onnx": "model.onnx"}

@@ -20,6 +20,7 @@ import os.path as osp
 import re
 import subprocess
 import sys
+import tempfile
 
 from oars.export.errors import ExportError
 from oars.export.formats.base import FormatFiles, FormatJob, FormatWriter
@@ -52,11 +53,15 @@ class MnnWriter(FormatWriter):
         """
         self.require(job.precision)
         check_operators(self.name, job.fp32_onnx_path, WHY)
-        target = osp.join(job.out_dir, MODEL)
-        args = [sys.executable, "-c", CONVERT_CODE, "-f", "ONNX", "--modelFile", job.fp32_onnx_path, "--MNNModel",
-                target, "--bizCode", "oars", *PRECISION_FLAGS[job.precision]]
+        target = osp.abspath(osp.join(job.out_dir, MODEL))
+        args = [sys.executable, "-c", CONVERT_CODE, "-f", "ONNX", "--modelFile", osp.abspath(job.fp32_onnx_path),
+                "--MNNModel", target, "--bizCode", "oars", *PRECISION_FLAGS[job.precision]]
         try:
-            done = subprocess.run(args, capture_output=True, text=True, errors="replace", timeout=CONVERT_TIMEOUT_S)
+            # in a scratch folder: the converter writes a side file (.__convert_external_data.bin) into its working
+            # folder, which must not be the user's
+            with tempfile.TemporaryDirectory(prefix="mnnconvert-") as scratch:
+                done = subprocess.run(args, capture_output=True, text=True, errors="replace",
+                                      timeout=CONVERT_TIMEOUT_S, cwd=scratch)
         except subprocess.TimeoutExpired:
             raise ExportError(f"--format mnn: MNN's converter did not finish within {CONVERT_TIMEOUT_S} s") from None
         text = done.stdout + done.stderr
