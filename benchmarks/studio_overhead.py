@@ -140,11 +140,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--logger-interval", type=int, default=1)
-    parser.add_argument("--data", default=os.path.join(ROOT, "data", "demo_shapes"))
+    parser.add_argument("--data", default=os.path.join(ROOT, "data", "demo_shapes"),
+                        help="the demo shapes folder, generated there when absent")
     args = parser.parse_args()
-    if not os.path.isdir(args.data):
-        raise SystemExit(f"--data {args.data}: no such folder (make it: python -m oars.data.demo_shapes --out "
-                         f"{args.data})")
+    from oars.data.demo_shapes import generate
+
+    generate(args.data)  # the demo set, written once and reused; a foreign non-empty folder is refused
     result = measure(args.epochs, args.logger_interval, args.data)
     print(json.dumps(result, indent=1))
     print(f"studio CPU watching {result['studio_cpu_s']} s over a run of {result['run_cpu_s']} s CPU: "

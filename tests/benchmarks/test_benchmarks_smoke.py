@@ -60,7 +60,9 @@ CHEAPEST = {
                        "--work-dir", os.path.join(tempfile.mkdtemp(prefix="oars_auto_prune_"), "w")],
                       ["| U-Net demo | original |", "| U-Net demo | prune-uniform-l2 |", "| U-Net demo | auto-sa |",
                        "| U-Net demo | auto-optuna |", "(control) |", "| U-Net demo (trained), 64x64 |"]),
-    "studio_overhead.py": (["--epochs", "1", "--logger-interval", "19"], ["studio CPU watching"]),
+    "studio_overhead.py": (["--epochs", "1", "--logger-interval", "19",
+                            "--data", os.path.join(tempfile.mkdtemp(prefix="oars_studio_overhead_"), "data")],
+                           ["studio CPU watching"]),
 }
 # data_pipeline.py runs once per task, on a small generated set (tests below)
 DATA_PIPELINE = ["--batches", "1", "--batch-size", "1", "--workers", "0"]
