@@ -106,6 +106,8 @@ class DetectionExporter(Exporter):
 class DetectionPredictor(Predictor):
     """``tools/infer.py``, ``oars.Model.predict`` and image streams for detectors."""
 
+    image_plugin = "detection_boxes"
+
     def infer_arguments(self, parser: ArgumentContainer) -> None:
         """``--draw-threshold``."""
         parser.add_argument("--draw-threshold", type=float, default=None,
@@ -120,12 +122,6 @@ class DetectionPredictor(Predictor):
         extra = {} if threshold is None else {"draw_threshold": threshold}
         return run_inference(cfg, weights, inputs, output, device=device, failures=failures, **extra)
 
-    def image_plugin_name(self, cfg: Config) -> str | None:
-        """``instance_masks`` for a model with a mask head (``model.roi_head.mask_head``), else
-        ``detection_boxes``."""
-        roi_head = cfg.get("model", {}).get("roi_head") or {}
-        return "instance_masks" if roi_head.get("mask_head") else "detection_boxes"
-
     def predict(self, model: torch.nn.Module, cfg: Config, inputs: list[tuple[str, Any]]) -> tuple[str, list[dict]]:
         """``detection_boxes`` (``instance_masks`` for mask models): bboxes/scores/labels[/masks] per image, read
         from the samples as ``tools/infer.py`` reads them."""
@@ -137,15 +133,30 @@ class DetectionPredictor(Predictor):
         for sample in predict_samples(model, cfg, inputs, drop=ANNOTATION_LOADERS):
             masks = predicted_masks(sample)
             results.append(predictions(sample) if masks is None else {**predictions(sample), "masks": masks})
-        has_masks = getattr(model, "with_mask", False) or any("masks" in r for r in results)
-        return ("instance_masks" if has_masks else "detection_boxes"), results
+        return self.image_plugin, results
+
+
+class InstanceMaskPredictor(DetectionPredictor):
+    """The same for a model with a mask head: its results carry ``masks``, drawn by ``instance_masks``."""
+
+    image_plugin = "instance_masks"
+
+
+def _has_mask_head(cfg: Any) -> bool:
+    """Whether ``cfg``'s model has a mask head (``model.roi_head.mask_head``): an instance segmenter."""
+    roi_head = (cfg.get("model") or {}).get("roi_head") or {}
+    return bool(roi_head.get("mask_head"))
+
+
+_EXPORTER, _DATA = DetectionExporter(), DetectionData()
 
 
 class DetectionTask(Task):
     """Object detection and instance segmentation (boxes, masks)."""
 
     scope = "detection"
-    kinds = (ModelKind("detector", DetectionExporter(), DetectionPredictor(), DetectionData()),)
+    kinds = (ModelKind("detector", _EXPORTER, DetectionPredictor(), _DATA),
+             ModelKind("instance segmenter", _EXPORTER, InstanceMaskPredictor(), _DATA, when=_has_mask_head))
     commands = DetectionCommands()
     metric_aliases = {"box.map": "coco/bbox_mAP", "box.map50": "coco/bbox_mAP_50", "box.map75": "coco/bbox_mAP_75",
                       "seg.map": "coco/segm_mAP", "seg.map50": "coco/segm_mAP_50", "seg.map75": "coco/segm_mAP_75"}

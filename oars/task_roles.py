@@ -126,8 +126,13 @@ class Exporter(_Role, abc.ABC):
 
 class Predictor(_Role, abc.ABC):
     """How a kind of model predicts with PyTorch: ``tools/infer.py`` (:meth:`infer`, its flags and input rule),
-    ``oars.Model.predict`` and image streams (:meth:`predict`, drawn by :meth:`image_plugin_name`'s plug-in), clip
-    windows over a stream (:meth:`clip_stream_predictor`). Abstract: :meth:`infer`."""
+    ``oars.Model.predict`` and image streams (:meth:`predict`, drawn by the :attr:`image_plugin`), clip windows over
+    a stream (:meth:`clip_stream_predictor`). Abstract: :meth:`infer`."""
+
+    #: the runtime image plug-in that draws and records :meth:`predict`'s results frame by frame on a stream
+    #: (``tools/infer.py``, ``oars.Model.predict`` on a video); None: this kind does not predict single images, so a
+    #: video is its own input. A declaration, not a hook: a task whose models differ here registers two kinds.
+    image_plugin: str | None = None
 
     def infer_arguments(self, parser: ArgumentContainer) -> None:
         """Add the task's own ``tools/infer.py`` flags (each ``default=None``); the tool asks the task's default
@@ -153,11 +158,6 @@ class Predictor(_Role, abc.ABC):
         ``draw``/``record`` gets ``'record'`` and ``'picture'`` in each dict. The default raises."""
         raise OarsError(f"oars.Model.predict is not available for task {self.scope!r} (its predictor does not "
                         "implement predict; use tools/infer.py)")
-
-    def image_plugin_name(self, cfg: Config) -> str | None:
-        """``tools/infer.py`` on a stream: the runtime image plug-in that draws and records :meth:`predict`'s
-        results frame by frame. None (the default): this kind does not predict single images."""
-        return None
 
     def clip_stream_predictor(self, model: torch.nn.Module, cfg: Config) -> Any | None:
         """``tools/infer.py --window N`` on a stream: an object in the runtime ``VideoPredictor``'s role for

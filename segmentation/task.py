@@ -106,6 +106,8 @@ class SegmentationExporter(Exporter):
 class SegmentationPredictor(Predictor):
     """``tools/infer.py``, ``oars.Model.predict`` and image streams for segmenters."""
 
+    image_plugin = "semantic_labels"  # a label map per frame
+
     def infer(self, cfg: Config, weights: str, inputs: str | None, output: str, *, device: str,
               failures: Failures, args: argparse.Namespace) -> list[str]:
         """:func:`segmentation.apis.run_inference`."""
@@ -113,17 +115,13 @@ class SegmentationPredictor(Predictor):
 
         return run_inference(cfg, weights, inputs, output, device=device, failures=failures)
 
-    def image_plugin_name(self, cfg: Config) -> str | None:
-        """``semantic_labels``: a label map per frame."""
-        return "semantic_labels"
-
     def predict(self, model: torch.nn.Module, cfg: Config, inputs: list[tuple[str, Any]]) -> tuple[str, list[dict]]:
         """``semantic_labels``: ``{'label': int64 [H, W]}`` per image, by ``tools/infer.py``'s predictor."""
         from oars.api.arrays import predict_samples
         from segmentation.apis.inference import ANNOTATION_LOADERS, predict_labels
 
         samples = predict_samples(model, cfg, inputs, drop=ANNOTATION_LOADERS, predict=predict_labels)
-        return "semantic_labels", [{"label": s.pred_sem_seg.data[0].cpu().numpy().astype("int64")} for s in samples]
+        return self.image_plugin, [{"label": s.pred_sem_seg.data[0].cpu().numpy().astype("int64")} for s in samples]
 
 
 class SegmentationTask(Task):

@@ -323,7 +323,7 @@ class Model:
             knobs = knob_overrides(cfg, conf=conf, iou=iou, max_det=max_det, imgsz=imgsz)
             cfg = self._config(knobs) if knobs else cfg
             role = get_task(cfg.get("default_scope"), cfg.filename).predictor(cfg)
-            items = iter_sources(source, "Model.predict", video_frames=role.image_plugin_name(cfg) is not None)
+            items = iter_sources(source, "Model.predict", video_frames=role.image_plugin is not None)
             model = self._torch_model(cfg)
             results = torch_results(role, model, cfg, items, self.draw_threshold, batch=1 if stream else None)
         if keep is not None:

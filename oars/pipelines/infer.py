@@ -52,7 +52,7 @@ def stream_plugin(task: Task, cfg: Any) -> Any | None:
     recognizer)."""
     from oars_deploy.plugins import get_predictor
 
-    name = task.predictor(cfg).image_plugin_name(cfg)
+    name = task.predictor(cfg).image_plugin
     return None if name is None else get_predictor(name)
 
 
