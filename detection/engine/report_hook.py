@@ -11,11 +11,12 @@ import numpy as np
 from mmengine.dist import collect_results, is_main_process
 from mmengine.hooks import Hook
 
-from detection.evaluation.analysis import class_pr_curves, confusion_matrix, image_errors, worst_images
+from detection.evaluation.analysis import class_pr_curves, image_confusion, image_errors, worst_images
 from detection.evaluation.ap import average_precision
 from detection.evaluation.gt_utils import has_gt, image_record
 from detection.evaluation.mask_rle import decode_masks
 from detection.registry import HOOKS
+from oars.evaluation.confusion_cells import cells_path, write_cells
 from oars.evaluation.report import FRACTION_NOTE
 from oars.visualization import ReportSection, plot_confusion_matrix, plot_pr_curves, write_html_report
 from oars_deploy.draw import get_palette
@@ -67,9 +68,12 @@ def build_report_sections(records: Sequence[dict[str, Any]], class_names: Sequen
                           class_tables: Mapping[str, Mapping[str, Any]] | None = None, score_thr: float = 0.3,
                           iou_thr: float = 0.5, num_worst: int = 8,
                           read_image: Callable[[str | None, Sequence[int] | None], np.ndarray] = _read_image,
-                          ) -> list[ReportSection]:
+                          cells: list[tuple[str, np.ndarray]] | None = None) -> list[ReportSection]:
     """The report's sections from per-image records (``gt_utils.image_record``), the metrics dict and the
-    metrics' per-class tables (``{title: {'header', 'rows'}}``)."""
+    metrics' per-class tables (``{title: {'header', 'rows'}}``).
+
+    ``cells``: when a list, each image's ``(path, [C + 1, C + 1] counts)`` of the confusion matrix is appended to it
+    (the matrix is their sum), for ``confusion_cells.json``."""
     names = [str(n) for n in class_names]
     pal = get_palette(len(names), palette)
     sections = [ReportSection('Metrics', tables=[{'header': ['metric', 'value'], 'caption': FRACTION_NOTE,
@@ -91,7 +95,10 @@ def build_report_sections(records: Sequence[dict[str, Any]], class_names: Sequen
     sections.append(ReportSection('Precision-recall curves', text=f'{plural(len(with_gt), "image")}, all detections.',
                                   images=[pr_img]))
 
-    cm = confusion_matrix(with_gt, len(names), score_thr, iou_thr)
+    per_image = [image_confusion(r, len(names), score_thr, iou_thr) for r in with_gt]
+    cm = sum(per_image, np.zeros((len(names) + 1, len(names) + 1), dtype=np.int64))
+    if cells is not None:
+        cells += [(str(r.get('img_path') or f"id {r.get('img_id')}"), c) for r, c in zip(with_gt, per_image)]
     cm_names = [*names, 'background']
     cm_img = plot_confusion_matrix(cm, cm_names, normalize=True,
                                    title=f'Confusion matrix (score >= {score_thr:g}, IoU >= {iou_thr:g})')
@@ -126,7 +133,8 @@ class DetectionReportHook(Hook):
     report with the metrics, each evaluator metric's per-class table, per-class PR curves at ``iou_thr``,
     the confusion matrix with background (detections with score >= ``score_thr``) and the ``num_worst``
     images with the most missed + false boxes (ground truth | predictions, with instance masks when the model
-    predicts them; kept as RLE until then)."""
+    predicts them; kept as RLE until then). Beside the report, ``confusion_cells.json`` says which images fall in
+    each cell of the matrix (:mod:`oars.evaluation.confusion_cells`, unit boxes, background row and column last)."""
 
     priority = 'LOW'
 
@@ -164,8 +172,11 @@ class DetectionReportHook(Hook):
                     tables[f'{type(m).__name__} per class'] = m.per_class_table()
                 except RuntimeError:  # metric not evaluated (e.g. format_only)
                     continue
+        cells: list[tuple[str, np.ndarray]] = []
         sections = build_report_sections(records, classes, meta.get('palette'), metrics, tables,
-                                         self.score_thr, self.iou_thr, self.num_worst)
+                                         self.score_thr, self.iou_thr, self.num_worst, cells=cells)
         out = self.out_file if osp.isabs(self.out_file) else osp.join(runner.work_dir, self.out_file)
         write_html_report(out, 'Detection report', sections)
+        if any(r.get('gt') is not None for r in records):  # the report has a matrix: which images are in it
+            write_cells(cells_path(out), [*map(str, classes), 'background'], 'boxes', cells)
         runner.logger.info(f'detection report written to {out}')

@@ -19,6 +19,25 @@ def _above(pred: dict[str, np.ndarray], score_thr: float) -> dict[str, np.ndarra
             'labels': np.asarray(pred['labels'], np.int64).reshape(-1)[keep]}
 
 
+def image_confusion(rec: dict[str, Any], num_classes: int, score_thr: float = 0.3,
+                    iou_thr: float = 0.5) -> np.ndarray:
+    """One image's ``[C + 1, C + 1]`` counts (see :func:`confusion_matrix`, the sum of these over the images);
+    kept per image for the report's ``confusion_cells.json`` (which images fall in each cell)."""
+    cm = np.zeros((num_classes + 1, num_classes + 1), dtype=np.int64)
+    bg = num_classes
+    gt, pred = rec['gt'], _above(rec['pred'], score_thr)
+    gl = np.asarray(gt['labels'], np.int64)
+    pl = pred['labels']
+    over = iou_matrix(pred['bboxes'], gt['bboxes']) >= iou_thr  # [K, N]
+    on_ignored = (iou_matrix(pred['bboxes'], gt['ignore_bboxes']) >= iou_thr).any(1)
+    rows, cols = np.nonzero(over)
+    np.add.at(cm, (gl[cols], pl[rows]), 1)
+    np.add.at(cm, (bg, pl[~over.any(1) & ~on_ignored]), 1)
+    found = (over & (pl[:, None] == gl[None, :])).any(0)
+    np.add.at(cm, (gl[~found], bg), 1)
+    return cm
+
+
 def confusion_matrix(records: Sequence[dict[str, Any]], num_classes: int, score_thr: float = 0.3,
                      iou_thr: float = 0.5) -> np.ndarray:
     """``[C + 1, C + 1]`` counts; rows = ground-truth class + background, columns = predicted class +
@@ -31,18 +50,8 @@ def confusion_matrix(records: Sequence[dict[str, Any]], num_classes: int, score_
     counted as missed, and a detection that only overlaps ignored boxes is not a background error.
     """
     cm = np.zeros((num_classes + 1, num_classes + 1), dtype=np.int64)
-    bg = num_classes
     for rec in records:
-        gt, pred = rec['gt'], _above(rec['pred'], score_thr)
-        gl = np.asarray(gt['labels'], np.int64)
-        pl = pred['labels']
-        over = iou_matrix(pred['bboxes'], gt['bboxes']) >= iou_thr  # [K, N]
-        on_ignored = (iou_matrix(pred['bboxes'], gt['ignore_bboxes']) >= iou_thr).any(1)
-        rows, cols = np.nonzero(over)
-        np.add.at(cm, (gl[cols], pl[rows]), 1)
-        np.add.at(cm, (bg, pl[~over.any(1) & ~on_ignored]), 1)
-        found = (over & (pl[:, None] == gl[None, :])).any(0)
-        np.add.at(cm, (gl[~found], bg), 1)
+        cm += image_confusion(rec, num_classes, score_thr, iou_thr)
     return cm
 
 

@@ -4,6 +4,8 @@
 Why read the report: the worst images (prediction vs ground truth, ranked by the task's per-image score: mIoU for
 label maps, missed/false boxes for detectors, the true-class probability for clips, PSNR for GAN pairs) and the
 confusion matrix exist only there, drawn by the task's report hook; the studio shows them without knowing the task.
+Which images fall in each cell of the matrix comes from ``confusion_cells.json`` beside the report
+(:mod:`oars.evaluation.confusion_cells`), with each image's picture taken from the report when it drew one.
 The report is :func:`oars.visualization.html_report.render_html_report`'s: ``<section><h2>title</h2>`` with tables and
 ``<figure><img src="data:image/png;base64,..."><figcaption>`` pictures, which :func:`read_report` parses.
 """
@@ -17,6 +19,7 @@ from functools import lru_cache
 from html.parser import HTMLParser
 from pathlib import Path
 
+from oars.evaluation.confusion_cells import CELLS_FILE, CellsFileError, ConfusionCells, read_cells
 from oars.studio.security import NotFound
 
 EVAL_DIR = "eval"
@@ -187,3 +190,96 @@ def worst_figure(folder: Path, n: int) -> tuple[Figure, int]:
     if not 0 <= n < len(figures):
         raise NotFound(f"worst image {n}: the report of {folder.name} has {len(figures)}")
     return figures[n], len(figures)
+
+
+# which images fall in each confusion cell: the evaluation's confusion_cells.json (oars.evaluation.confusion_cells)
+PICTURE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".webp", ".tif", ".tiff")
+MAX_TABLE = 30  # classes up to which the page shows the whole clickable matrix; beyond, the largest confusions
+NOT_RECORDED = ("this evaluation has no {file} (it was made before the evaluation recorded which images fall in "
+                "each cell, or its task's report has no per-image matrix): cells are not clickable; evaluate the "
+                "checkpoint again to click them")
+
+
+def read_confusion_cells(folder: Path) -> tuple[ConfusionCells | None, str]:
+    """The evaluation's cells and, when there are none, why (a line for the page).
+
+    Returns:
+        ``(cells, "")``, or ``(None, reason)``: no file (an evaluation from before the file existed), a file older
+        than the report (left by an earlier evaluation whose report had a matrix) or a file the reader refuses
+        (its message).
+    """
+    path = folder / CELLS_FILE
+    try:
+        stat = path.stat()
+    except OSError:
+        return None, NOT_RECORDED.format(file=CELLS_FILE)
+    try:
+        report_time = (folder / "report.html").stat().st_mtime_ns
+    except OSError:
+        report_time = 0
+    if stat.st_mtime_ns < report_time:  # the hooks write the cells right after the report: this one is older
+        return None, (f"{CELLS_FILE} is older than report.html (left by an earlier evaluation in {folder}; this "
+                      "report has no per-image matrix): cells are not clickable")
+    try:
+        return _cells(str(path), stat.st_mtime_ns, stat.st_size), ""
+    except CellsFileError as err:
+        return None, f"{err}; cells are not clickable"
+
+
+@lru_cache(maxsize=8)
+def _cells(path: str, mtime_ns: int, size: int) -> ConfusionCells:
+    return read_cells(path)
+
+
+def cell_index(raw: str, name: str, cells: ConfusionCells) -> int:
+    """A row or column number from a request (``i`` / ``j``), checked against the matrix.
+
+    Raises:
+        NotFound: not a whole number in ``0..C-1``.
+    """
+    n = len(cells.classes)
+    value = int(raw) if raw.isdigit() else -1
+    if not 0 <= value < n:
+        raise NotFound(f"{name}={raw!r}: the confusion matrix has {n} rows and columns; {name} must be a number "
+                       f"from 0 to {n - 1}")
+    return value
+
+
+def largest_cells(cells: ConfusionCells, count: int = 20) -> list[tuple[int, int, int, int]]:
+    """The ``count`` off-diagonal cells with the most counts: ``(i, j, count, images)`` (for large matrices)."""
+    off = [(i, j, c, k) for (i, j), (c, k) in cells.totals.items() if i != j and c > 0]
+    return sorted(off, key=lambda t: -t[2])[:count]
+
+
+@dataclass
+class CellPicture:
+    """Where a cell's image is shown from: the report's worst-images picture, a ``--show-dir`` picture in the
+    evaluation folder, or the image file itself (nothing drawn); ``kind`` is None when there is none (and ``why``
+    says why)."""
+
+    kind: str | None
+    png: bytes | None = None
+    path: str = ""
+    why: str = ""
+
+
+def _caption_name(caption: str) -> str:
+    """The file name a report caption starts with (``im0.png: mIoU 0.3``, ``img1.png (id 1): 2 missed``)."""
+    return caption.split(": ", 1)[0].split(" (", 1)[0].strip()
+
+
+def cell_picture(folder: Path, image: str) -> CellPicture:
+    """How the page can show ``image`` (a path the evaluation recorded) of an evaluation in ``folder``."""
+    base = Path(image).name
+    section = worst_section(read_report(folder / "report.html"))
+    for figure in section.figures if section else []:
+        if base and _caption_name(figure.caption) == base:
+            return CellPicture("report", png=figure.png)
+    stem = Path(image).stem
+    for sub in sorted(p for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else []:
+        shown = sub / f"{stem}.png"
+        if stem and shown.is_file():
+            return CellPicture("show-dir", path=str(shown))
+    if Path(image).suffix.lower() not in PICTURE_SUFFIXES:
+        return CellPicture(None, why="not a picture file (nothing to show)")
+    return CellPicture("image", path=image)

@@ -15,6 +15,7 @@ from mmengine.dist import all_gather_object, get_world_size, is_main_process
 from mmengine.hooks import Hook
 
 from oars.evaluation.confusion import overall_accuracy, per_class_scores
+from oars.evaluation.confusion_cells import cells_path, sparse_counts, write_cells
 from oars.evaluation.report import FRACTION_NOTE
 from oars.visualization import ReportSection, plot_per_class_bars, write_html_report
 from oars.visualization.html_report import confusion_section
@@ -117,7 +118,10 @@ class SegmentationReportHook(Hook):
     Per image, the hook computes its [C, C] matrix (one bincount per batch, ``batch_confusions``) and its mIoU; the
     dataset's matrix is the evaluator's ``IoUMetric.confusion`` when there is one (it drops the samples a distributed
     sampler repeats), else the sum of the hook's. ``ignore_index``: None takes the IoUMetric's (else 255).
-    Memory: one float per image, one [C, C] sum, and the label maps of the ``num_worst`` worst images on each rank.
+    The per-image matrices also go to ``confusion_cells.json`` beside the report (which images fall in each cell,
+    :mod:`oars.evaluation.confusion_cells`), each image once.
+    Memory: one float and the non-zero cells per image, one [C, C] sum, and the label maps of the ``num_worst``
+    worst images on each rank.
     """
 
     priority = 'LOW'
@@ -137,6 +141,7 @@ class SegmentationReportHook(Hook):
     def _reset(self) -> None:
         self._sum: torch.Tensor | None = None
         self._mious: list[float] = []
+        self._cells: list[tuple[str, list[tuple[int, int, int]]]] = []  # (image, its non-zero cells)
         self._worst: list[tuple] = []  # min-heap on -mIoU, so the root is the best of the kept images
         self._seq = 0
 
@@ -166,25 +171,30 @@ class SegmentationReportHook(Hook):
         mious = per_image_miou(cms).tolist()
         self._mious += mious
         dtype = np.uint8 if max(len(self.classes), self._ignore) < 256 else np.int32
-        for sample, pred, gt, miou in zip(labelled, preds, gts, mious):
+        for sample, pred, gt, miou, cm in zip(labelled, preds, gts, mious, cms):
             self._seq += 1
+            path = sample.metainfo.get('img_path')
+            self._cells.append((str(path or self._seq), sparse_counts(cm)))
             if self.num_worst == 0 or math.isnan(miou):
                 continue
             if len(self._worst) >= self.num_worst and miou >= -self._worst[0][0]:
                 continue  # not worse than the images kept
-            path = sample.metainfo.get('img_path')
             item = (-miou, -self._seq, str(path or self._seq), pred.numpy().astype(dtype), gt.numpy().astype(dtype))
             heapq.heappush(self._worst, item)
             if len(self._worst) > self.num_worst:
                 heapq.heappop(self._worst)
 
-    def _gather(self) -> tuple[list[tuple], list[float], torch.Tensor | None]:
+    def _gather(self) -> tuple[list[tuple], list[float], torch.Tensor | None, list[tuple]]:
         """Every rank's kept images (lowest mIoU first, one per file: the sampler repeats a few to even out the
-        ranks), all per-image mIoUs and the summed matrix."""
+        ranks), all per-image mIoUs, the summed matrix and each image's cells (once per file)."""
         if get_world_size() > 1:
-            parts = all_gather_object((list(self._worst), self._mious, self._sum))
+            parts = all_gather_object((list(self._worst), self._mious, self._sum, self._cells))
         else:
-            parts = [(self._worst, self._mious, self._sum)]
+            parts = [(self._worst, self._mious, self._sum, self._cells)]
+        cells = {}
+        for part in parts:
+            for key, counts in part[3]:
+                cells.setdefault(key, counts)
         merged = sorted((x for part in parts for x in part[0]), key=lambda x: (-x[0], -x[1]))
         seen, worst = set(), []
         for item in merged:
@@ -192,10 +202,11 @@ class SegmentationReportHook(Hook):
                 seen.add(item[2])
                 worst.append(item)
         sums = [p[2] for p in parts if p[2] is not None]
-        return worst[: self.num_worst], [v for p in parts for v in p[1]], (sum(sums) if sums else None)
+        return (worst[: self.num_worst], [v for p in parts for v in p[1]], (sum(sums) if sums else None),
+                list(cells.items()))
 
     def after_test_epoch(self, runner, metrics: dict[str, float] | None = None) -> None:
-        worst, mious, own_sum = self._gather()
+        worst, mious, own_sum, cells = self._gather()
         self._reset()
         if not is_main_process():
             return
@@ -220,4 +231,6 @@ class SegmentationReportHook(Hook):
         sections = build_report_sections(metrics, self.classes, confusion, tables, panels, self.num_worst, mious)
         out = self.out_file if osp.isabs(self.out_file) else osp.join(runner.work_dir, self.out_file)
         write_html_report(out, 'Segmentation report', sections)
+        if confusion is not None and int(confusion.sum()) > 0:  # the report has a matrix: which images are in it
+            write_cells(cells_path(out), self.classes, 'pixels', cells)
         runner.logger.info(f'segmentation report written to {out}')

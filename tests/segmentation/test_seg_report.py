@@ -18,6 +18,7 @@ from mmengine.structures import PixelData
 from PIL import Image
 
 from oars.evaluation.confusion import confusion_matrix
+from oars.evaluation.confusion_cells import read_cells
 from segmentation.engine import SegmentationReportHook
 from segmentation.engine.report_hook import build_report_sections
 from segmentation.evaluation import IoUMetric, batch_confusions
@@ -74,6 +75,14 @@ def test_eval_report_end_to_end(tmp_path):
     assert sorted(c[0] for c in captions) == ['im0.png', 'im1.png', 'im2.png']
     values = [float(c[1]) for c in captions]
     assert values == sorted(values)  # lowest first
+    # confusion_cells.json beside the report: its totals are the report's counts table, every image in it once
+    cells = read_cells(tmp_path / 'work' / 'confusion_cells.json')
+    table = text[text.index('<h2>Confusion matrix'):]
+    rows = re.findall(r'<tr><td>(\w+)</td>((?:<td>\d+</td>)+)</tr>', table[:table.index('</table>')])
+    assert [r[0] for r in rows] == list(CLASSES) and cells.classes == list(CLASSES) and cells.unit == 'pixels'
+    assert cells.matrix().tolist() == [[int(v) for v in re.findall(r'\d+', r[1])] for r in rows]
+    images = {name for key in cells.cells for name, _ in cells.cells[key]}
+    assert images == {f'{data}/images/val/im{i}.png' for i in range(3)}
 
 
 def _sample(path: str, pred: np.ndarray, gt: np.ndarray | None) -> SegDataSample:
@@ -138,6 +147,14 @@ def test_hook_ranks_images_by_their_miou(tmp_path):
     assert 'real.png' not in text and 'odd.png' not in text
     assert len(re.findall(IMG, text)) == 4  # bars, confusion matrix, 2 worst images
     assert '<td>background</td><td>' in text  # counts table of the confusion matrix
+    # which images fall in each cell (hand-counted): gt 1 called 2 is all of wrong's 12 and half's 6 pixels
+    cells = read_cells(tmp_path / 'rep' / 'confusion_cells.json')
+    assert cells.images(1, 2) == [('/nope/wrong.png', 12), ('/nope/half.png', 6)]
+    assert cells.images(0, 2) == [('/nope/wrong.png', 11)]  # the ignored pixel is in no cell
+    assert cells.images(0, 0) == [('/nope/odd.png', 15), (img, 11), ('/nope/half.png', 11)]  # ties: input order
+    assert cells.images(2, 1) == [] and cells.total(1, 2) == (18, 2)
+    assert torch.equal(torch.as_tensor(cells.matrix()), metric.confusion)  # sum over images == the report's matrix
+    assert 'unlabelled.png' not in (tmp_path / 'rep' / 'confusion_cells.json').read_text()
 
     sections = build_report_sections({'aAcc': 1.0}, CLASSES, None)
     assert [s.title for s in sections] == ['Metrics', 'Error analysis']

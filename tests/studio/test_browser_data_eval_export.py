@@ -1,7 +1,8 @@
 """The issue's scenarios 1, 3 and 4 in a real browser (Debian's chromium through Playwright), against one studio:
 (1) register a copy of the demo shapes with a planted annotation problem and see the grid and the problem; (3)
-evaluate a tiny trained run from its page and open the worst image; (4) export it, try an uploaded image and see
-the picture and the record, equal to the one ``oars-infer`` writes for the same file. Screenshots of each page."""
+evaluate a tiny trained run from its page, open the worst image, click a confusion cell and see its images; (4)
+export it, try an uploaded image and see the picture and the record, equal to the one ``oars-infer`` writes for the
+same file. Screenshots of each page."""
 
 from __future__ import annotations
 
@@ -65,6 +66,20 @@ def test_evaluate_then_open_the_worst_image(studio_server, page, screenshot, dem
     assert page.locator("h1").inner_text() == caption and "mIoU" in caption
     assert page.evaluate("document.getElementById('worst-image').naturalWidth") > 0
     screenshot(page, "evaluate_worst")
+    # click a cell of the confusion matrix (an error cell: ground truth one class, predicted another)
+    page.go_back()
+    page.wait_for_selector("#confusion")
+    confused = page.locator("#confusion a[data-confused]")
+    link = confused.first if confused.count() else page.locator("#confusion a").first
+    count = int(link.inner_text())
+    link.click()
+    page.wait_for_url("**/evaluate/cell?**", timeout=60_000)
+    assert page.locator("h1").inner_text().startswith("Ground truth")
+    listed = page.locator("#cell-images figure").evaluate_all("els => els.map(e => Number(e.dataset.count))")
+    assert len(listed) >= 1 and sum(listed) == count  # the images add up to the cell (the demo is under the cap)
+    page.locator("#cell-images img").first.wait_for()
+    assert page.evaluate("document.querySelector('#cell-images img').naturalWidth") > 0
+    screenshot(page, "evaluate_cell")
 
 
 @pytest.mark.slow

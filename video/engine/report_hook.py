@@ -13,6 +13,7 @@ from mmengine.dist import all_gather_object, collect_results, get_world_size, is
 from mmengine.hooks import Hook
 
 from oars.evaluation.confusion import confusion_matrix, per_class_scores
+from oars.evaluation.confusion_cells import cells_path, write_cells
 from oars.evaluation.report import FRACTION_NOTE
 from oars.visualization import ReportSection, plot_per_class_bars, write_html_report
 from oars.visualization.html_report import confusion_section
@@ -28,15 +29,19 @@ def build_report_sections(records: Sequence[Mapping[str, Any]], class_names: Seq
                           metrics: Mapping[str, Any] | None,
                           class_tables: Mapping[str, Mapping[str, Any]] | None = None,
                           worst: Sequence[Mapping[str, Any]] = (), num_worst: int = 8,
-                          class_ap: Sequence[float] | None = None) -> list[ReportSection]:
+                          class_ap: Sequence[float] | None = None,
+                          cells: list[tuple[str, list[tuple[int, int, int]]]] | None = None) -> list[ReportSection]:
     """The report's sections.
 
     Args:
-        records: one per clip: ``{'true': [class ids] or None, 'pred': top-1 class id, 'multi_label': bool}``.
+        records: one per clip: ``{'true': [class ids] or None, 'pred': top-1 class id, 'multi_label': bool,
+            'name': the clip's file (optional)}``.
         class_names: C names. metrics: the evaluator's results. class_tables: ``{title: {'header', 'rows'}}``
             (the metrics' ``per_class_table()``).
         worst: the worst clips, lowest true-class probability first: ``{'caption', 'strip'}`` (BGR uint8).
         class_ap: per-class AP [C] (NaN: no positives) for multi-label bars, e.g. ``MultiLabelMetric.class_ap``.
+        cells: when a list and the report has a confusion matrix, each clip's ``(name, [(true, pred, 1)])`` is
+            appended to it (the matrix is their sum), for ``confusion_cells.json``.
     """
     names = [str(n) for n in class_names]
     sections = [ReportSection('Metrics', tables=[{'header': ['metric', 'value'], 'caption': FRACTION_NOTE,
@@ -54,6 +59,9 @@ def build_report_sections(records: Sequence[Mapping[str, Any]], class_names: Seq
         pred = torch.tensor([r['pred'] for r in single], dtype=torch.int64)
         true = torch.tensor([r['true'][0] for r in single], dtype=torch.int64)
         cm = confusion_matrix(pred, true, len(names))
+        if cells is not None:
+            cells += [(str(r.get('name') or f'clip {k}'), [(int(t), int(p), 1)])
+                      for k, (r, t, p) in enumerate(zip(single, true.tolist(), pred.tolist()))]
         acc = per_class_scores(cm)['Acc'].tolist()
         bars = plot_per_class_bars(dict(zip(names, acc)), title='Top-1 accuracy per class (n/a: no clips)',
                                    ylabel='accuracy')
@@ -82,7 +90,10 @@ class VideoReportHook(Hook):
     Localisation test sets (timed segments) get the localisation report instead
     (:class:`video.engine.localization_report.LocalizationReport`).
 
-    Memory: two ints per clip, and the strips of the ``num_worst`` worst clips seen so far on each rank.
+    Beside the report, ``confusion_cells.json`` says which clips fall in each cell of the matrix
+    (:mod:`oars.evaluation.confusion_cells`, unit clips).
+
+    Memory: two ints and the name per clip, and the strips of the ``num_worst`` worst clips seen so far on each rank.
     """
 
     priority = 'LOW'
@@ -124,7 +135,9 @@ class VideoReportHook(Hook):
         for sample, inputs in zip(outputs, batch_inputs(data_batch, len(outputs))):
             scores, true_ids = clip_labels(sample)
             multi = 'gt_label' in sample and torch.as_tensor(sample.gt_label).is_floating_point()
-            self._records.append({'true': true_ids, 'pred': int(np.argmax(scores)), 'multi_label': bool(multi)})
+            name = sample_name(sample)
+            self._records.append({'true': true_ids, 'pred': int(np.argmax(scores)), 'multi_label': bool(multi),
+                                  'name': name if name != '?' else None})
             if true_ids is None or self.num_worst == 0:
                 continue
             valid = [i for i in true_ids if 0 <= i < scores.shape[0]]
@@ -135,7 +148,6 @@ class VideoReportHook(Hook):
             strip = clip_strip(sample, clip_frames(sample, inputs), self.classes, self.topk, self.max_frames,
                                self.frame_height)
             inds = sample.metainfo.get('frame_inds')
-            name = sample_name(sample)
             key = (name if name != '?' else str(self._seq), int(inds[0]) if inds is not None and len(inds) else -1)
             caption = f'{clip_title(sample)}: p(true) = {p:.3f}, predicted {self._name(int(np.argmax(scores)))} ' \
                       f'({float(scores.max()):.3f})'
@@ -178,7 +190,11 @@ class VideoReportHook(Hook):
                     continue
             if getattr(m, 'class_ap', None) is not None:
                 class_ap = [float(v) for v in m.class_ap]
-        sections = build_report_sections(records, self.classes, metrics, tables, worst, self.num_worst, class_ap)
+        cells: list = []
+        sections = build_report_sections(records, self.classes, metrics, tables, worst, self.num_worst, class_ap,
+                                         cells)
         out = self.out_file if osp.isabs(self.out_file) else osp.join(runner.work_dir, self.out_file)
         write_html_report(out, 'Video recognition report', sections)
+        if cells:  # the report has a matrix: which clips are in it
+            write_cells(cells_path(out), self.classes, 'clips', cells)
         runner.logger.info(f'video report written to {out}')

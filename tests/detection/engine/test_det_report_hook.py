@@ -15,6 +15,7 @@ from detection.engine.report_hook import DetectionReportHook, build_report_secti
 from detection.evaluation import VOCMetric, image_errors, image_record
 from detection.registry import HOOKS
 from detection.structures import DetDataSample
+from oars.evaluation.confusion_cells import read_cells
 
 CLASSES = ('circle', 'square')
 
@@ -82,12 +83,26 @@ def test_report_hook_writes_html(tmp_path):
     assert 'pascal_voc/mAP' in text and 'background' in text and 'img1.png' in text
     assert 'img0.png' not in text  # error-free image is not among the worst
     assert len(re.findall(r'src="data:image/png;base64,', text)) == 4  # PR, confusion, 2 worst images
+    # confusion_cells.json (hand-counted): img1's circle called square, its missed circle and square, its false
+    # square on background; img2's square found and its false circle; img0's circle found
+    cells = read_cells(tmp_path / 'report' / 'confusion_cells.json')
+    assert cells.classes == [*CLASSES, 'background'] and cells.unit == 'boxes'
+    assert cells.images(0, 1) == [(paths[1], 1)] and cells.images(0, 2) == [(paths[1], 1)]
+    assert cells.images(1, 2) == [(paths[1], 1)] and cells.images(2, 1) == [(paths[1], 1)]
+    assert cells.images(1, 1) == [(paths[2], 1)] and cells.images(2, 0) == [(paths[2], 1)]
+    assert cells.images(0, 0) == [(paths[0], 1)] and cells.images(1, 0) == [] and cells.images(2, 2) == []
+    table = text[text.index('<h2>Confusion matrix</h2>'):]
+    rows = re.findall(r'<tr><td>(\w+)</td>((?:<td>\d+</td>)+)</tr>', table[:table.index('</table>')])
+    assert cells.matrix().tolist() == [[int(v) for v in re.findall(r'\d+', r[1])] for r in rows] \
+        == [[1, 1, 1], [0, 1, 1], [1, 1, 0]]  # sum over images == the report's matrix
 
 
 def test_build_sections_without_gt_and_panel(tmp_path):
     paths = _images(tmp_path)
     rec = image_record(_sample(paths[0], 0, [], [], [[1, 1, 9, 9]], [0.9], [0], with_gt=False), with_gt=False)
-    sections = build_report_sections([rec], CLASSES, None, {'m': 1.0})
+    cells = []
+    sections = build_report_sections([rec], CLASSES, None, {'m': 1.0}, cells=cells)
+    assert cells == []  # no ground truth: no matrix, no cells
     assert [s.title for s in sections] == ['Metrics', 'Error analysis']
     assert 'no ground truth' in sections[-1].text
 

@@ -9,6 +9,7 @@ import pytest
 import torch
 from test_vid_pictures_hook import CLASSES, fake_runner, frames_nchw, sample
 
+from oars.evaluation.confusion_cells import read_cells
 from oars.evaluation.report import format_number
 from video.engine import VideoReportHook
 from video.engine.report_hook import build_report_sections
@@ -54,6 +55,13 @@ def test_report_single_label(tmp_path):
     assert text.index('bad.mp4: p(true) = 0.030') < text.index('meh.mp4: p(true) = 0.300')
     assert 'good.mp4' not in text and 'fine.mp4' not in text
     assert len(re.findall(IMG, text)) == 4  # bars, confusion matrix, 2 strips
+    # confusion_cells.json: which clip is in each cell (true row, top-1 column); the sum is the matrix
+    cells = read_cells(tmp_path / 'report' / 'confusion_cells.json')
+    assert cells.unit == 'clips' and cells.classes == list(CLASSES)
+    names = {(i, j): [(n.rsplit('/', 1)[-1], c) for n, c in cells.images(i, j)] for i in range(3) for j in range(3)}
+    assert names[2, 0] == [('bad.mp4', 1)] and names[1, 0] == [('meh.mp4', 1)]
+    assert names[1, 1] == [('good.mp4', 1)] and names[0, 0] == [('fine.mp4', 1)]
+    assert cells.matrix().tolist() == [[1, 0, 0], [1, 1, 0], [1, 0, 0]]
 
 
 def test_report_multi_label_and_without_gt(tmp_path):
@@ -69,6 +77,7 @@ def test_report_multi_label_and_without_gt(tmp_path):
     assert '<h2>Per-class AP</h2>' in text and 'multilabel/gap' in text and '<h2>Confusion matrix</h2>' not in text
     assert 'b.mp4: p(true) = 0.200' in text  # its only true class scored 0.2
     assert len(re.findall(IMG, text)) == 2  # AP bars, 1 strip
+    assert not (tmp_path / 'confusion_cells.json').exists()  # no matrix, no cells
 
     sections = build_report_sections([{'true': None, 'pred': 0}], CLASSES, {'acc/top1': 1.0})
     assert [s.title for s in sections] == ['Metrics', 'Error analysis']
