@@ -100,3 +100,24 @@ def load_tool(name: str):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def shard_config(config: str, overrides: list[str], shards: dict, work, storage_options: dict | None = None) -> str:
+    """``config`` (with ``overrides``) with each split's dataset read from ``shards`` (split -> folder or URL), as
+    the YAML file ``<work>/shards.yaml``: what a user's config says (a shuffle buffer of 4 for training)."""
+    import copy
+
+    from oars.config.check import load_checked_config
+
+    cfg = load_checked_config(config, overrides)
+    for split, root in shards.items():
+        loader = cfg[f"{split}_dataloader"]
+        ds = {"type": "ShardDataset", "shards": root, "pipeline": copy.deepcopy(loader.dataset.pipeline)}
+        if storage_options:
+            ds["storage_options"] = dict(storage_options)
+        ds.update({"shuffle_buffer": 4} if split == "train" else {"test_mode": True})
+        loader.dataset = ds
+        loader.sampler = None
+    path = os.path.join(str(work), "shards.yaml")
+    cfg.dump(path)
+    return path

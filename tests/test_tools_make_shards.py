@@ -3,7 +3,6 @@ evaluation from its shards through tools/train.py and tools/eval.py (ShardDatase
 
 from __future__ import annotations
 
-import copy
 import glob
 import json
 import os
@@ -12,7 +11,7 @@ import shutil
 
 import pytest
 import torch
-from demo_utils import DEMO_CFG, demo_overrides, run_tool
+from demo_utils import DEMO_CFG, demo_overrides, run_tool, shard_config
 
 from oars.config.check import load_checked_config
 from oars.data.shards.writer import make_shards, parse_size
@@ -121,23 +120,8 @@ def test_a_missing_file_is_named_and_nothing_is_written(demo_data, tmp_path):
 
 
 def _shard_config(data: str, shards: dict, work, storage_options: dict | None = None, **extra) -> str:
-    """The demo config with its train/val datasets read from ``shards`` (split -> folder or URL), written as a
-    YAML file: what a user's config says."""
-    cfg = load_checked_config(DEMO_CFG, demo_overrides(data, **extra))
-    for split, root in shards.items():
-        loader = cfg[f"{split}_dataloader"]
-        ds = {"type": "ShardDataset", "shards": root, "pipeline": copy.deepcopy(loader.dataset.pipeline)}
-        if storage_options:
-            ds["storage_options"] = dict(storage_options)
-        if split == "train":
-            ds["shuffle_buffer"] = 4
-        else:
-            ds["test_mode"] = True
-        loader.dataset = ds
-        loader.sampler = None
-    path = os.path.join(str(work), "shards.yaml")
-    cfg.dump(path)
-    return path
+    """The demo config with its train/val datasets read from ``shards`` (split -> folder or URL)."""
+    return shard_config(DEMO_CFG, demo_overrides(data, **extra), shards, work, storage_options)
 
 
 def _metrics(work) -> dict:

@@ -7,6 +7,7 @@ import io
 import json
 import os
 import os.path as osp
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -19,6 +20,7 @@ from pycocotools.cocoeval import COCOeval
 
 from detection.evaluation.gt_utils import has_gt, image_record
 from detection.registry import METRICS
+from oars.data import storage
 from oars.errors import DataError, DataFileNotFoundError
 from oars.evaluation.report import FRACTION_NOTE, format_table
 
@@ -26,6 +28,8 @@ IOU_TYPES = ('bbox', 'segm')
 # results json key of each iou type
 _RESULT_KEY = {'bbox': 'bbox', 'segm': 'segmentation'}
 _TABLE_COLUMNS = ['AP', 'AP50', 'AP75', 'APs', 'APm', 'APl']
+# (path, mtime_ns, size) -> the parsed ground truth, alive while a metric holds it (``parsed_gt``)
+_PARSED: weakref.WeakValueDictionary[tuple[str, int, int], COCO] = weakref.WeakValueDictionary()
 
 # COCOeval.stats index -> metric name ('{md}' is a max_dets value)
 _STAT_NAMES = ('mAP', 'mAP_50', 'mAP_75', 'mAP_s', 'mAP_m', 'mAP_l',
@@ -96,6 +100,26 @@ def coco_from_records(results: Sequence[dict[str, Any]], cat_ids: Sequence[int],
     return coco
 
 
+def parsed_gt(path: str) -> COCO:
+    """``pycocotools.COCO(path)`` (its prints silenced), parsed once per version of the file: every metric of the
+    process evaluating against the same file (the same path, modification time and size) shares one parsed object,
+    so repeated evaluations and several metrics (a validation and a test evaluator, both IoU types, a search trying
+    many checkpoints) read the json once. The object lives as long as a metric holds it (a weak table), so nothing
+    keeps a large annotation file in memory after the last metric is gone; a rewritten file is read again.
+
+    The dataset's own reading is not reused: ``CocoDataset`` drops the json's objects once its arrays are built
+    (keeping them would hold the whole json in memory through training), and its arrays are clipped and filtered,
+    not the file's ground truth that ``COCOeval`` scores."""
+    st = os.stat(path)
+    key = (osp.abspath(path), st.st_mtime_ns, st.st_size)
+    coco = _PARSED.get(key)
+    if coco is None:
+        with contextlib.redirect_stdout(io.StringIO()):
+            coco = COCO(path)
+        _PARSED[key] = coco
+    return coco
+
+
 def _check_gt_segmentations(coco_gt: COCO, img_ids: list, cat_ids: list[int], source: str) -> None:
     """``DataError`` naming the first evaluated gt annotation without a segmentation (segm needs one for each)."""
     for ann in coco_gt.loadAnns(coco_gt.getAnnIds(imgIds=img_ids, catIds=list(cat_ids))):
@@ -146,7 +170,7 @@ class CocoMetric(BaseMetric):
                 raise ValueError(f'CocoMetric: unknown metric {m!r}; expected one of {list(IOU_TYPES)} (or a list)')
         if len(set(metrics)) != len(metrics):
             raise ValueError(f'CocoMetric: metric {metrics} names a type twice')
-        if ann_file is not None and not osp.isfile(ann_file):
+        if ann_file is not None and not storage.isfile(ann_file):
             raise DataFileNotFoundError(f'CocoMetric: ann_file {ann_file!r} does not exist')
         if len(tuple(max_dets)) != 3:
             raise ValueError(f'CocoMetric: max_dets must hold 3 numbers (as COCOeval), got {max_dets!r}')
@@ -174,12 +198,11 @@ class CocoMetric(BaseMetric):
         return str(path) if path else None
 
     def _load_gt_file(self, path: str) -> COCO:
-        if self._coco_cache is not None and self._coco_cache[0] == path:
-            return self._coco_cache[1]
-        if not osp.isfile(path):
+        """The ground truth of ``path`` (a local path or a URL, copied into the storage cache for pycocotools),
+        parsed once per file version (``parsed_gt``); the metric holds it so that its next evaluations reuse it."""
+        if not storage.isfile(path):
             raise DataFileNotFoundError(f'CocoMetric: annotation file {path!r} does not exist')
-        with contextlib.redirect_stdout(io.StringIO()):
-            coco = COCO(path)
+        coco = parsed_gt(storage.local_copy(path))
         self._coco_cache = (path, coco)
         return coco
 

@@ -1,8 +1,13 @@
 """The Datasets room's state: the registered data sets (table ``datasets`` of the index) and
 what a scan of one found (the ``tools/check_data.py`` problems, class counts, sizes, one entry per sample).
 
-A data set is a config's split, optionally pointed at other data: a folder (the split's ``data_root``) or a
-dataset description file (``--data``, :mod:`oars.config.data_description`). A scan reads it the ways the tools do:
+A data set is a config's split, optionally pointed at other data: a folder (the split's ``data_root``), a URL of
+one (``s3://bucket/set``, ``memory://``, ``https://`` ...: read through :mod:`oars.data.storage` with the split's
+``storage_options`` from the config), a shards folder or URL (holding ``tools/make_shards.py``'s ``index.json``: read
+as a ``ShardDataset`` with the split's pipeline) or a dataset description file (``--data``,
+:mod:`oars.config.data_description`). A data set on a URL or in shards of more than :data:`SCAN_SAMPLE` samples is
+scanned on a seeded random sample of that many (``tools/check_data.py --sample``'s rule). A scan reads it the ways
+the tools do:
 :func:`oars.data.check.check_config` lists every problem per file, then each sample goes through the split's
 pipeline once more for its labels (the same dataset object the grid draws). The scan is kept as JSON under
 ``<workspace>/datasets/<id>/`` so pages read it without touching the data again. The configs offered are the Train
@@ -21,6 +26,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from oars.data import storage
+from oars.errors import OarsError
 from oars.studio.security import NotFound, StudioError
 from oars.studio.workspace import Workspace
 
@@ -29,6 +36,12 @@ _TABLE = ("CREATE TABLE IF NOT EXISTS datasets (id TEXT PRIMARY KEY, config TEXT
           "data TEXT, added REAL NOT NULL)")
 _SLUG = re.compile(r"[^A-Za-z0-9_.-]+")
 DESCRIPTION_SUFFIXES = (".yaml", ".yml")
+#: URL schemes a data set may be read from: object stores and web servers fsspec reads. Its local, caching, archive
+#: and chaining wrappers are not (``file://`` is taken as a local path, under the workspace's path rules).
+REMOTE_SCHEMES = ("s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "adl", "http", "https", "hf", "memory")
+SCAN_SAMPLE = 2000  # a URL or shards data set of more samples is scanned on a random sample of this many
+SCAN_SEED = 0  # the sample's seed (the same samples at each scan, as check_data.py --seed 0)
+SHARD_INDEX = "index.json"
 
 
 @dataclass(frozen=True)
@@ -42,9 +55,18 @@ class DatasetEntry:
     data: str | None
     added: float
 
+    def is_url(self) -> bool:
+        """Whether ``data`` is a URL (read through the storage layer, scanned on a sample when large)."""
+        return storage.is_url(self.data)
+
+    def shards(self) -> bool:
+        """Whether ``data`` is a shards folder or URL (it holds ``index.json``)."""
+        return bool(self.data) and self.description() is None and holds_shard_index(self)
+
     def overrides(self) -> list[str]:
-        """The ``-o`` overrides a folder ``data`` means: the split's dataset ``data_root``."""
-        if self.data and not self.data.endswith(DESCRIPTION_SUFFIXES):
+        """The ``-o`` overrides a folder or URL ``data`` means: the split's dataset ``data_root`` (none for shards:
+        :func:`load_entry_config` replaces the dataset)."""
+        if self.data and not self.data.endswith(DESCRIPTION_SUFFIXES) and not self.shards():
             return [f"{self.split}_dataloader.dataset.data_root={self.data}"]
         return []
 
@@ -70,15 +92,19 @@ class DatasetIndex:
         """Where a data set's scan and sample pictures are kept (inside the workspace: ids are slugs)."""
         return self.root / dataset_id
 
-    def add(self, config: Path, split: str, data: Path | None) -> DatasetEntry:
-        """Register ``config``'s ``split`` (on ``data`` when given); an identical registration returns the same id.
+    def add(self, config: Path, split: str, data: Path | str | None) -> DatasetEntry:
+        """Register ``config``'s ``split`` (on ``data`` when given: a local path, or a URL checked by
+        :func:`data_location`); an identical registration returns the same id.
 
         Raises:
-            StudioError: an unknown split, or ``data`` that is neither a folder nor a description file.
+            StudioError: an unknown split, ``data`` that is neither a folder nor a description file, or a URL with
+                nothing there or that cannot be read (the storage's one line, naming the URL).
         """
         if split not in SPLITS:
             raise StudioError(f"split {split!r}: expected one of {', '.join(SPLITS)}")
-        if data is not None and not (data.is_dir() or (data.is_file() and data.suffix in DESCRIPTION_SUFFIXES)):
+        if isinstance(data, str):
+            check_url(config, split, data)
+        elif data is not None and not (data.is_dir() or (data.is_file() and data.suffix in DESCRIPTION_SUFFIXES)):
             raise StudioError(f"data {data}: expected a folder (the split's data_root) or a dataset description "
                               "file (.yaml: format, root, train/val/test, names)")
         data_text = str(data) if data is not None else None
@@ -87,7 +113,8 @@ class DatasetIndex:
                              (str(config), split, data_text)).fetchone()
             if row:
                 return self.get(row[0])
-            stem = data.stem if data is not None else config.stem
+            stem = (Path(data.rstrip("/")).stem if isinstance(data, str) else data.stem) if data is not None \
+                else config.stem
             base = _SLUG.sub("_", f"{stem}-{split}").strip("_") or "dataset"
             dataset_id, n = base, 1
             while db.execute("SELECT 1 FROM datasets WHERE id = ?", (dataset_id,)).fetchone():
@@ -146,17 +173,109 @@ class DatasetIndex:
             return None
 
 
+def data_location(workspace: Workspace, raw: str) -> Path | str:
+    """What a registration's ``data`` names: a local path (``file://`` URLs included) resolved under the workspace's
+    path rules (``PathRefused`` outside the workspace and the data roots), or a URL of a scheme in
+    :data:`REMOTE_SCHEMES` that fsspec knows, returned as it is (its existence is checked by :func:`check_url`).
+
+    Raises:
+        StudioError / PathRefused: an unknown or refused scheme, a chained URL, a local path outside.
+    """
+    raw = raw.strip()
+    if not storage.is_url(raw):
+        return workspace.resolve(raw)
+    scheme = storage.protocol(raw)
+    if scheme in ("file", "local"):
+        return workspace.resolve(raw.split("://", 1)[1])
+    try:
+        from fsspec.registry import known_implementations
+    except ImportError:
+        raise StudioError(f"data {raw}: reading URLs needs fsspec (pip install 'oars[data]')") from None
+    if "::" in raw or scheme not in REMOTE_SCHEMES or scheme not in known_implementations:
+        raise StudioError(f"data {raw}: URL scheme {scheme!r} is not accepted; give a local path, or a URL of "
+                          f"{', '.join(s + '://' for s in REMOTE_SCHEMES)} (one store, no '::' chain)")
+    if raw.endswith(DESCRIPTION_SUFFIXES):
+        raise StudioError(f"data {raw}: a dataset description file must be a local file (its root may be a URL)")
+    return raw
+
+
+def split_storage_options(cfg: Any, split: str) -> dict:
+    """The ``storage_options`` the config gives the split's dataset (its first leaf): what a URL of it is read with."""
+    from oars.data.check import leaf_dataset_configs
+
+    dataset = (cfg.get(f"{split}_dataloader") or {}).get("dataset")
+    if not isinstance(dataset, dict):
+        return {}
+    return dict(leaf_dataset_configs(copy.deepcopy(dataset))[0].get("storage_options") or {})
+
+
+@lru_cache(maxsize=64)
+def entry_storage_options(config: str, split: str) -> dict:
+    """:func:`split_storage_options` of ``config`` as it is (no data override), checked (no credential in it)."""
+    from oars.config.check import load_checked_config
+
+    options = split_storage_options(load_checked_config(config, []), split)
+    return storage.check_options(options, f"{config}: {split}_dataloader.dataset.storage_options")
+
+
+def check_url(config: Path | str, split: str, url: str) -> None:
+    """Refuse a data URL with nothing there (a folder of objects or a shards index), in one line naming it; read
+    with the split's ``storage_options`` from ``config``.
+
+    Raises:
+        StudioError: nothing at the URL, or the storage's own one-line error (access denied, no endpoint ...).
+        OarsError: the config's own message (its storage options hold a credential, a bad key).
+    """
+    options = entry_storage_options(str(config), split)
+    try:
+        found = storage.exists(url, options)
+    except OarsError as err:  # the storage's line names the URL
+        raise StudioError(str(err)) from None
+    if not found:
+        raise StudioError(f"data {url}: nothing there (no object under it; give the URL of the split's data_root "
+                          "folder or of a shards folder holding index.json)")
+
+
+def holds_shard_index(entry: DatasetEntry) -> bool:
+    """Whether ``entry.data`` (a folder or URL) holds ``tools/make_shards.py``'s ``index.json`` (a URL is asked once
+    per process: :func:`url_holds_shard_index`)."""
+    data = str(entry.data)
+    if not storage.is_url(data):
+        return Path(data, SHARD_INDEX).is_file()
+    return url_holds_shard_index(data, entry.config, entry.split)
+
+
+@lru_cache(maxsize=64)
+def url_holds_shard_index(url: str, config: str, split: str) -> bool:
+    """Whether ``url/index.json`` exists, asked with the split's ``storage_options`` (the storage's one-line error
+    naming the URL when it cannot be asked)."""
+    return storage.isfile(storage.join(url, SHARD_INDEX), entry_storage_options(config, split))
+
+
 def load_entry_config(entry: DatasetEntry) -> Any:
-    """``entry``'s config loaded and checked as the tools load it (``-o`` for a folder, ``--data`` for a file).
+    """``entry``'s config loaded and checked as the tools load it (``-o`` for a folder or URL, ``--data`` for a file;
+    for shards, the split's dataset replaced by a ``ShardDataset`` with its pipeline, in ``test_mode``: every sample
+    once, in order).
 
     Raises:
         OarsError: the config's or the description's one message (a bad key, a missing split, a missing path).
     """
     from oars.config.check import load_checked_config
+    from oars.data.check import leaf_dataset_configs
 
     description = entry.description()
-    return load_checked_config(entry.config, entry.overrides(), data=description,
-                               data_splits=(entry.split,) if description else None)
+    cfg = load_checked_config(entry.config, entry.overrides(), data=description,
+                              data_splits=(entry.split,) if description else None)
+    loader = cfg.get(f"{entry.split}_dataloader")
+    if entry.shards() and loader and isinstance(loader.get("dataset"), dict):
+        leaf = leaf_dataset_configs(copy.deepcopy(loader["dataset"]))[0]
+        shards = {"type": "ShardDataset", "shards": entry.data, "pipeline": leaf.get("pipeline") or [],
+                  "test_mode": True}
+        if leaf.get("storage_options"):
+            shards["storage_options"] = dict(leaf["storage_options"])
+        loader["dataset"] = shards
+        loader["sampler"] = None
+    return cfg
 
 
 def build_entry_dataset(entry: DatasetEntry) -> tuple[Any, Any]:
@@ -190,8 +309,8 @@ def cached_dataset(entry: DatasetEntry, _stamp: float) -> tuple[Any, Any]:
 
 
 def scan_into(entry: DatasetEntry, folder: Path, progress: Callable[[int, int], None] | None = None) -> dict:
-    """Check and read ``entry`` (:func:`scan_dataset`), keep the result as ``folder/scan.json`` (written whole:
-    pages never read half a scan) and return it."""
+    """Check and read ``entry`` (:func:`scan_dataset`), keep the result as
+    ``folder/scan.json`` (written whole: pages never read half a scan) and return it."""
     from oars_deploy.atomic import atomic_write
 
     folder.mkdir(parents=True, exist_ok=True)
@@ -202,62 +321,59 @@ def scan_into(entry: DatasetEntry, folder: Path, progress: Callable[[int, int], 
 
 def scan_dataset(entry: DatasetEntry, folder: Path, progress: Callable[[int, int], None] | None = None) -> dict:
     """Check ``entry`` and read its labels (``progress(done, total)`` after each sample read for its labels, the
-    second pass; the check before it reports no count).
+    second pass; the check before it reports no count). Shards are read once, the check and the labels together.
 
     Returns:
         ``{"time", "classes", "problems": [{"files", "reason"}], "summary", "samples": [{"files", "classes",
-        "problem"}], "counts": {class: n}, "sizes": [...], "size_kind", "histogram": file name or None}``. ``sizes``
-        are box sizes (sqrt of the area, pixels) or mask areas (fraction of the image), from the packed samples.
+        "problem", "index"} (+ "shard", "key" for shards)], "counts": {class: n}, "sizes": [...], "size_kind",
+        "histogram": file name or None, "sampled": {"read", "total", "seed"} or None}``. ``sizes`` are box sizes
+        (sqrt of the area, pixels) or mask areas (fraction of the image), from the packed samples; ``index`` is the
+        sample's index in the dataset (in the stream, for shards).
     """
-    from oars.data.check import check_config, format_reports
-    from oars.data.dataset import sample_files
-    from oars.studio.sample_stats import histogram_png, sample_labels
+    from oars.data.check import check_config, format_reports, sample_indices
+    from oars.studio.dataset_scan import count_labels, dataset_reads, shard_reads
 
     cfg = load_entry_config(entry)
-    reports = check_config(cfg, [entry.split], num_workers=0)
-    problems = [{"files": files, "reason": reason} for r in reports for files, reason in r.failures]
-    result: dict[str, Any] = {"time": time.time(), "summary": format_reports(reports).splitlines()[-1:],
-                              "problems": problems, "samples": [], "classes": [], "counts": {}, "sizes": [],
-                              "size_kind": None, "histogram": None}
+    result: dict[str, Any] = {"time": time.time(), "summary": [], "problems": [], "samples": [], "classes": [],
+                              "counts": {}, "sizes": [], "size_kind": None, "histogram": None, "sampled": None}
+    shards = entry.shards()
     try:
         _, dataset = build_entry_dataset(entry)
-    except Exception as err:  # noqa: BLE001 - the check listed why; the page shows it without a grid
-        result["build_error"] = str(err)
+        total = dataset.index.total if shards else len(dataset)
+    except Exception as err:  # noqa: BLE001 - the check lists why (shards: this message); the page shows no grid
+        dataset, total, result["build_error"] = None, 0, str(err)
+    sample = SCAN_SAMPLE if (entry.is_url() or shards) and total > SCAN_SAMPLE else None
+    if not shards:
+        reports = check_config(cfg, [entry.split], num_workers=0, sample=sample, seed=SCAN_SEED)
+        result["summary"] = format_reports(reports).splitlines()[-1:]
+        result["problems"] = [{"files": files, "reason": reason} for r in reports for files, reason in r.failures]
+    if dataset is None:
         return result
     classes = [str(c) for c in (dataset.metainfo.get("classes") or [])]
     result["classes"] = classes
-    bad_files = {p["files"]: p["reason"] for p in problems}
     counts = [0] * len(classes)
-    total = len(dataset)
-    for i in range(total):
+    indices = sample_indices(total, sample, SCAN_SEED)
+    reads = shard_reads(dataset, indices, result) if shards else dataset_reads(dataset, indices, result)
+    wanted = len(indices)
+    for done, (entry_out, packed) in enumerate(reads):
         if progress is not None:
-            progress(i, total)
-        try:
-            info = dataset.get_data_info(i)
-        except Exception as err:  # noqa: BLE001 - recorded per sample
-            result["samples"].append({"files": f"sample {i}", "classes": [], "problem": str(err)})
-            continue
-        files = " + ".join(sample_files(info)) or f"sample {i}"
-        entry_out = {"files": files, "classes": [], "problem": bad_files.get(files)}
-        try:
-            packed = dataset.pipeline(copy.deepcopy(info))
-        except Exception as err:  # noqa: BLE001 - the same failure the check recorded (or a new one)
-            entry_out["problem"] = entry_out["problem"] or f"{type(err).__name__}: {err}"
-            packed = None
+            progress(done, wanted)
         if packed is not None:
-            ids, kind, sizes = sample_labels(packed)
-            entry_out["classes"] = sorted(set(ids))
-            for c in ids:
-                if 0 <= c < len(counts):
-                    counts[c] += 1
-            if kind:
-                result["size_kind"] = kind
-                result["sizes"] += sizes
+            count_labels(packed, entry_out, counts, result)
         result["samples"].append(entry_out)
     if progress is not None:
-        progress(total, total)
+        progress(wanted, wanted)
+    if sample is not None:
+        result["sampled"] = {"read": len(result["samples"]), "total": total, "seed": SCAN_SEED}
+    if shards:
+        bad = len(result["problems"])
+        read = (f"{len(result['samples'])} of {total} sample(s) read (a random sample, seed {SCAN_SEED})"
+                if result["sampled"] else f"{len(result['samples'])} sample(s) read")
+        result["summary"] = [f"{entry.split} (ShardDataset): {read}, {bad} bad"]
     result["counts"] = dict(zip(classes, counts))
     if result["sizes"]:
+        from oars.studio.sample_stats import histogram_png
+
         histogram_png(result["sizes"], result["size_kind"], folder / "sizes.png")
         result["histogram"] = "sizes.png"
     return result

@@ -108,8 +108,9 @@ def test_every_benchmark_script_has_a_smoke_run():
         with open(path) as f:
             if 'if __name__ == "__main__":' in f.read():
                 scripts.add(os.path.basename(path))
-    # data_scale.py and studio_pages.py run in their own smoke tests (test_data_scale.py, test_studio_pages.py)
-    assert scripts == {*CHEAPEST, "data_pipeline.py", "data_scale.py", "studio_pages.py"}
+    # data_scale.py, data_throughput.py and studio_pages.py run in their own smoke tests (test_data_scale.py,
+    # test_data_throughput.py: a tiny demo set on the loopback S3, test_studio_pages.py)
+    assert scripts == {*CHEAPEST, "data_pipeline.py", "data_scale.py", "data_throughput.py", "studio_pages.py"}
 
 
 # contention.py's cheapest form is still two fresh training processes with their DataLoader workers (~25 s)

@@ -30,6 +30,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from oars.data import storage
 from oars.errors import DataError, DataFileNotFoundError
 from video.datasets.base import VideoBaseDataset, read_classes
 from video.registry import DATASETS
@@ -44,10 +45,10 @@ def read_annotation_file(path: str) -> dict[str, dict]:
         DataFileNotFoundError: no such file.
         DataError: unreadable or malformed JSON, no video, a video entry that is not a dict.
     """
-    if not os.path.isfile(path):
+    if not storage.isfile(path):
         raise DataFileNotFoundError(f'ActivityNetFeatureDataset: annotation file not found: {path}')
     try:
-        with open(path, encoding='utf-8') as f:
+        with storage.open_file(path, 'r', encoding='utf-8') as f:
             data = json.load(f)
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
         raise DataError(f'ActivityNetFeatureDataset: {path} is not a readable JSON file ({err})') from None
@@ -226,7 +227,8 @@ class ActivityNetFeatureDataset(VideoBaseDataset):
         self.feature_suffix = feature_suffix
         self.segment_tolerance = float(segment_tolerance)
         self.filter_empty_gt = bool(filter_empty_gt)
-        path = ann_file if os.path.isabs(ann_file) or not data_root else os.path.join(data_root, ann_file)
+        path = ann_file if storage.is_url(ann_file) or os.path.isabs(ann_file) or not data_root \
+            else storage.join(data_root, ann_file)
         self._videos = read_annotation_file(path)  # read once; load_data_list parses and drops it
         names = read_classes(classes, data_root, owner)
         if names is None:
@@ -260,7 +262,7 @@ class ActivityNetFeatureDataset(VideoBaseDataset):
                 zero_length[vid] = count
             if self.filter_empty_gt and not self.test_mode and item['gt_segments'].shape[0] == 0:
                 continue
-            item['feature_path'] = os.path.abspath(os.path.join(prefix, vid + self.feature_suffix))
+            item['feature_path'] = storage.absolute(storage.join(prefix, vid + self.feature_suffix))
             out.append(item)
         if zero_length:
             warn_zero_length(zero_length, self.ann_file, type(self).__name__, kept=self.test_mode)

@@ -1,15 +1,18 @@
-"""Datasets: register a config's split (optionally on a folder or a dataset description file), see every problem
-``tools/check_data.py`` finds per file, class counts, the size histogram and a paged grid of samples drawn with
-their annotations, filtered by class or by "has a problem". The check and the scan run as a background job (a large
-data set takes minutes); the page shows "checking… n of N" until it ends."""
+"""Datasets: register a config's split (optionally on a folder, a URL, a shards folder or URL, or a dataset
+description file), see every problem ``tools/check_data.py`` finds per file (on a random sample of a large URL or
+shards set), class counts, the size histogram and a paged grid of samples drawn with their annotations, filtered by
+class or by "has a problem". The check and the scan run as a background job (a large data set takes minutes); the
+page shows "checking… n of N" until it ends. A URL's storage options come from the config (never from the form)."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import FileResponse, RedirectResponse, Response
 
 from oars.studio.configs import catalogue, resolve_config
-from oars.studio.datasets import SPLITS, DatasetEntry, DatasetIndex, load_entry_config
+from oars.studio.datasets import SCAN_SAMPLE, SPLITS, DatasetEntry, DatasetIndex, data_location, load_entry_config
 from oars.studio.samples import PAGE_SIZE, sample_picture
 from oars.studio.security import NotFound, StudioError
 from oars.studio.web import render, settings, workspace
@@ -43,7 +46,7 @@ def datasets_page(request: Request) -> Response:
         status = index.scan_status(entry) or {}
         rows.append({"entry": entry, "samples": len(scan.get("samples", [])), "state": status.get("state"),
                      "problems": len(scan.get("problems", []))})
-    return render(request, "datasets.html", rows=rows, catalogue=catalogue(), splits=SPLITS)
+    return render(request, "datasets.html", rows=rows, catalogue=catalogue(), splits=SPLITS, scan_sample=SCAN_SAMPLE)
 
 
 @router.post("/datasets")
@@ -52,11 +55,11 @@ def register_dataset(request: Request, config: str = Form(""), split: str = Form
     """Register a data set and start its check and scan in the background, then show it (303 to its page)."""
     ws = workspace(request)
     config_path = resolve_config(ws, config)
-    data_path = ws.resolve(data.strip()) if data.strip() else None
-    if data_path is not None and not data_path.exists():
+    data_path = data_location(ws, data) if data.strip() else None
+    if isinstance(data_path, Path) and not data_path.exists():
         raise StudioError(f"data {data.strip()}: nothing there (give a folder or a dataset description file)")
     index = _index(request)
-    entry = index.add(config_path, split, data_path)
+    entry = user_errors_shown(index.add, config_path, split, data_path)
     _start_scan(request, index, entry)
     return RedirectResponse(f"/datasets/{entry.id}", status_code=303)
 
@@ -118,7 +121,11 @@ def sample_png(request: Request, dataset_id: str, index: int) -> Response:
     scan = datasets.read_scan(entry)
     if scan is None:
         raise NotFound(f"data set {dataset_id!r}: not scanned yet (open its page)")
-    path = user_errors_shown(sample_picture, entry, index, datasets.folder(entry.id), scan["time"])
+    samples = scan.get("samples") or []
+    if not 0 <= index < len(samples):
+        raise NotFound(f"sample {index}: the scan of {dataset_id!r} read {len(samples)} samples (0 to "
+                       f"{len(samples) - 1})")
+    path = user_errors_shown(sample_picture, entry, index, datasets.folder(entry.id), scan["time"], samples[index])
     return FileResponse(path, media_type="image/png", headers={"Cache-Control": "max-age=3600"})
 
 
