@@ -223,15 +223,25 @@ def pad_detections(
     return num, boxes, scores, labels
 
 
-def detection_agreement(reference: Mapping, candidate: Mapping, min_iou: float = 0.5) -> dict[str, float | None]:
-    """How well reduced-precision detections (FP16/INT8 graph) agree with the FP32 graph's, in [0, 1].
+def detection_agreement(reference: Mapping, candidate: Mapping, min_iou: float = 0.5,
+                        box_atol: float = MatchSettings.box_atol, tie_atol: float = 1e-6) -> dict[str, float | None]:
+    """How well reduced-precision detections (FP16/INT8 graph, or another runtime) agree with the FP32 graph's,
+    in [0, 1].
 
-    ``detections_recall``: the share of the reference detections found again (same label, IoU >= ``min_iou``),
-    each weighted by its score, so a borderline detection that flips costs little and a confident one that is lost
-    costs much; ``detections_precision``: the same from the candidate's side (spurious detections). ``None`` (not
-    measured) where there is nothing to count: recall when the reference found nothing, precision when the
-    candidate found nothing. Two graphs that both find nothing have not been shown to agree (1.0 would hide a
-    check on images without objects, or an INT8 graph compared on blank input).
+    ``detections_recall``: the share of the reference detections found again (same label, IoU >= ``min_iou`` or
+    every corner within ``box_atol`` px: the self-check's rule, since a box clipped to zero width or height has
+    IoU 0 even with itself, and random weights give many such boxes), each weighted by its score, so a borderline
+    detection that flips costs little and a confident one that is lost costs much; ``detections_precision``: the
+    same from the candidate's side (spurious detections).
+
+    Ties (:func:`_split_ties`): where several detections share a score (within ``tie_atol``: float noise), which of them
+    survive NMS and the top-M cut depends on the order a runtime sorts equals in, not on the model; a group of
+    equal scores found on both sides, with two or more on one side and a member without a partner, is left out of
+    both measures (random weights give whole images of equal scores: SSDLite's 1/81 everywhere).
+
+    ``None`` (not measured) where there is nothing to count: recall when the reference found nothing (or only
+    split ties), precision when the candidate did. Two graphs that both find nothing have not been shown to agree
+    (1.0 would hide a check on images without objects, or an INT8 graph compared on blank input).
     """
     ref, cand = _as_tuple(reference), _as_tuple(candidate)
     found = {"detections_recall": [0.0, 0.0], "detections_precision": [0.0, 0.0]}  # [matched score, total score]
@@ -239,11 +249,38 @@ def detection_agreement(reference: Mapping, candidate: Mapping, min_iou: float =
         r = [o[i][: int(ref[0][i])] for o in ref[1:]]
         c = [o[i][: int(cand[0][i])] for o in cand[1:]]
         iou = iou_matrix(r[0], c[0])
-        same = (iou >= min_iou) & (r[2][:, None] == c[2][None, :])
-        for key, scores, hit in (("detections_recall", r[1], same.any(1)), ("detections_precision", c[1], same.any(0))):
-            found[key][0] += float(scores[hit].sum())
-            found[key][1] += float(scores.sum())
+        close = np.abs(r[0][:, None, :] - c[0][None, :, :]).max(-1, initial=0.0) <= box_atol
+        same = ((iou >= min_iou) | close) & (r[2][:, None] == c[2][None, :])
+        hits = (same.any(1), same.any(0))
+        keep = _split_ties(r[1], c[1], *hits, tie_atol)
+        for key, scores, hit, kept in zip(found, (r[1], c[1]), hits, keep):
+            found[key][0] += float(scores[hit & kept].sum())
+            found[key][1] += float(scores[kept].sum())
     return {k: (m / t if t > 0 else None) for k, (m, t) in found.items()}
+
+
+def _split_ties(ref_scores: np.ndarray, cand_scores: np.ndarray, ref_hit: np.ndarray, cand_hit: np.ndarray,
+                tie_atol: float) -> tuple[np.ndarray, np.ndarray]:
+    """Which reference / candidate detections count in :func:`detection_agreement` (boolean masks).
+
+    Scores of both sides are grouped where sorted neighbours are within ``tie_atol``; a group with members on
+    both sides, two or more on one side, and a member without a partner is a tie that the runtimes broke
+    differently (NMS keeps the first of equals, the top-M cut the first M): its members do not count. A lone
+    detection without a partner still counts: no tie explains it.
+    """
+    scores = np.concatenate([ref_scores, cand_scores]).astype(np.float64)
+    side = np.repeat([0, 1], [len(ref_scores), len(cand_scores)])
+    hit = np.concatenate([ref_hit, cand_hit])
+    order = np.argsort(scores, kind="stable")
+    group = np.empty(len(scores), dtype=np.int64)
+    group[order] = np.concatenate([[0], np.cumsum(np.diff(scores[order]) > tie_atol)]) if len(scores) else []
+    keep = np.ones(len(scores), dtype=bool)
+    for g in np.unique(group):
+        members = group == g
+        n_ref, n_cand = int((members & (side == 0)).sum()), int((members & (side == 1)).sum())
+        if n_ref and n_cand and max(n_ref, n_cand) >= 2 and not hit[members].all():
+            keep[members] = False
+    return keep[: len(ref_scores)], keep[len(ref_scores):]
 
 
 @dataclass

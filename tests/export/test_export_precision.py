@@ -270,3 +270,35 @@ def test_cli_int8(demo_case, calib_dir, tmp_path, monkeypatch, capsys):
     assert f"wrote {out / 'model_int8.onnx'}" in text
     assert "INT8 vs FP32 graph: agreement label " in text and "(needed 0.9)" in text
     assert read_deploy_yaml(str(out / "deploy.yaml"))["model"]["onnx"] == "model_int8.onnx"
+
+
+def test_detection_agreement_matches_degenerate_boxes_by_their_corners():
+    # boxes clipped to zero height (random-weight FCOS gives 88 % of its score mass such boxes): IoU 0 even with
+    # themselves, so an identical candidate once agreed 0.12; corners within the self-check's box_atol match them
+    flat = [[10, 12, 14, 12], [30, 40, 30, 44]]
+    ref = _dets(flat, [0.5, 0.3], [0, 1])
+    same = _dets(np.array(flat) + 1e-3, [0.5, 0.3], [0, 1])
+    assert detection_agreement(ref, same) == {"detections_recall": 1.0, "detections_precision": 1.0}
+    moved = _dets(np.array(flat) + [[0, 0, 0, 2], [0, 0, 0, 0]], [0.5, 0.3], [0, 1])  # the first one: 2 px taller
+    assert detection_agreement(ref, moved)["detections_recall"] == pytest.approx(0.3 / 0.8)
+    relabelled = _dets(flat, [0.5, 0.3], [1, 0])
+    assert detection_agreement(ref, relabelled) == {"detections_recall": 0.0, "detections_precision": 0.0}
+
+
+def test_detection_agreement_leaves_out_ties_broken_in_another_order():
+    # four candidates of one score, a top-2 cut: ONNX Runtime kept the first two, another runtime (sorting equals
+    # in another order) the last two; the untied detection is found in both. Only the tie is left out.
+    tied = [[0, 0, 10, 10], [20, 0, 30, 10], [40, 0, 50, 10], [0, 40, 10, 50]]
+    ref = _dets([[60, 60, 70, 70], *tied[:2]], [0.9, 0.25, 0.25], [0, 1, 1])
+    other_order = _dets([[60, 60, 70, 70], *tied[2:]], [0.9, 0.25 + 1e-7, 0.25 + 1e-7], [0, 1, 1])
+    assert detection_agreement(ref, other_order) == {"detections_recall": 1.0, "detections_precision": 1.0}
+    # the same boxes with distinct scores: no tie explains the two lost ones
+    untied = _dets([[60, 60, 70, 70], *tied[2:]], [0.9, 0.3, 0.2], [0, 1, 1])
+    assert detection_agreement(ref, untied)["detections_recall"] == pytest.approx(0.9 / 1.4)
+    # a tie on one side only (the candidate found none of that score) is no excuse either
+    lost = _dets([[60, 60, 70, 70]], [0.9], [0])
+    assert detection_agreement(ref, lost)["detections_recall"] == pytest.approx(0.9 / 1.4)
+    # all scores tied and every tie split: nothing left to measure, not a perfect 1.0
+    only_tie = _dets(tied[:2], [0.25, 0.25], [1, 1])
+    assert detection_agreement(only_tie, _dets(tied[2:], [0.25, 0.25], [1, 1])) == {
+        "detections_recall": None, "detections_precision": None}

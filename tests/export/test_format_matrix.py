@@ -169,7 +169,7 @@ def _stale_cells(doc: str, measured: str, tolerance: float = 0.01) -> list[tuple
     stale = []
     for a, b in zip(ours, theirs):
         numbers = [[float(x) for x in _NUMBER.findall(_PATH.sub("", cell))] for cell in (a, b)]
-        # a disagreement on random weights (near-tied detection scores) is the finding, not its exact value
+        # a disagreement on random weights is the finding, not its exact value
         close = a.startswith("disagreed:") or all(abs(x - y) <= tolerance for x, y in zip(*numbers))
         if shape(a) != shape(b) or not close:
             stale.append((a, b))
