@@ -71,3 +71,28 @@ def test_model_dir_refusals(demo_data, tmp_path):
         evaluate(SEG_CFG, None, opts, model_dir=str(tmp_path))
     proc = run_tool("eval.py", "-c", SEG_CFG, "--model-dir", str(tmp_path), "-w", "x.pth", check=False)
     assert proc.returncode == 2 and "not allowed with argument" in proc.stderr
+
+
+def test_eval_model_dir_takes_every_runtime_backend(demo_data, tmp_path):
+    """``tools/eval.py --backend openvino`` evaluates the export's OpenVINO IR (the label maps of U-Net agree with
+    ONNX Runtime's, so the mIoU is the same); a backend whose file the export lacks is one message naming it."""
+    pytest.importorskip("openvino", reason="the edge extra (pip install -e '.[edge]') is not installed")
+    from deploy.test_deploy_python_predictor import _random_checkpoint
+    from oars.pipelines.export import export_model
+
+    ckpt = _random_checkpoint(SEG_CFG, SEG_SHRINK, str(tmp_path / "model.pth"))
+    model_dir = str(tmp_path / "export")
+    export_model(SEG_CFG, ckpt, model_dir, fmt="openvino", overrides=SEG_SHRINK)
+    opts = [*demo_overrides(demo_data)[:12], *SEG_SHRINK]
+    runs = {}
+    for backend in ("onnxruntime", "openvino"):
+        proc = run_tool("eval.py", "-c", SEG_CFG, "--model-dir", model_dir, "--backend", backend,
+                        "--work-dir", str(tmp_path / backend), "-o", *opts)
+        with open(tmp_path / backend / "metrics.json") as f:
+            runs[backend] = json.load(f)["metrics"]
+        assert proc.returncode == 0
+    assert 0 < runs["onnxruntime"]["mIoU"] < 1
+    assert runs["openvino"]["mIoU"] == pytest.approx(runs["onnxruntime"]["mIoU"], abs=1e-3)
+    proc = run_tool("eval.py", "-c", SEG_CFG, "--model-dir", model_dir, "--backend", "mnn", "-o", *opts,
+                    check=False)
+    assert proc.returncode != 0 and "mnn" in proc.stderr and "Traceback" not in proc.stderr

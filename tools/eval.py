@@ -8,6 +8,7 @@ from oars.cli import base_parser, run_cli
 from oars.engine.runner import verbose_console
 from oars.evaluation.report import format_metrics
 from oars.pipelines.evaluate import evaluate
+from oars_deploy.backends import BACKENDS
 
 USAGE_HINT = "tools/eval.py CONFIG CHECKPOINT, or -c CONFIG -w CHECKPOINT (or -c CONFIG --model-dir DIR)"
 
@@ -33,8 +34,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     source.add_argument("--model-dir", help="export folder (deploy.yaml + model*.onnx) to evaluate with the runtime "
                                             "predictor instead of a checkpoint")
     parser.add_argument("--device", default="cpu", help="--model-dir: cpu or cuda")
-    parser.add_argument("--backend", default="onnxruntime", choices=("onnxruntime", "tensorrt"),
-                        help="--model-dir: onnxruntime (model.onnx) or tensorrt (model.engine)")
+    parser.add_argument("--backend", default="onnxruntime", choices=BACKENDS,
+                        help="--model-dir: the runtime that runs the export's file of that format (onnxruntime: "
+                             "model.onnx, openvino: model.xml, tensorrt: model.engine...; written by tools/export.py "
+                             "--format)")
     parser.add_argument("--show-dir", default=None, help="write pictures of predictions next to the ground truth")
     parser.add_argument("--max-show", type=int, default=24, help="how many pictures --show-dir writes")
     parser.add_argument("--report", action="store_true",
