@@ -9,7 +9,7 @@ bisected to the budget) and ``--method auto-prune --search sa`` / ``optuna`` (``
 the same ``--epochs`` from the same checkpoint (the control: what the extra training alone gives). The table gives
 parameters, FLOPs, the metric (the compression table's: the checkpoint evaluated on the test split) and the ONNX
 Runtime latency of each export as a ratio to the original's, measured again side by side in one process at the
-end (one ORT thread, ``--rounds`` alternating rounds, median).
+end (``--latency-threads`` ORT threads, default 1, ``--rounds`` alternating rounds, median).
 
 ``--latency-target R`` adds the latency-constrained search at real size: the U-Net with the full-size backbone
 (``unet_s5-d16`` widths: 64 base channels, 5 stages; random weights, the demo data for the proxy), exported at
@@ -65,15 +65,19 @@ REAL_UNET = ["model.backbone.base_channels=64", "model.backbone.num_stages=5", "
 
 def ensure_data(case: Case, args: argparse.Namespace) -> None:
     """Generate the demo shapes when absent (``--data`` with ``--num-train`` / ``--num-val``: a smaller set there);
-    the video demo's clips must be there (``make demo-video-data``)."""
+    the video demo's clips must be there (``make demo-video-data``, or ``--video-data DIR`` generated with
+    ``python -m video.demo_data --out DIR``)."""
     path = os.path.join(ROOT, case.data)
+    if not case.data.endswith("demo_shapes") and args.video_data:
+        path = args.video_data
     if case.data.endswith("demo_shapes"):
         from oars.data.demo_shapes import generate
 
         sizes = {k: v for k, v in (("num_train", args.num_train), ("num_val", args.num_val)) if v is not None}
         generate(args.data or path, **sizes)
     elif not os.path.isdir(path):
-        raise SystemExit(f"{case.label}: {path} does not exist; generate it first with make demo-video-data")
+        raise SystemExit(f"{case.label}: {path} does not exist; generate it first with make demo-video-data (or "
+                         f"python -m video.demo_data --out DIR, then --video-data DIR)")
 
 
 def trained_checkpoint(case: Case, args: argparse.Namespace, folder: str) -> str:
@@ -172,7 +176,7 @@ def flops_table(case: Case, args: argparse.Namespace, folder: str) -> list[dict]
         walls[variant] = time.perf_counter() - t0
     table = {r["variant"]: r for r in read_rows(cmp)}
     graphs = {v: export_onnx(os.path.join(cmp, v)) for v in ["original", *runs]}
-    ms = side_by_side_ms({v: p for v, p in graphs.items() if p}, args.rounds)
+    ms = side_by_side_ms({v: p for v, p in graphs.items() if p}, args.rounds, threads=args.latency_threads)
     original = table["original"]
     rows = []
     for variant in ["original", *runs]:
@@ -220,7 +224,8 @@ def latency_search(args: argparse.Namespace, folder: str) -> dict:
     """The latency-constrained search on the U-Net exported at ``--latency-size``: the trained demo checkpoint
     (``--latency-weights trained``; the U-Net table's, else trained here) or the full-size widths with random
     weights (``random``). Returns the budget, the search's best cost and the best measured again beside the
-    original (ORT's default threads, as the search measures)."""
+    original; every latency (the budget's reference, the search's, the re-measurements) on ``--latency-threads``
+    ONNX Runtime threads, the setting ``tools/compress.py --latency-threads`` gives the search."""
     from oars.config.check import load_checked_config
     from oars.pipelines.compress.auto_prune import export_latency_ms
     from oars.pipelines.compress.prune import PRUNED_CONFIG, model_and_batch
@@ -242,32 +247,33 @@ def latency_search(args: argparse.Namespace, folder: str) -> dict:
         label = f"U-Net demo (trained), {size}x{size}"
     cfg = load_checked_config(config, overrides)
     model, _ = model_and_batch(cfg, ckpt)
-    original = statistics.median(export_latency_ms(cfg, model) for _ in range(args.rounds))
+    threads = args.latency_threads
+    original = statistics.median(export_latency_ms(cfg, model, threads=threads) for _ in range(args.rounds))
     target = round(args.latency_target * original, 2)
     start = time.perf_counter()
     record = compress_variant(config, ckpt, os.path.join(folder, "cmp"),
                               {"method": "auto-prune", "target_latency": target, "search": "sa",
                                "steps": args.latency_steps, "epochs": 0, "criterion": args.criterion,
-                               "latency": False, "variant": "auto-latency"}, overrides)
+                               "latency": False, "variant": "auto-latency", "latency_threads": threads}, overrides)
     wall = time.perf_counter() - start
     best_cfg = load_checked_config(os.path.join(folder, "cmp", "auto-latency", PRUNED_CONFIG), export)
     best, _ = model_and_batch(best_cfg, record["checkpoint"])
     again: dict[str, list[float]] = {"original": [], "best": []}
-    for _ in range(args.rounds):  # alternating, as the search measured (ORT's default threads)
-        again["original"].append(export_latency_ms(cfg, model))
-        again["best"].append(export_latency_ms(best_cfg, best))
+    for _ in range(args.rounds):  # alternating, on the threads the search measured on
+        again["original"].append(export_latency_ms(cfg, model, threads=threads))
+        again["best"].append(export_latency_ms(best_cfg, best, threads=threads))
     original_again, best_again = (statistics.median(v) for v in again.values())
     search = record["search"]
     return {"model": label, "original_ms": original, "target_ms": target, "search_best_ms": search["best_cost"],
             "original_again_ms": original_again, "best_again_ms": best_again, "best_over_target": best_again / target,
             "latency_ratio": best_again / original_again, "scored": search["scored"],
             "proposed": len(search["history"]), "steps": args.latency_steps, "best_ratios": search["best_ratios"],
-            "proxy": search["best_score"], "wall_s": wall}
+            "proxy": search["best_score"], "wall_s": wall, "threads": threads}
 
 
 def print_tables(rows: list[dict], latency: dict | None) -> None:
-    print("| model | variant | params | GFLOPs (of original) | metric | fine-tune epochs | ORT ms, 1 thread "
-          "(of original) | candidates scored |")
+    print("| model | variant | params | GFLOPs (of original) | metric | fine-tune epochs | ORT ms (of original) "
+          "| candidates scored |")
     print("|---|---|---|---|---|---|---|---|")
     for r in rows:
         flops = f"{r['flops'] / 1e9:.4f} ({r['flops_ratio']:.3f})" if r.get("flops") else "-"
@@ -297,6 +303,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--searches", default="sa,optuna", help="comma-separated, of sa, optuna")
     p.add_argument("--no-control", dest="control", action="store_false", help="skip the unpruned fine-tune")
     p.add_argument("--rounds", type=int, default=5, help="alternating latency rounds (median)")
+    p.add_argument("--latency-threads", type=int, default=1,
+                   help="ONNX Runtime intra-op threads of every latency: the tables' and the latency search's budget "
+                        "and candidates (default %(default)s; 0: ONNX Runtime's default, all cores)")
     p.add_argument("--latency-target", type=float, default=None,
                    help="also run the latency-constrained search on the real-size U-Net: budget = this x original")
     p.add_argument("--latency-size", type=int, default=256, help="its export input side (default %(default)s)")
@@ -305,6 +314,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="the trained U-Net demo, or the full-size U-Net widths with random weights")
     p.add_argument("--work-dir", default=os.path.join("work_dirs", "bench_auto_prune"))
     p.add_argument("--data", default=None, help="the demo shapes folder (default: the configs' data/demo_shapes)")
+    p.add_argument("--video-data", default=None,
+                   help="the demo videos folder (default: the config's data/demo_videos)")
     p.add_argument("--num-train", type=int, default=None, help="generate --data with this many training images")
     p.add_argument("--num-val", type=int, default=None, help="generate --data with this many validation images")
     args = p.parse_args(argv)
@@ -323,6 +334,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             and args.names != ["unet"]):
         p.error(f"--checkpoint {args.checkpoint} with --latency-target: the latency search prunes the U-Net, so the "
                 "checkpoint must be the U-Net demo's (--models unet), or give --latency-weights random")
+    if args.latency_threads < 0:
+        p.error(f"--latency-threads {args.latency_threads}: a number of threads >= 0 (0: ONNX Runtime's default)")
     if not args.names and args.latency_target is None:
         p.error("nothing to measure: give --models or --latency-target")
     if not 0 < args.target_flops < 1 or (args.latency_target is not None and not 0 < args.latency_target < 1):
@@ -335,8 +348,9 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for name in args.names:
         case = MODELS[name]
-        if args.data and case.data.endswith("demo_shapes"):
-            case = dataclasses.replace(case, overrides=(*case.overrides, *data_overrides(args.data)))
+        folder = args.data if case.data.endswith("demo_shapes") else args.video_data
+        if folder:
+            case = dataclasses.replace(case, overrides=(*case.overrides, *data_overrides(os.path.abspath(folder))))
         rows += flops_table(case, args, os.path.abspath(os.path.join(args.work_dir, name)))
     latency = None
     if args.latency_target is not None:
@@ -344,7 +358,8 @@ def main(argv: list[str] | None = None) -> int:
     out = os.path.join(args.work_dir, "auto_prune.json")
     os.makedirs(args.work_dir, exist_ok=True)
     settings = {k: getattr(args, k) for k in ("target_flops", "steps", "epochs", "criterion", "searches",
-                                              "latency_target", "latency_size", "latency_steps", "rounds")}
+                                              "latency_target", "latency_size", "latency_steps", "rounds",
+                                              "latency_threads")}
     with open(out, "w") as f:
         json.dump({"settings": settings, "rows": rows, "latency": latency}, f, indent=1)
     print_tables(rows, latency)

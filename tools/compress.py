@@ -1,5 +1,5 @@
 """Compress a trained model: tools/compress.py -c CONFIG -w CKPT --method prune|auto-prune|sensitivity|ptq|qat|distill
---work-dir DIR [--target-flops F | --target-params P | --target-latency MS] [--search sa|optuna]
+--work-dir DIR [--target-flops F | --target-params P | --target-latency MS [--latency-threads N]] [--search sa|optuna]
 [--criterion l1|l2|taylor] [--steps N] [--epochs N] [--calib-dir DIR] [--variant NAME] [-o key=value ...].
 
 prune: structured channel pruning of the backbone and neck (torch-pruning's dependency graph; the heads keep their
@@ -49,6 +49,9 @@ def main(argv: Sequence[str] | None = None) -> None:
                         help="prune: channel importance (weight L1/L2 norm, or first-order Taylor on a batch)")
     parser.add_argument("--target-latency", type=float, default=None,
                         help="auto-prune: the ONNX Runtime latency budget in ms, measured on this machine")
+    parser.add_argument("--latency-threads", type=int, default=None,
+                        help="auto-prune: ONNX Runtime intra-op threads for the budget's and every candidate's "
+                             "latency (default 1; 0: ONNX Runtime's default, all cores)")
     parser.add_argument("--search", choices=["sa", "optuna"], default=None,
                         help="auto-prune: simulated annealing (PaddleSlim's, default) or Optuna's TPE")
     parser.add_argument("--steps", type=int, default=None,
@@ -68,7 +71,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     cfg = load_checked_config(args.config, args.overrides)
     cli = {"method": args.method, "target_flops": args.target_flops, "target_params": args.target_params,
            "criterion": args.criterion, "steps": args.steps,
-           "target_latency": args.target_latency, "search": args.search, "epochs": args.epochs, "variant": args.variant,
+           "target_latency": args.target_latency, "latency_threads": args.latency_threads, "search": args.search,
+           "epochs": args.epochs, "variant": args.variant,
            "teacher_config": args.teacher_config, "teacher_weights": args.teacher_weights,
            "calib_dir": args.calib_dir}
     compress(cfg, args.weights, args.work_dir, merged_options(cfg, cli), args.overrides)

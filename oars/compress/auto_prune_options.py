@@ -13,12 +13,13 @@ from oars.extras import require_extra
 
 from .options import prune_settings
 from .prune import PruneSettings
-from .sa_controller import INIT_TEMPERATURE, MAX_TRY_TIMES, REDUCE_RATE
+from .sa_controller import INIT_TEMPERATURE, MAX_TRY_TIMES, REDUCE_RATE, REWARD_SCALE
 
 SEARCHES = ("sa", "optuna")
 AUTO_KEYS = ("target_latency", "search", "max_groups", "ratio_step", "calib_batches", "val_batches", "seed",
-             "init_temperature", "reduce_rate", "max_try_times", "ratios")
+             "init_temperature", "reduce_rate", "max_try_times", "sa_scale", "latency_threads", "ratios")
 DEFAULT_STEPS = 300  # PaddleSlim AutoPruner's max_try_times, used as the number of search steps
+LATENCY_THREADS = 1  # one ONNX Runtime thread: a budget measured on all cores of a shared machine does not repeat
 SENSITIVITY_RATIOS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 
 
@@ -29,7 +30,11 @@ class AutoPruneSettings:
     ``target_flops``: the budget as a fraction of the original FLOPs; ``target_latency``: as ONNX Runtime
     milliseconds measured on this machine (exactly one is set for auto-prune, none for sensitivity). ``ratio_step``:
     a token's unit (token t prunes a group by t x ratio_step of its channels). ``calib_batches``/``val_batches``: the
-    proxy score's training batches for BatchNorm re-calibration and validation batches for the metric."""
+    proxy score's training batches for BatchNorm re-calibration and validation batches for the metric. ``sa_scale``:
+    what simulated annealing multiplies reward differences by (100: metrics in [0, 1] compared in percentage points,
+    see :mod:`oars.compress.sa_controller`). ``latency_threads``: ONNX Runtime's intra-op threads for every latency
+    the search measures (the original's and each candidate's, so the budget and the candidates are timed alike; 0:
+    ONNX Runtime's default, all cores)."""
 
     prune: PruneSettings
     target_flops: float | None = None
@@ -44,6 +49,8 @@ class AutoPruneSettings:
     init_temperature: float = INIT_TEMPERATURE
     reduce_rate: float = REDUCE_RATE
     max_try_times: int = MAX_TRY_TIMES
+    sa_scale: float = REWARD_SCALE
+    latency_threads: int = LATENCY_THREADS
     ratios: list[float] = field(default_factory=lambda: list(SENSITIVITY_RATIOS))
 
 
@@ -110,7 +117,8 @@ def auto_prune_settings(options: dict[str, Any], filename: str | None = None,
     for key, kind, low, high in (("max_groups", int, 1, None), ("ratio_step", float, 0.01, 0.5),
                                  ("calib_batches", int, 0, None), ("val_batches", int, 1, None),
                                  ("seed", int, 0, None), ("init_temperature", float, 1e-9, None),
-                                 ("reduce_rate", float, 1e-9, 1.0), ("max_try_times", int, 1, None)):
+                                 ("reduce_rate", float, 1e-9, 1.0), ("max_try_times", int, 1, None),
+                                 ("sa_scale", float, 1e-9, None), ("latency_threads", int, 0, None)):
         if options.get(key) is not None:
             setattr(settings, key, _number(options, key, kind, where, low, high))
     if options.get("ratios") is not None:
@@ -131,5 +139,5 @@ def auto_variant_name(options: dict[str, Any], settings: AutoPruneSettings) -> s
     return f"auto-prune-{budget}-{settings.search}"
 
 
-__all__ = ["AUTO_KEYS", "DEFAULT_STEPS", "SEARCHES", "SENSITIVITY_RATIOS", "AutoPruneSettings",
+__all__ = ["AUTO_KEYS", "DEFAULT_STEPS", "LATENCY_THREADS", "SEARCHES", "SENSITIVITY_RATIOS", "AutoPruneSettings",
            "auto_prune_settings", "auto_variant_name"]

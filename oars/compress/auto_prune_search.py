@@ -16,7 +16,7 @@ from typing import Any
 
 from oars.extras import require_extra
 
-from .sa_controller import INIT_TEMPERATURE, MAX_TRY_TIMES, REDUCE_RATE, SAController
+from .sa_controller import INIT_TEMPERATURE, MAX_TRY_TIMES, REDUCE_RATE, REWARD_SCALE, SAController
 
 Tokens = list[int]
 
@@ -95,12 +95,14 @@ def uniform_start(low: Sequence[int], high: Sequence[int], within: Callable[[Tok
 
 def sa_search(low: Sequence[int], high: Sequence[int], start: Tokens, evals: Evaluations, steps: int, seed: int = 0,
               init_temperature: float = INIT_TEMPERATURE, reduce_rate: float = REDUCE_RATE,
-              max_try_times: int = MAX_TRY_TIMES, log: Callable[[str], None] = print) -> SearchResult:
+              max_try_times: int = MAX_TRY_TIMES, log: Callable[[str], None] = print,
+              reward_scale: float = REWARD_SCALE) -> SearchResult:
     """Simulated annealing from ``start`` (within the budget) for ``steps`` scored candidates at most (PaddleSlim's
     rules, :mod:`oars.compress.sa_controller`); stops early when no new candidate within the budget is found in
     ``max_try_times`` draws."""
     history = [Step(0, list(start), evals.cost(start), evals.score(start), True)]
-    controller = SAController(low, high, start, history[0].score, init_temperature, reduce_rate, max_try_times, seed)
+    controller = SAController(low, high, start, history[0].score, init_temperature, reduce_rate, max_try_times, seed,
+                              reward_scale=reward_scale)
 
     def allowed(tokens: Tokens) -> bool:
         ok = evals.within(tokens)

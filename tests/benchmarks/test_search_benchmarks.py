@@ -79,13 +79,24 @@ def test_auto_prune_flags_are_checked(capsys):
            ("--models", ""): "nothing to measure: give --models or --latency-target",
            ("--target-flops", "1.5"): "--target-flops 1.5 / --latency-target None: fractions in (0, 1)",
            ("--num-val", "4"): "give its folder with --data",
-           ("--models", "yolov3", "--checkpoint", "y.pth", "--latency-target", "0.7"): "must be the U-Net demo's"}
+           ("--models", "yolov3", "--checkpoint", "y.pth", "--latency-target", "0.7"): "must be the U-Net demo's",
+           ("--latency-threads", "-1"): "--latency-threads -1: a number of threads >= 0"}
     for argv, message in bad.items():
         with pytest.raises(SystemExit):
             auto_prune.parse_args(list(argv))
         assert message in capsys.readouterr().err
     args = auto_prune.parse_args(["--models", "", "--latency-target", "0.6"])
     assert args.names == [] and args.searches == ["sa", "optuna"] and args.latency_size == 256
+    assert args.latency_threads == 1 and auto_prune.parse_args(["--latency-threads", "4"]).latency_threads == 4
+
+
+def test_auto_prune_side_by_side_latency_uses_the_given_threads(monkeypatch):
+    import oars.compress.measure as measure
+
+    calls = []
+    monkeypatch.setattr(measure, "ort_latency_ms", lambda path, runs, warmup, threads: calls.append(threads) or 2.0)
+    assert auto_prune.side_by_side_ms({"a": "a.onnx", "b": "b.onnx"}, rounds=3, threads=4) == {"a": 2.0, "b": 2.0}
+    assert calls == [4] * 6
 
 
 def test_auto_prune_schedule_is_fitted_as_compress_fits_it():

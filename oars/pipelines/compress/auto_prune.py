@@ -28,7 +28,7 @@ from mmengine.config import Config
 from torch import nn
 
 from oars.compress.auto_prune import LayerGroup, prunable_groups, prune_groups, recalibrate_bn
-from oars.compress.auto_prune_options import AutoPruneSettings, auto_prune_settings, auto_variant_name
+from oars.compress.auto_prune_options import LATENCY_THREADS, AutoPruneSettings, auto_prune_settings, auto_variant_name
 from oars.compress.auto_prune_search import Evaluations, SearchResult, optuna_search, sa_search, uniform_start
 from oars.compress.measure import count_flops, count_params, ort_latency_ms, tensor_forward
 from oars.compress.prune import PruneReport, check_supported, kept_layers, measure_pruned, scope_layers
@@ -72,9 +72,11 @@ class Candidates:
         return measure_pruned(self.pruned(tokens), self.inputs, tensor_forward, "flops") / self.flops0
 
 
-def export_latency_ms(cfg: Config, model: nn.Module, runs: int = 10) -> float:
+def export_latency_ms(cfg: Config, model: nn.Module, runs: int = 10, threads: int = LATENCY_THREADS) -> float:
     """ONNX Runtime CPU latency (median of ``runs``) of ``model``'s export graph, the one ``tools/export.py``
-    writes for ``cfg`` (the task's export spec, static batch 1), exported to a temporary file."""
+    writes for ``cfg`` (the task's export spec, static batch 1), exported to a temporary file, on ``threads``
+    intra-op threads (0: ONNX Runtime's default, all cores). The search times the original (the budget's
+    reference) and every candidate with the same ``threads``."""
     task = export_task(cfg)
     options = task_export_options(task, cfg, dynamic=False, opset=DEFAULT_OPSET)
     spec = task.exporter(cfg).build_export_spec(model, cfg, options)
@@ -83,7 +85,7 @@ def export_latency_ms(cfg: Config, model: nn.Module, runs: int = 10) -> float:
     with tempfile.TemporaryDirectory() as tmp:
         path = osp.join(tmp, "candidate.onnx")
         export_spec_to_onnx(spec, inputs, path, options)
-        latency = ort_latency_ms(path, runs=runs, warmup=2)
+        latency = ort_latency_ms(path, runs=runs, warmup=2, threads=threads)
     if latency is None:
         raise OarsError("--target-latency needs ONNX Runtime (pip install onnxruntime)")
     return latency
@@ -92,7 +94,7 @@ def export_latency_ms(cfg: Config, model: nn.Module, runs: int = 10) -> float:
 def _cost_fn(cfg: Config, candidates: Candidates, settings: AutoPruneSettings) -> Callable[[list[int]], float]:
     if settings.target_flops is not None:
         return candidates.flops_fraction
-    return lambda tokens: export_latency_ms(cfg, candidates.pruned(tokens))
+    return lambda tokens: export_latency_ms(cfg, candidates.pruned(tokens), threads=settings.latency_threads)
 
 
 def _unreachable(settings: AutoPruneSettings, smallest: float) -> OarsError:
@@ -123,7 +125,8 @@ def search_candidates(cfg: Config, candidates: Candidates, settings: AutoPruneSe
     if settings.search == "optuna":
         return optuna_search(candidates.low, candidates.high, start, evals, settings.steps, settings.seed)
     return sa_search(candidates.low, candidates.high, start, evals, settings.steps, settings.seed,
-                     settings.init_temperature, settings.reduce_rate, settings.max_try_times)
+                     settings.init_temperature, settings.reduce_rate, settings.max_try_times,
+                     reward_scale=settings.sa_scale)
 
 
 def run_auto_prune(cfg: Config, checkpoint: str, work_dir: str, options: dict[str, Any],
@@ -164,7 +167,7 @@ def _search_and_write(cfg: Config, checkpoint: str, folder: str, settings: AutoP
                         candidates.kept)
     recalibrate_bn(best, scorer.calib)  # what was scored (and a better start for fine-tuning)
     latency = settings.target_latency is not None
-    before = export_latency_ms(cfg, model) if latency else candidates.flops0
+    before = export_latency_ms(cfg, model, threads=settings.latency_threads) if latency else candidates.flops0
     after = result.best_cost if latency else count_flops(best, inputs)
     report = PruneReport(measure="latency_ms" if latency else "flops",
                          target=settings.target_latency if latency else settings.target_flops, before=before,
@@ -175,6 +178,7 @@ def _search_and_write(cfg: Config, checkpoint: str, folder: str, settings: AutoP
     search = {"budget": {"flops_fraction": settings.target_flops, "latency_ms": settings.target_latency},
               "search": settings.search, "steps": settings.steps, "seed": settings.seed,
               "init_temperature": settings.init_temperature, "reduce_rate": settings.reduce_rate,
+              "sa_scale": settings.sa_scale, "latency_threads": settings.latency_threads,
               "ratio_step": settings.ratio_step, "metric": scorer.metric, "scored": scorer.calls,
               "groups": [{"name": g.name, "layers": list(g.layers)} for g in candidates.groups],
               "best_ratios": dict(zip((g.name for g in candidates.groups), candidates.ratios(result.best_tokens))),

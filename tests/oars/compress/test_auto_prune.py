@@ -156,6 +156,43 @@ def test_options_give_one_message_per_bad_request(monkeypatch):
     assert auto_prune_settings({"target_flops": 0.5}).target_flops == 0.5  # FLOPs need no ONNX Runtime
 
 
+def test_sa_scale_and_latency_threads_options():
+    default = auto_prune_settings({"target_flops": 0.5})
+    assert (default.sa_scale, default.latency_threads) == (100.0, 1)
+    given = auto_prune_settings({"target_flops": 0.5, "sa_scale": 1, "latency_threads": 0})
+    assert (given.sa_scale, given.latency_threads) == (1.0, 0)  # PaddleSlim's rule; ONNX Runtime's default threads
+    with pytest.raises(OarsError, match=r"compress.latency_threads must be >= 0, got -1"):
+        auto_prune_settings({"target_flops": 0.5, "latency_threads": -1})
+    with pytest.raises(OarsError, match=r"compress.latency_threads must be an integer, got 'two'"):
+        auto_prune_settings({"target_flops": 0.5, "latency_threads": "two"})
+    with pytest.raises(OarsError, match=r"compress.sa_scale must be >= 1e-09, got 0"):
+        auto_prune_settings({"target_flops": 0.5, "sa_scale": 0})
+
+
+def test_ort_latency_sets_the_session_threads(monkeypatch, tmp_path):
+    ort = pytest.importorskip("onnxruntime")
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+
+    from oars.compress.measure import ort_latency_ms
+
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])])
+    path = str(tmp_path / "relu.onnx")
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), path)
+    seen, real = [], ort.InferenceSession
+
+    def session(model, options=None, **kw):
+        seen.append(options.intra_op_num_threads)
+        return real(model, options, **kw)
+
+    monkeypatch.setattr(ort, "InferenceSession", session)
+    assert ort_latency_ms(path, runs=2, warmup=1, threads=3) >= 0
+    assert ort_latency_ms(path, runs=2, warmup=1) >= 0
+    assert seen == [3, 0]  # 0: ONNX Runtime's default (all cores)
+
+
 def test_unreachable_budget_names_the_smallest_reachable_fraction(unet, tmp_path):
     _, _, overrides, ckpt, _ = unet
     main = load_tool("compress").main
@@ -193,6 +230,30 @@ def test_auto_prune_tool_writes_a_variant_that_reloads_from_its_config(unet, tmp
     again = run_tool("compress.py", "-c", DEMO_CFG, "-w", ckpt, "--method", "auto-prune", "--target-flops", "0.5",
                      "--steps", "3", "--epochs", "0", "--work-dir", str(work), "-o", *overrides, *FAST)
     assert "not searching again" in again.stdout
+
+
+@pytest.mark.slow
+def test_latency_budget_and_candidates_are_timed_on_the_given_threads(unet, tmp_path, monkeypatch):
+    import oars.pipelines.compress.auto_prune as pipeline
+
+    _, _, overrides, ckpt, _ = unet
+    calls: list = []
+
+    def latency(path, runs=20, warmup=3, threads=None):  # every latency the search measures (exported for real)
+        calls.append(threads)
+        return 5.0
+
+    monkeypatch.setattr(pipeline, "ort_latency_ms", latency)
+    work = tmp_path / "work"
+    load_tool("compress").main(["-c", DEMO_CFG, "-w", ckpt, "--method", "auto-prune", "--target-latency", "10",
+                                "--latency-threads", "2", "--steps", "1", "--epochs", "0", "--work-dir", str(work),
+                                "-o", *overrides, *FAST])
+    search = json.loads((work / "auto-prune-latency10ms-sa" / "auto_prune.json").read_text())
+    assert search["latency_threads"] == 2 and search["sa_scale"] == 100.0
+    assert len(calls) >= 3 and set(calls) == {2}  # the start, a candidate, the original: all on 2 threads
+    calls.clear()
+    pipeline.export_latency_ms(load_config(DEMO_CFG, overrides), unet[0])
+    assert calls == [1]  # the default: one thread
 
 
 @pytest.mark.slow

@@ -1,6 +1,7 @@
 """The simulated-annealing controller of automatic pruning (oars.compress.sa_controller) against hand-computed cases:
 PaddleSlim's temperature schedule T(i) = 100 * 0.85 ** i, its acceptance rule (better: accepted without a draw;
-worse: accepted when the draw u <= exp((reward - current) / T(i)), against the current reward, not the best), the
+worse: accepted when the draw u <= exp(scale * (reward - current) / T(i)), against the current reward, not the best;
+scale 100 by default, rewards in [0, 1] compared in percentage points, scale 1 PaddleSlim's own rule), the
 best kept apart, one-token neighbour mutations within the ranges, candidates never proposed twice, and the same
 search under the same seed."""
 
@@ -10,7 +11,7 @@ import math
 
 import pytest
 
-from oars.compress.sa_controller import INIT_TEMPERATURE, REDUCE_RATE, SAController
+from oars.compress.sa_controller import INIT_TEMPERATURE, REDUCE_RATE, REWARD_SCALE, SAController
 
 
 class FixedDraws:
@@ -56,12 +57,41 @@ def test_better_reward_is_accepted_without_a_draw():
     (30, 0.8771, True), (30, 0.8773, False),
 ])
 def test_worse_reward_is_accepted_with_probability_exp_of_the_difference_over_t(iteration, draw, accepted):
+    # reward_scale=1: PaddleSlim's rule unchanged
     assert math.exp(-0.1 / (100 * 0.85 ** 1)) == pytest.approx(0.998824, abs=1e-6)
     assert math.exp(-0.1 / (100 * 0.85 ** 30)) == pytest.approx(0.877175, abs=1e-6)
-    sa = controller(FixedDraws(uniform=[draw]), reward=0.5)
+    sa = controller(FixedDraws(uniform=[draw]), reward=0.5, reward_scale=1.0)
     assert sa.update([1, 2, 2], 0.4, iteration) is accepted
     assert sa.tokens == ([1, 2, 2] if accepted else [2, 2, 2]) and sa.reward == (0.4 if accepted else 0.5)
     assert (sa.best_tokens, sa.best_reward) == ([2, 2, 2], 0.5)  # a worse candidate never becomes the best
+
+
+@pytest.mark.parametrize("init_temperature, draw, accepted", [
+    # a candidate 0.5 points worse (0.800 -> 0.795) at T = 1: exp(-0.5) = 0.606531 by hand
+    (1.0, 0.6065, True), (1.0, 0.6066, False),
+    # the same at T = 100: exp(-0.5 / 100) = 0.995012 by hand, accepted by all but the top half-percent of draws
+    (100.0, 0.9950, True), (100.0, 0.9951, False),
+])
+def test_default_scale_measures_reward_differences_in_percentage_points(init_temperature, draw, accepted):
+    assert REWARD_SCALE == 100.0
+    assert math.exp(-0.5) == pytest.approx(0.606531, abs=1e-6)
+    assert math.exp(-0.5 / 100) == pytest.approx(0.995012, abs=1e-6)
+    sa = controller(FixedDraws(uniform=[draw]), reward=0.800, init_temperature=init_temperature)
+    expected = math.exp(-0.5 / init_temperature)
+    assert sa.accept_probability(0.795, iteration=0) == pytest.approx(expected, rel=1e-9)
+    assert sa.accept_probability(0.801, iteration=0) == 1.0
+    assert sa.update([1, 2, 2], 0.795, iteration=0) is accepted
+    # PaddleSlim's rule on the same rewards (scale 1) accepts nearly always even at T = 1: exp(-0.005) = 0.995
+    paddle = controller(FixedDraws(), reward=0.800, init_temperature=1.0, reward_scale=1.0)
+    assert paddle.accept_probability(0.795, iteration=0) == pytest.approx(math.exp(-0.005), rel=1e-9)
+
+
+def test_the_default_schedule_turns_greedy_within_a_short_search():
+    # a loss of 2 points: accepted with probability exp(-2 / 85) = 0.977 at step 1, exp(-2 / 0.763076) = 0.072732 at 30
+    sa = controller(FixedDraws(), reward=0.80)
+    assert sa.accept_probability(0.78, 1) == pytest.approx(math.exp(-2 / 85), rel=1e-6)
+    assert sa.accept_probability(0.78, 30) == pytest.approx(0.072732, abs=1e-5)
+    assert sa.accept_probability(0.78, 30) < 0.1 < 0.9 < sa.accept_probability(0.78, 1)
 
 
 def test_acceptance_compares_with_the_current_reward_not_the_best():
@@ -97,7 +127,7 @@ def test_next_tokens_skips_searched_and_disallowed_candidates_and_gives_up():
 
 def test_same_seed_same_search_and_bad_ranges_are_refused():
     def run(seed):
-        sa = SAController([0] * 4, [9] * 4, [5] * 4, 0.0, seed=seed)
+        sa = SAController([0] * 4, [9] * 4, [5] * 4, 0.0, seed=seed, reward_scale=1.0)  # a walk that never sticks
         out = []
         for i in range(1, 20):
             t = sa.next_tokens()
@@ -110,3 +140,5 @@ def test_same_seed_same_search_and_bad_ranges_are_refused():
         SAController([0, 0], [4, 4], [1, 7], 0.0)
     with pytest.raises(ValueError, match="one value per token"):
         SAController([0], [4, 4], [1, 1], 0.0)
+    with pytest.raises(ValueError, match="reward_scale must be > 0, got 0"):
+        SAController([0], [4], [1], 0.0, reward_scale=0)
