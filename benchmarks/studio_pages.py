@@ -157,6 +157,9 @@ def load_times(browser, url: str, part: str | None = None, before=None) -> dict:
         page.add_init_script(SSE_CLOCK)
         page.goto(url, wait_until="load", timeout=600_000)
         page.wait_for_function("performance.getEntriesByType('navigation')[0].loadEventEnd > 0")
+        # the paint entry is queued after the first frame, which a busy machine may draw after the load event
+        page.wait_for_function("performance.getEntriesByType('paint').some(e => e.name === 'first-contentful-paint')",
+                               timeout=60_000)
         times = page.evaluate(NAV_TIMES)
         if part:
             page.wait_for_function(f"({part}) !== null", timeout=120_000)

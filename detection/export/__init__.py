@@ -156,7 +156,7 @@ def _two_stage_spec(model: nn.Module, cfg: Any, options: ExportOptions) -> Expor
         raise ConfigError(f"{where}: export.input_shape={list(shape)} must be [B, 3, H, W] with H and W multiples "
                           f"of the data preprocessor's pad_size_divisor {divisor}")
     try:
-        module = TwoStageExport(model.eval(), (shape[2], shape[3])).eval()
+        module = TwoStageExport(model.eval(), (shape[2], shape[3]), counting=options.counting).eval()
     except ValueError as err:
         raise ConfigError(f"{where}: {err}") from None
     batch = -1 if options.dynamic else int(shape[0])
@@ -226,7 +226,7 @@ def _dense_spec(model: nn.Module, cfg: Any, options: ExportOptions) -> ExportSpe
         where = getattr(cfg, "filename", None) or "config"
         raise ConfigError(f"{where}: the head's test_cfg cannot describe the export's NMS: {err}") from None
     nms = test_cfg.get("nms") if isinstance(test_cfg.get("nms"), dict) else {}
-    if in_graph_nms:
+    if in_graph_nms and not options.counting:  # counted, a soft-NMS graph is the hard-NMS one (same shapes)
         try:
             refuse_soft_nms_in_graph(nms, "model.test_cfg.nms")
         except ValueError as err:

@@ -39,9 +39,12 @@ class TwoStageExport(nn.Module):
             RoIAlign extractors and hard NMS (ValueError otherwise: ``test_cfg.rcnn.nms.type: soft_nms`` has no
             ONNX form).
         input_hw: the exported input's (H, W).
+        counting: the module is built to count operations only (``tools/get_flops.py``), never exported: a
+            ``soft_nms`` config then runs hard NMS at its IoU threshold, a graph of the same shapes (the detector's
+            ``roi_head.test_cfg`` is replaced: the counted model is built for the count alone).
     """
 
-    def __init__(self, detector: nn.Module, input_hw: tuple[int, int]) -> None:
+    def __init__(self, detector: nn.Module, input_hw: tuple[int, int], counting: bool = False) -> None:
         super().__init__()
         self.detector = detector
         self.rpn_head = detector.rpn_head
@@ -55,6 +58,8 @@ class TwoStageExport(nn.Module):
             self.mask_heads = [head for _, _, head in roi.mask_stages()]
             self.mask_size = int(self.mask_heads[-1].mask_size)
         cfg = roi.test_cfg
+        if counting and cfg["nms"].get("type") == "soft_nms":  # costed as hard NMS: the counted model's own cfg
+            roi.test_cfg = cfg = {**cfg, "nms": {"type": "nms", "iou_threshold": float(cfg["nms"]["iou_threshold"])}}
         refuse_soft_nms_in_graph(cfg["nms"], "model.test_cfg.rcnn.nms")  # the graph holds the NMS
         self.score_thr = float(cfg["score_thr"])
         self.iou_threshold = float(cfg["nms"]["iou_threshold"])

@@ -77,7 +77,7 @@ def build_count_target(cfg: Config, shape: tuple[int, int] | None = None, device
 
     task = get_task(cfg.get("default_scope"), cfg.filename)
     task.import_registries()
-    options = task_export_options(task, cfg, dynamic=False, opset=DEFAULT_OPSET)
+    options = replace(task_export_options(task, cfg, dynamic=False, opset=DEFAULT_OPSET), counting=True)
     image_input = len(options.input_shape) == 4
     if shape is not None and image_input:  # the graph itself may depend on it (fixed-size decoding)
         options = replace(options, input_shape=(*options.input_shape[:2], *shape))

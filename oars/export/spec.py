@@ -24,6 +24,9 @@ class ExportOptions:
     dynamic: bool = False  # dynamic batch axis
     opset: int = DEFAULT_OPSET
     extra: dict = field(default_factory=dict)
+    # the graph is built to count its operations (tools/get_flops.py), never written: a task may stand in for a step
+    # ONNX cannot hold with one of the same shapes (detection counts a soft-NMS config's graph with hard NMS)
+    counting: bool = False
 
 
 @dataclass

@@ -73,13 +73,15 @@ def _bmn(folder: str):
 
 def _gan(folder: str):
     from mmengine.config import Config
+    from mmengine.registry import DefaultScope
 
     from gan.registry import MODELS
 
     model_cfg = {"type": "CGAN", "noise_size": 16, "num_classes": 4, "ema_config": {"momentum": 0.5},
                  "generator": {"type": "DCGANGenerator", "ngf": 8, "output_size": 28}}
     torch.manual_seed(0)
-    model = MODELS.build(copy.deepcopy(model_cfg))
+    with DefaultScope.overwrite_default_scope("gan"):  # whatever scope an earlier test in this process left
+        model = MODELS.build(copy.deepcopy(model_cfg))
     model.init_weights()
     ckpt = osp.join(folder, "model.pth")
     torch.save({"state_dict": model.state_dict()}, ckpt)
