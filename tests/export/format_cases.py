@@ -54,3 +54,21 @@ def unknown_operator_onnx(path: str) -> str:
     model.ir_version = 8
     onnx.save(model, path)
     return path
+
+
+def with_overrides(cfg, *overrides: str):
+    """A copy of ``cfg`` with ``KEY=VALUE`` overrides applied (the case's config left as it is)."""
+    import copy
+
+    from oars.config import apply_overrides
+
+    cfg = copy.deepcopy(cfg)
+    apply_overrides(cfg, list(overrides))
+    return cfg
+
+
+def leftovers(folder) -> list[str]:
+    """What a failed export left in ``folder`` (nothing, or the folder does not exist)."""
+    import os
+
+    return os.listdir(folder) if os.path.isdir(folder) else []

@@ -6,7 +6,6 @@ uploads usage logs."""
 
 from __future__ import annotations
 
-import copy
 import os
 import os.path as osp
 import re
@@ -16,11 +15,10 @@ import numpy as np
 import pytest
 from demo_utils import ROOT
 from export_cases import shrunk_export_case
-from format_cases import export_cli, infer_records, unknown_operator_onnx, write_images
+from format_cases import export_cli, infer_records, leftovers, unknown_operator_onnx, with_overrides, write_images
 from hidden_packages import hide_packages
 from tiny_exports import tiny_segmentor_dir
 
-from oars.config import apply_overrides
 from oars.export.errors import ExportCheckError, ExportError
 from oars.export.formats import FORMATS, FormatJob
 from oars.export.formats.mnn import MNN_FORMAT
@@ -31,17 +29,6 @@ pytest.importorskip("MNN", reason="the edge extra (pip install -e '.[edge]': MNN
 
 DET_CFG = os.path.join(ROOT, "configs/detection/yolov3/yolov3_darknet53_demo_shapes.yaml")
 LINE = re.compile(r"^mnn (FP32|FP16|INT8) vs ONNX Runtime: max abs diff (\S+) \(agreement (\d\.\d{3})\)$", re.M)
-
-
-def _with(cfg, *overrides: str):
-    cfg = copy.deepcopy(cfg)
-    apply_overrides(cfg, list(overrides))
-    return cfg
-
-
-def _leftovers(folder) -> list[str]:
-    """What a failed export left in ``folder`` (nothing, or the folder does not exist)."""
-    return os.listdir(folder) if osp.isdir(folder) else []
 
 
 def test_cli_unet_fp32_with_argmax_parity_printed_stored_and_infer_matches(demo_case, tmp_path, monkeypatch, capsys):
@@ -68,7 +55,7 @@ def test_cli_unet_fp32_with_argmax_parity_printed_stored_and_infer_matches(demo_
 @pytest.mark.slow  # two exports and a calibration read (~25 s on a shared 2-core machine)
 def test_fp16_and_8bit_weights(demo_case, tmp_path):
     cfg, ckpt = demo_case
-    cfg = _with(cfg, "export.output_op=none")
+    cfg = with_overrides(cfg, "export.output_op=none")
     fp16 = export_model(cfg, ckpt, str(tmp_path / "h"), fmt="mnn", half=True)["format"]["parity"]
     assert fp16["precision"] == "fp16" and fp16["min_agreement"] == {"logits": 0.99}
     assert 0.99 <= fp16["agreement"]["logits"] < 1.0  # FP16 weights: close, not equal
@@ -132,14 +119,14 @@ def test_too_high_min_agreement_fails_and_missing_package_is_one_line(demo_case,
     with pytest.raises(ExportCheckError, match=r"^--format mnn: the mnn FP16 model agrees with ONNX Runtime FP32 on "
                                                r"'logits' only 0\.99\d+ \(needed 1; --min-agreement sets the "
                                                r"threshold\); the export was not written$"):
-        export_model(_with(cfg, "export.output_op=none"), ckpt, str(tmp_path / "out"), fmt="mnn", half=True,
+        export_model(with_overrides(cfg, "export.output_op=none"), ckpt, str(tmp_path / "out"), fmt="mnn", half=True,
                      min_agreement=1.0)
-    assert _leftovers(tmp_path / "out") == []
+    assert leftovers(tmp_path / "out") == []
     hide_packages(monkeypatch, "MNN")
     with pytest.raises(ExportError, match=r"^--format mnn needs MNN, from the 'edge' extra: pip install -e "
                                           r"'\.\[edge\]'$"):
         export_model(cfg, ckpt, str(tmp_path / "x"), fmt="mnn")
-    assert _leftovers(tmp_path / "x") == []  # refused before any work
+    assert leftovers(tmp_path / "x") == []  # refused before any work
 
 
 @pytest.mark.slow

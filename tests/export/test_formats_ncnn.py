@@ -6,7 +6,6 @@ before converting, naming the operators and the formats that hold them."""
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import os
 import os.path as osp
@@ -17,11 +16,10 @@ import onnx
 import pytest
 from demo_utils import ROOT
 from export_cases import shrunk_export_case
-from format_cases import export_cli, infer_records, unknown_operator_onnx, write_images
+from format_cases import export_cli, infer_records, leftovers, unknown_operator_onnx, with_overrides, write_images
 from hidden_packages import hide_packages
 from onnx import TensorProto, helper, numpy_helper
 
-from oars.config import apply_overrides
 from oars.export.errors import ExportCheckError, ExportError
 from oars.export.formats import FORMATS, FormatJob
 from oars.export.formats.ncnn import NCNN, graph_signature, rename_blobs
@@ -35,17 +33,6 @@ pytest.importorskip("ncnn", reason="the edge extra (pip install -e '.[edge]': nc
 DET_CFG = os.path.join(ROOT, "configs/detection/yolov3/yolov3_darknet53_demo_shapes.yaml")
 LINE = re.compile(r"^ncnn (FP32|FP16) vs ONNX Runtime: max abs diff (\S+) \(agreement (\d\.\d{3})\)$", re.M)
 FILES = ["deploy.yaml", "model.ncnn.bin", "model.ncnn.param", "model.onnx"]
-
-
-def _with(cfg, *overrides: str):
-    cfg = copy.deepcopy(cfg)
-    apply_overrides(cfg, list(overrides))
-    return cfg
-
-
-def _leftovers(folder) -> list[str]:
-    """What a failed export left in ``folder`` (nothing, or the folder does not exist)."""
-    return os.listdir(folder) if osp.isdir(folder) else []
 
 
 def _graph(path: str, nodes, inits, out_type=TensorProto.FLOAT) -> str:
@@ -71,7 +58,7 @@ def nms_onnx(path: str) -> str:
 
 def test_cli_unet_fp32_parity_printed_stored_and_infer_matches(demo_case, tmp_path, monkeypatch, capsys):
     cfg, ckpt = demo_case
-    out = export_cli(monkeypatch, _with(cfg, "export.output_op=none"), ckpt, str(tmp_path), "--format", "ncnn")
+    out = export_cli(monkeypatch, with_overrides(cfg, "export.output_op=none"), ckpt, str(tmp_path), "--format", "ncnn")
     text = capsys.readouterr().out
     match = LINE.search(text)
     assert match and match.group(1) == "FP32" and match.group(3) == "1.000", text
@@ -95,7 +82,7 @@ def test_cli_unet_fp32_parity_printed_stored_and_infer_matches(demo_case, tmp_pa
 
 def test_fp16_weights_and_int8_refused(demo_case, tmp_path):
     cfg, ckpt = demo_case
-    cfg = _with(cfg, "export.output_op=none")
+    cfg = with_overrides(cfg, "export.output_op=none")
     result = export_model(cfg, ckpt, str(tmp_path / "h"), fmt="ncnn", half=True)
     parity = result["format"]["parity"]
     assert parity["precision"] == "fp16" and parity["min_agreement"] == {"logits": 0.99}
@@ -106,7 +93,7 @@ def test_fp16_weights_and_int8_refused(demo_case, tmp_path):
                                           r"ncnn2table and ncnn2int8 tools, which the ncnn and pnnx wheels do not "
                                           r"ship; use --format ncnn --half"):
         export_model(cfg, ckpt, str(tmp_path / "i"), fmt="ncnn", int8=True, calib_dir=str(tmp_path))
-    assert _leftovers(tmp_path / "i") == []  # refused before any work
+    assert leftovers(tmp_path / "i") == []  # refused before any work
 
 
 def test_argmax_graph_refused_before_converting(demo_case, tmp_path, monkeypatch):
@@ -120,7 +107,7 @@ def test_argmax_graph_refused_before_converting(demo_case, tmp_path, monkeypatch
     assert str(err.value) == ("--format ncnn cannot hold operator(s) ArgMax of this graph (pnnx writes no ncnn layer "
                               "for them); export it with --format onnx (ONNX Runtime), ort, openvino or mnn, which "
                               "hold them")
-    assert _leftovers(out) == []
+    assert leftovers(out) == []
 
 
 def test_nms_graph_refused_naming_it_and_the_formats_that_hold_it(tmp_path):
@@ -171,7 +158,7 @@ def test_forced_disagreement_fails_and_leaves_nothing(demo_case, tmp_path, monke
     """A writer whose files differ from the ONNX graph (one weight tensor tripled) fails the export; neither the
     format's files nor model.onnx / deploy.yaml are left, and no staging folder."""
     cfg, ckpt = demo_case
-    cfg = _with(cfg, "export.output_op=none")
+    cfg = with_overrides(cfg, "export.output_op=none")
     real_write = NCNN.write
 
     def perturbed_write(job: FormatJob):
@@ -187,10 +174,10 @@ def test_forced_disagreement_fails_and_leaves_nothing(demo_case, tmp_path, monke
     with pytest.raises(ExportCheckError, match=r"--format ncnn: the ncnn FP32 model agrees with ONNX Runtime FP32 on "
                                                r"'logits' only 0\.\d+ \(needed 0\.999; --min-agreement"):
         export_model(cfg, ckpt, str(out), fmt="ncnn")
-    assert _leftovers(out) == []
+    assert leftovers(out) == []
     monkeypatch.undo()
     export_model(cfg, ckpt, str(out), fmt="ncnn")  # the good case writes
-    assert sorted(_leftovers(out)) == FILES
+    assert sorted(leftovers(out)) == FILES
 
 
 def test_missing_packages_are_one_line(demo_case, tmp_path, monkeypatch):
@@ -202,7 +189,7 @@ def test_missing_packages_are_one_line(demo_case, tmp_path, monkeypatch):
             with pytest.raises(ExportError, match=rf"^--format ncnn needs {module}, from the 'edge' extra: pip "
                                                   r"install -e '\.\[edge\]'$"):
                 export_model(cfg, ckpt, str(tmp_path), fmt="ncnn")
-    assert _leftovers(tmp_path) == []  # refused before any work
+    assert leftovers(tmp_path) == []  # refused before any work
 
 
 @pytest.mark.slow  # two YOLOv3 exports (~30 s on a shared 2-core machine)
@@ -216,8 +203,8 @@ def test_yolov3_refused_with_nms_and_with_raw_outputs(tmp_path):
     assert re.match(r"--format ncnn cannot hold operator\(s\) .*NonMaxSuppression, .*TopK", text), text
     assert "or mnn, which hold them; or export the graph without NonMaxSuppression, TopK" in text
     with pytest.raises(ExportError, match=r"^--format ncnn cannot hold operator\(s\) Greater, Where of this graph"):
-        export_model(_with(cfg, "export.postprocess=false"), ckpt, str(tmp_path / "b"), fmt="ncnn")
-    assert _leftovers(tmp_path / "a") == [] and _leftovers(tmp_path / "b") == []
+        export_model(with_overrides(cfg, "export.postprocess=false"), ckpt, str(tmp_path / "b"), fmt="ncnn")
+    assert leftovers(tmp_path / "a") == [] and leftovers(tmp_path / "b") == []
 
 
 def test_clip_inputs_are_refused_before_converting(tmp_path):

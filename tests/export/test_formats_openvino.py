@@ -5,7 +5,6 @@ records ONNX Runtime gives."""
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import os
 import os.path as osp
@@ -16,11 +15,10 @@ import onnx
 import pytest
 from demo_utils import ROOT
 from export_cases import shrunk_export_case
-from format_cases import export_cli, infer_records, unknown_operator_onnx, write_images
+from format_cases import export_cli, infer_records, leftovers, unknown_operator_onnx, with_overrides, write_images
 from hidden_packages import hide_packages
 from onnx import numpy_helper
 
-from oars.config import apply_overrides
 from oars.export.errors import ExportCheckError, ExportError
 from oars.export.formats import FORMATS, FormatJob
 from oars.export.formats.openvino import OPENVINO, float_kept_ops
@@ -36,17 +34,6 @@ LINE = re.compile(r"^openvino (FP32|FP16|INT8) vs ONNX Runtime: max abs diff (\S
 @pytest.fixture(scope="module")
 def calib_dir(tmp_path_factory) -> str:
     return write_images(str(tmp_path_factory.mktemp("calib")))
-
-
-def _with(cfg, *overrides: str):
-    cfg = copy.deepcopy(cfg)
-    apply_overrides(cfg, list(overrides))
-    return cfg
-
-
-def _leftovers(folder) -> list[str]:
-    """What a failed export left in ``folder`` (nothing, or the folder does not exist)."""
-    return os.listdir(folder) if osp.isdir(folder) else []
 
 
 def test_cli_unet_fp32_parity_printed_stored_and_infer_matches(demo_case, tmp_path, monkeypatch, capsys):
@@ -72,7 +59,7 @@ def test_cli_unet_fp32_parity_printed_stored_and_infer_matches(demo_case, tmp_pa
 
 def test_fp16_unet_weights_in_fp16(demo_case, tmp_path):
     cfg, ckpt = demo_case
-    result = export_model(_with(cfg, "export.output_op=none"), ckpt, str(tmp_path), fmt="openvino", half=True)
+    result = export_model(with_overrides(cfg, "export.output_op=none"), ckpt, str(tmp_path), fmt="openvino", half=True)
     parity = result["format"]["parity"]
     assert parity["precision"] == "fp16" and parity["min_agreement"] == {"logits": 0.99}
     assert 0.99 <= parity["agreement"]["logits"] < 1.0  # FP16 weights: close, not equal
@@ -83,7 +70,7 @@ def test_fp16_unet_weights_in_fp16(demo_case, tmp_path):
 
 def test_int8_unet_quantized_by_nncf_first_layer_in_float(demo_case, calib_dir, tmp_path):
     cfg, ckpt = demo_case
-    result = export_model(_with(cfg, "export.output_op=none"), ckpt, str(tmp_path), fmt="openvino", int8=True,
+    result = export_model(with_overrides(cfg, "export.output_op=none"), ckpt, str(tmp_path), fmt="openvino", int8=True,
                           calib_dir=calib_dir)
     parity = result["format"]["parity"]
     assert parity["precision"] == "int8" and parity["inputs"] >= 1  # compared on calibration images
@@ -135,25 +122,25 @@ def test_forced_disagreement_fails_and_leaves_nothing(demo_case, tmp_path, monke
     out = tmp_path / "out"
     with pytest.raises(ExportCheckError, match=r"--format openvino: the openvino FP32 model agrees with ONNX Runtime "
                                                r"FP32 on 'logits' only 0\.\d+ \(needed 0\.999; --min-agreement"):
-        export_model(_with(cfg, "export.output_op=none"), ckpt, str(out), fmt="openvino")
-    assert _leftovers(out) == []
+        export_model(with_overrides(cfg, "export.output_op=none"), ckpt, str(out), fmt="openvino")
+    assert leftovers(out) == []
     monkeypatch.undo()
-    export_model(_with(cfg, "export.output_op=none"), ckpt, str(out), fmt="openvino")  # the good case writes
-    assert sorted(_leftovers(out)) == ["deploy.yaml", "model.bin", "model.onnx", "model.xml"]
+    export_model(with_overrides(cfg, "export.output_op=none"), ckpt, str(out), fmt="openvino")  # the good case writes
+    assert sorted(leftovers(out)) == ["deploy.yaml", "model.bin", "model.onnx", "model.xml"]
 
 
 def test_too_high_min_agreement_fails_the_cli(demo_case, tmp_path, monkeypatch, capsys):
     """The CLI prints the one line (no traceback) and exits 2; nothing is left in the output folder."""
     cfg, ckpt = demo_case
     with pytest.raises(SystemExit) as code:
-        export_cli(monkeypatch, _with(cfg, "export.output_op=none"), ckpt, str(tmp_path), "--format", "openvino",
-                   "--half", "--min-agreement", "1.0")
+        export_cli(monkeypatch, with_overrides(cfg, "export.output_op=none"), ckpt, str(tmp_path),
+                   "--format", "openvino", "--half", "--min-agreement", "1.0")
     err = capsys.readouterr().err
     assert code.value.code == 2 and "Traceback" not in err
     assert re.fullmatch(r"error: --format openvino: the openvino FP16 model agrees with ONNX Runtime FP32 on "
                         r"'logits' only 0\.99\d+ \(needed 1; --min-agreement sets the threshold\); the export was "
                         r"not written\n", err), err
-    assert _leftovers(tmp_path / "out") == []
+    assert leftovers(tmp_path / "out") == []
     with pytest.raises(ExportError, match=r"export.min_agreement must be a number in \[0, 1\], got 2.0"):
         export_model(cfg, ckpt, str(tmp_path / "x"), fmt="openvino", min_agreement=2.0)
 
@@ -179,7 +166,7 @@ def test_missing_packages_and_unknown_format_are_one_line(demo_case, tmp_path, m
     hide_packages(monkeypatch, "openvino")
     with pytest.raises(ExportError, match=r"^--format openvino needs openvino, .*pip install"):
         export_model(cfg, ckpt, str(tmp_path), fmt="openvino")
-    assert _leftovers(tmp_path) == []  # refused before any work
+    assert leftovers(tmp_path) == []  # refused before any work
     assert set(FORMATS) == {"openvino", "ort", "ncnn", "mnn", "litert"}
 
 
