@@ -72,3 +72,23 @@ def leftovers(folder) -> list[str]:
     import os
 
     return os.listdir(folder) if os.path.isdir(folder) else []
+
+
+def perturb_weights(monkeypatch, writer) -> None:
+    """Make ``writer`` (a format writer) convert a graph with one weight tensor tripled, so its files differ from the
+    ONNX graph they are checked against: the forced disagreement every format's parity rule must catch."""
+    import dataclasses
+
+    from onnx import numpy_helper
+
+    real_write = writer.write
+
+    def perturbed_write(job):
+        model = onnx.load(job.fp32_onnx_path)
+        init = next(t for t in model.graph.initializer if numpy_helper.to_array(t).size > 16)
+        init.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(init) * 3, init.name))
+        bad = osp.join(job.out_dir, "perturbed.onnx")
+        onnx.save(model, bad)
+        return real_write(dataclasses.replace(job, fp32_onnx_path=bad))
+
+    monkeypatch.setattr(writer, "write", perturbed_write)

@@ -6,7 +6,6 @@ before converting, naming the operators and the formats that hold them."""
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import os.path as osp
 import re
@@ -16,7 +15,15 @@ import onnx
 import pytest
 from demo_utils import ROOT
 from export_cases import shrunk_export_case
-from format_cases import export_cli, infer_records, leftovers, unknown_operator_onnx, with_overrides, write_images
+from format_cases import (
+    export_cli,
+    infer_records,
+    leftovers,
+    perturb_weights,
+    unknown_operator_onnx,
+    with_overrides,
+    write_images,
+)
 from hidden_packages import hide_packages
 from onnx import TensorProto, helper, numpy_helper
 
@@ -159,17 +166,7 @@ def test_forced_disagreement_fails_and_leaves_nothing(demo_case, tmp_path, monke
     format's files nor model.onnx / deploy.yaml are left, and no staging folder."""
     cfg, ckpt = demo_case
     cfg = with_overrides(cfg, "export.output_op=none")
-    real_write = NCNN.write
-
-    def perturbed_write(job: FormatJob):
-        model = onnx.load(job.fp32_onnx_path)
-        init = next(t for t in model.graph.initializer if numpy_helper.to_array(t).size > 16)
-        init.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(init) * 3, init.name))
-        bad = osp.join(job.out_dir, "perturbed.onnx")
-        onnx.save(model, bad)
-        return real_write(dataclasses.replace(job, fp32_onnx_path=bad))
-
-    monkeypatch.setattr(NCNN, "write", perturbed_write)
+    perturb_weights(monkeypatch, NCNN)
     out = tmp_path / "out"
     with pytest.raises(ExportCheckError, match=r"--format ncnn: the ncnn FP32 model agrees with ONNX Runtime FP32 on "
                                                r"'logits' only 0\.\d+ \(needed 0\.999; --min-agreement"):

@@ -5,19 +5,24 @@ records ONNX Runtime gives."""
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import os.path as osp
 import re
 
 import numpy as np
-import onnx
 import pytest
 from demo_utils import ROOT
 from export_cases import shrunk_export_case
-from format_cases import export_cli, infer_records, leftovers, unknown_operator_onnx, with_overrides, write_images
+from format_cases import (
+    export_cli,
+    infer_records,
+    leftovers,
+    perturb_weights,
+    unknown_operator_onnx,
+    with_overrides,
+    write_images,
+)
 from hidden_packages import hide_packages
-from onnx import numpy_helper
 
 from oars.export.errors import ExportCheckError, ExportError
 from oars.export.formats import FORMATS, FormatJob
@@ -108,17 +113,7 @@ def test_forced_disagreement_fails_and_leaves_nothing(demo_case, tmp_path, monke
     """A writer whose IR differs from the ONNX graph (one weight tensor tripled) fails the export; neither the
     format's files nor model.onnx / deploy.yaml are left, and no staging folder."""
     cfg, ckpt = demo_case
-    real_write = OPENVINO.write
-
-    def perturbed_write(job: FormatJob):
-        model = onnx.load(job.fp32_onnx_path)
-        init = next(t for t in model.graph.initializer if numpy_helper.to_array(t).size > 16)
-        init.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(init) * 3, init.name))
-        bad = osp.join(job.out_dir, "perturbed.onnx")
-        onnx.save(model, bad)
-        return real_write(dataclasses.replace(job, fp32_onnx_path=bad))
-
-    monkeypatch.setattr(OPENVINO, "write", perturbed_write)
+    perturb_weights(monkeypatch, OPENVINO)
     out = tmp_path / "out"
     with pytest.raises(ExportCheckError, match=r"--format openvino: the openvino FP32 model agrees with ONNX Runtime "
                                                r"FP32 on 'logits' only 0\.\d+ \(needed 0\.999; --min-agreement"):
