@@ -7,7 +7,6 @@ cheap).
 
 from __future__ import annotations
 
-import argparse
 from typing import TYPE_CHECKING, Any
 
 from detection.commands import DetectionCommands
@@ -18,7 +17,6 @@ if TYPE_CHECKING:
     from mmengine.config import Config
 
     from oars.export.spec import ExportOptions, ExportSpec
-    from oars_deploy.failures import Failures
 
 
 class DetectionData(Data):
@@ -107,20 +105,6 @@ class DetectionPredictor(Predictor):
     """``tools/infer.py``, ``oars.Model.predict`` and image streams for detectors."""
 
     image_plugin = "detection_boxes"
-
-    def infer_arguments(self, parser: ArgumentContainer) -> None:
-        """``--draw-threshold``."""
-        parser.add_argument("--draw-threshold", type=float, default=None,
-                            help="detection: draw boxes with a score at or above this (default 0.3)")
-
-    def infer(self, cfg: Config, weights: str, inputs: str | None, output: str, *, device: str,
-              failures: Failures, args: argparse.Namespace) -> list[str]:
-        """:func:`detection.apis.run_inference` (``--draw-threshold`` when given)."""
-        from detection.apis import run_inference
-
-        threshold = getattr(args, "draw_threshold", None)
-        extra = {} if threshold is None else {"draw_threshold": threshold}
-        return run_inference(cfg, weights, inputs, output, device=device, failures=failures, **extra)
 
     def predict(self, model: torch.nn.Module, cfg: Config, inputs: list[tuple[str, Any]]) -> tuple[str, list[dict]]:
         """``detection_boxes`` (``instance_masks`` for mask models): bboxes/scores/labels[/masks] per image, read

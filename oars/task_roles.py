@@ -125,44 +125,60 @@ class Exporter(_Role, abc.ABC):
 
 
 class Predictor(_Role, abc.ABC):
-    """How a kind of model predicts with PyTorch: ``tools/infer.py`` (:meth:`infer`, its flags and input rule),
-    ``oars.Model.predict`` and image streams (:meth:`predict`, drawn by the :attr:`image_plugin`), clip windows over
-    a stream (:meth:`clip_stream_predictor`). Abstract: :meth:`infer`."""
+    """How a kind of model predicts with PyTorch: one :meth:`predict`, which serves ``oars.Model.predict``,
+    ``tools/infer.py`` on images and image streams (through the runtime plug-in :attr:`image_plugin`, the PyTorch
+    model in the export's place: :mod:`oars.pipelines.infer`) and clip windows over a stream
+    (:meth:`runtime_predictor`). A kind whose model does not predict single images (videos, noise) reads its own
+    input in :meth:`infer`. A kind implements :meth:`predict` (image kinds: nothing else) or :meth:`infer` (its
+    input is its own), or both."""
 
-    #: the runtime image plug-in that draws and records :meth:`predict`'s results frame by frame on a stream
-    #: (``tools/infer.py``, ``oars.Model.predict`` on a video); None: this kind does not predict single images, so a
-    #: video is its own input. A declaration, not a hook: a task whose models differ here registers two kinds.
+    #: the runtime image plug-in that draws, records and writes :meth:`predict`'s results (``tools/infer.py`` on a
+    #: file, a folder or a stream, ``oars.Model.predict`` on a video); None: this kind does not predict single
+    #: images, so its input is its own (:meth:`infer`). A declaration, not a hook: a task whose models differ here
+    #: registers two kinds.
     image_plugin: str | None = None
 
     def infer_arguments(self, parser: ArgumentContainer) -> None:
-        """Add the task's own ``tools/infer.py`` flags (each ``default=None``); the tool asks the task's default
-        kind. Default: none."""
-        return None
+        """Add the kind's own ``tools/infer.py`` flags (each ``default=None``); the tool asks the task's default
+        kind. Default: the :attr:`image_plugin`'s own ``oars-infer`` flags (e.g. ``--draw-threshold``), so a
+        checkpoint and its export take the same ones; none without a plug-in."""
+        if self.image_plugin is not None:
+            from oars_deploy.plugins import get_predictor
+
+            get_predictor(self.image_plugin).add_arguments(parser)
 
     def requires_input(self, cfg: Config) -> bool:
         """Whether ``tools/infer.py`` needs ``-i`` (False for a model that makes pictures from nothing)."""
         return True
 
-    @abc.abstractmethod
-    def infer(self, cfg: Config, weights: str, inputs: str | None, output: str, *, device: str,
-              failures: Failures, args: argparse.Namespace) -> list[str]:
-        """``tools/infer.py``: predict ``inputs`` (a file or folder; None only when :meth:`requires_input` said so)
-        with ``cfg`` + ``weights`` on ``device``, write the pictures and result files under ``output``, record an
-        unreadable input in ``failures`` and go on; ``args`` holds :meth:`infer_arguments`' flags. Returns the
-        pictures' paths."""
-
     def predict(self, model: torch.nn.Module, cfg: Config, inputs: list[tuple[str, Any]]) -> tuple[str, list[dict]]:
-        """``oars.Model.predict`` and ``tools/infer.py`` on an image stream: run ``model`` (eval mode) on ``(name,
-        array)`` pairs (BGR uint8 [H, W, 3], or None to read the file ``name``). Returns (the runtime plug-in's name,
-        one result per input in ``oars_deploy.predictor.Predictor.predict``'s form); a plug-in without per-image
-        ``draw``/``record`` gets ``'record'`` and ``'picture'`` in each dict. The default raises."""
+        """Run ``model`` (eval mode) on ``(name, array)`` pairs (BGR uint8 [H, W, 3], or None to read the file
+        ``name``). Returns (the runtime plug-in's name, one result per input in
+        ``oars_deploy.predictor.Predictor.predict``'s form: original pixels); a plug-in without per-image
+        ``draw``/``record`` gets ``'record'`` and ``'picture'`` in each dict.
+
+        Serves ``oars.Model.predict`` and, for a kind with an :attr:`image_plugin`, ``tools/infer.py`` on images
+        and streams (:class:`oars.pipelines.infer.TorchFramePredictor` wraps it in the runtime predictor's role).
+        The default raises."""
         raise OarsError(f"oars.Model.predict is not available for task {self.scope!r} (its predictor does not "
                         "implement predict; use tools/infer.py)")
 
-    def clip_stream_predictor(self, model: torch.nn.Module, cfg: Config) -> Any | None:
-        """``tools/infer.py --window N`` on a stream: an object in the runtime ``VideoPredictor``'s role for
-        ``oars_deploy.streams.windows.run_windows`` running ``model``. None (the default): not a clip classifier."""
+    def runtime_predictor(self, model: torch.nn.Module, cfg: Config) -> Any | None:
+        """``model`` in the role of the runtime plug-in's own predictor where :meth:`predict`'s form is not the one
+        that plug-in runs (``tools/infer.py --window N``: a clip classifier's ``VideoPredictor``, fed pre-processed
+        windows by ``oars_deploy.streams.windows.run_windows``). None (the default): nothing beyond
+        :meth:`predict` (image kinds are wrapped by the pipeline)."""
         return None
+
+    def infer(self, cfg: Config, weights: str, inputs: str | None, output: str, *, device: str,
+              failures: Failures, args: argparse.Namespace) -> list[str]:
+        """``tools/infer.py`` for a kind without an :attr:`image_plugin` (its input is its own: videos, feature
+        files, nothing for a noise generator): predict ``inputs`` (a file or folder; None only when
+        :meth:`requires_input` said so) with ``cfg`` + ``weights`` on ``device``, write the pictures and result files
+        under ``output``, record an unreadable input in ``failures`` and go on; ``args`` holds
+        :meth:`infer_arguments`' flags. Returns the pictures' paths. The default raises."""
+        raise OarsError(f"tools/infer.py is not available for task {self.scope!r} (its predictor has neither an "
+                        "image_plugin nor an infer)")
 
 
 class Data(_Role):

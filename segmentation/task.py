@@ -6,7 +6,6 @@ through :mod:`segmentation.apis`, with the ``ignore_index`` agreement check of e
 
 from __future__ import annotations
 
-import argparse
 from typing import TYPE_CHECKING, Any
 
 from oars.errors import OarsError
@@ -18,7 +17,6 @@ if TYPE_CHECKING:
     from mmengine.config import Config
 
     from oars.export.spec import ExportOptions, ExportSpec
-    from oars_deploy.failures import Failures
 
 
 class SegmentationData(Data):
@@ -107,13 +105,6 @@ class SegmentationPredictor(Predictor):
     """``tools/infer.py``, ``oars.Model.predict`` and image streams for segmenters."""
 
     image_plugin = "semantic_labels"  # a label map per frame
-
-    def infer(self, cfg: Config, weights: str, inputs: str | None, output: str, *, device: str,
-              failures: Failures, args: argparse.Namespace) -> list[str]:
-        """:func:`segmentation.apis.run_inference`."""
-        from segmentation.apis import run_inference
-
-        return run_inference(cfg, weights, inputs, output, device=device, failures=failures)
 
     def predict(self, model: torch.nn.Module, cfg: Config, inputs: list[tuple[str, Any]]) -> tuple[str, list[dict]]:
         """``semantic_labels``: ``{'label': int64 [H, W]}`` per image, by ``tools/infer.py``'s predictor."""

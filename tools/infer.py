@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from oars.cli import run_cli, split_output_and_overrides
 from oars.config.check import load_checked_config
 from oars.errors import OarsError
-from oars.pipelines.infer import add_stream_arguments, infer_stream, refuse_stream_flags
+from oars.pipelines.infer import add_stream_arguments, infer_images, infer_stream, refuse_stream_flags
 from oars.task_flags import parse_task_command_line
 from oars.tasks import known_tasks
 from oars_deploy.failures import Failures
@@ -65,6 +65,10 @@ def main(argv: Sequence[str] | None = None) -> None:
             run.failures.raise_if_any(total=run.total)  # a file that ended before its declared length: exit 2
             return
     refuse_stream_flags(args, f"-i {args.input} is read as this model's own input")
+    if predictor.image_plugin is not None:  # images: the runtime plug-in's loop, the checkpoint as its model
+        flags = {name: getattr(args, name) for name in ("draw_threshold",) if getattr(args, name, None) is not None}
+        infer_images(task, cfg, args.weights, args.input, output, device=args.device, flags=flags)
+        return
     failures = Failures()  # images that cannot be read: the others are written, then one summary, exit 2
     written = predictor.infer(cfg, args.weights, args.input, output, device=args.device, failures=failures, args=args)
     print(f"wrote {len(written)} pictures to {output}")

@@ -238,7 +238,7 @@ class VideoPredictor(Predictor):
 class ClipPredictor(VideoPredictor):
     """A clip recogniser also classifies a stream window by window (``tools/infer.py --window N``)."""
 
-    def clip_stream_predictor(self, model: torch.nn.Module, cfg: Config) -> Any | None:
+    def runtime_predictor(self, model: torch.nn.Module, cfg: Config) -> Any | None:
         """:class:`video.stream_windows.TorchClipPredictor` (None for a model without a ``cls_head``)."""
         if not hasattr(model, "cls_head"):
             return None

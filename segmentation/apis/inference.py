@@ -8,28 +8,16 @@ image is drawn at most ``PICTURE_MAX_SIDE`` pixels on its long side (the label P
 
 from __future__ import annotations
 
-import os
-import os.path as osp
-
-import cv2
-import numpy as np
 from mmengine.config import Config
 from mmengine.structures import PixelData
-from tqdm import tqdm
 
-from oars.inference import batched_predict, build_test_pipeline, check_output_folder, list_images
-from oars.pipelines.model import init_model
-from oars_deploy.draw import get_palette, save_label_png
+from oars.pipelines.infer import infer_images
+from oars.tasks import get_task
 from oars_deploy.failures import Failures
-from oars_deploy.output_paths import output_stems
-from oars_deploy.predictors.semantic_labels import SemanticLabels
-from oars_deploy.predictors.semantic_labels.draw import draw_sample
-from oars_deploy.predictors.semantic_labels.records import semantic_labels_result
-from oars_deploy.records import write_results
+from oars_deploy.predictors.semantic_labels.draw import PICTURE_MAX_SIDE, picture_inputs  # noqa: F401 (API)
 from segmentation.apis.labels import upsample_argmax
 
 ANNOTATION_LOADERS = ("LoadSegAnnotations",)
-PICTURE_MAX_SIDE = 2048  # long side of each panel of <stem>_vis.png; larger images are drawn scaled down
 
 
 def predict_labels(model, batch: dict) -> list:
@@ -44,18 +32,6 @@ def predict_labels(model, batch: dict) -> list:
         label = upsample_argmax(sample.seg_logits.data, shape[:2], getattr(model, "align_corners", False))
         sample.pred_sem_seg = PixelData(data=label[None])
     return samples
-
-
-def picture_inputs(img: np.ndarray, label: np.ndarray, max_side: int = PICTURE_MAX_SIDE) -> tuple[np.ndarray,
-                                                                                                  np.ndarray]:
-    """The image (area) and labels (nearest) scaled so that the long side is at most ``max_side``."""
-    h, w = label.shape[:2]
-    factor = max_side / max(h, w)
-    if factor >= 1:
-        return img, label
-    size = (max(1, round(w * factor)), max(1, round(h * factor)))
-    return (cv2.resize(img, size, interpolation=cv2.INTER_AREA),
-            cv2.resize(label, size, interpolation=cv2.INTER_NEAREST))
 
 
 def run_inference(cfg: Config, checkpoint: str, inputs: str, out_dir: str, device: str = "cpu",
@@ -73,30 +49,5 @@ def run_inference(cfg: Config, checkpoint: str, inputs: str, out_dir: str, devic
     An image that cannot be read is skipped and recorded in ``failures``; without ``failures`` their summary is
     raised (:class:`oars_deploy.failures.FolderFailuresError`) after everything readable was written.
     """
-    check_output_folder(out_dir, inputs)
-    own = failures is None
-    failures = Failures() if own else failures
-    paths = list_images(inputs)
-    stems = output_stems(paths, SemanticLabels.output_names)  # a name collision is told before the model loads
-    model = init_model(cfg, checkpoint, device)
-    classes = model.dataset_meta.get("classes") or [str(i) for i in range(model.num_classes)]
-    palette = get_palette(len(classes), model.dataset_meta.get("palette"))
-    pipeline = build_test_pipeline(cfg, drop=ANNOTATION_LOADERS)
-    os.makedirs(out_dir, exist_ok=True)
-    written, records = [], []
-    for path, sample in tqdm(batched_predict(model, pipeline, paths, failures=failures, predict=predict_labels),
-                             total=len(paths), desc="infer"):
-        stem = stems[path]
-        label = sample.pred_sem_seg.data[0].cpu().numpy()
-        del sample
-        save_label_png(label, palette, osp.join(out_dir, f"{stem}.png"))
-        records.append(semantic_labels_result(path, label, classes, f"{stem}.png"))
-        img, small = picture_inputs(cv2.imread(path, cv2.IMREAD_COLOR), label)
-        del label
-        out = osp.join(out_dir, f"{stem}_vis.png")
-        cv2.imwrite(out, draw_sample(img, small, palette, class_names=list(classes)))
-        written.append(out)
-    write_results(records, out_dir)
-    if own:
-        failures.raise_if_any(total=len(paths))
-    return written
+    run = infer_images(get_task("segmentation"), cfg, checkpoint, inputs, out_dir, device=device, failures=failures)
+    return run.pictures

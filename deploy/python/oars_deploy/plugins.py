@@ -61,11 +61,13 @@ class PredictorRun:
         records: one result record per input, in input order (the CLI writes them to results.jsonl).
         failures: the inputs that could not be handled (the CLI raises their summary after writing the records).
         total: how many inputs there were in all (failed ones included), for "N of M".
+        pictures: the pictures written, in input order (image plug-ins; empty where a kind writes none per input).
     """
 
     records: list[ResultRecord] = field(default_factory=list)
     failures: Failures = field(default_factory=Failures)
     total: int = 0
+    pictures: list[str] = field(default_factory=list)
 
 
 class PredictorPlugin(ABC):

@@ -16,6 +16,7 @@ import inspect
 import os
 import os.path as osp
 from abc import abstractmethod
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import cv2
@@ -155,11 +156,28 @@ class ImagePlugin(PredictorPlugin):
         """Write what covers every image (after the last one), e.g. detections.json."""
 
     def run(self, args: argparse.Namespace, deploy: dict) -> PredictorRun:
-        """Predict every image of ``args.input`` in batches; unreadable images are listed, the others written.
-        A video file, URL or camera index is read as a stream (:mod:`oars_deploy.streams.run`)."""
+        """Predict every image of ``args.input`` with the export of ``args.model_dir``
+        (:class:`oars_deploy.predictor.Predictor`): :meth:`run_with`."""
         self.check_args(args, deploy)
         predictor = Predictor(args.model_dir, device=args.device, backend=args.backend,
                               array_module_name=args.array_module)
+        return self.run_with(predictor, args)
+
+    def run_with(self, predictor: Any, args: argparse.Namespace,
+                 progress: Callable[[int], Any] | None = None) -> PredictorRun:
+        """Predict every image of ``args.input`` in batches with ``predictor``; unreadable images are listed, the
+        others written. A video file, URL or camera index is read as a stream (:mod:`oars_deploy.streams.run`).
+
+        Why the predictor is a parameter: ``tools/infer.py`` runs a checkpoint through this same loop (the PyTorch
+        model in the predictor's role), so an export and its checkpoint write the same files by the same code.
+
+        Args:
+            predictor: an object with ``predict(images) -> list[dict]`` (BGR uint8 [H, W, 3] in, one result per
+                image in this plug-in's form), ``labels``, ``palette`` and ``batch_size`` (None: any).
+            args: ``input``, ``output_dir``, ``batch_size``, the stream flags and this plug-in's flags.
+            progress: ``progress(total)`` -> an object with ``update(n)`` and ``close()`` (e.g. ``tqdm``), told
+                of every image handled; None: no progress bar (the runtime has none of its own).
+        """
         if args.batch_size is not None and args.batch_size < 1:
             raise DeployError(f"--batch-size must be >= 1, got {args.batch_size}")
         source = stream_source(args.input)
@@ -178,18 +196,24 @@ class ImagePlugin(PredictorPlugin):
         written: list[str] = []
         records: list[ResultRecord] = []
         first: list[np.ndarray] = []
-        for start in range(0, len(paths), batch_size):
-            chunk, images = read_batch(paths[start:start + batch_size], failures)
-            if not images:
-                continue
-            first = first or images
-            for path, img, result in zip(chunk, images, predictor.predict(images)):
-                out, record = self.write_named(args.output_dir, path, stems[path], img, result, predictor, args)
-                written.append(out)
-                records.append(record)
+        bar = progress(len(paths)) if progress is not None else None
+        try:
+            for start in range(0, len(paths), batch_size):
+                chunk, images = read_batch(paths[start:start + batch_size], failures)
+                if images:
+                    first = first or images
+                    for path, img, result in zip(chunk, images, predictor.predict(images)):
+                        out, record = self.write_named(args.output_dir, path, stems[path], img, result, predictor,
+                                                       args)
+                        written.append(out)
+                        records.append(record)
+                if bar is not None:
+                    bar.update(len(paths[start:start + batch_size]))
+        finally:
+            if bar is not None:
+                bar.close()
         self.finish(args.output_dir, records, predictor)
         print(f"wrote {plural(len(written), 'picture')} to {args.output_dir}")
-        if args.benchmark and first:
+        if getattr(args, "benchmark", False) and first:
             print_benchmark(predictor.benchmark(first, args.warmup, args.runs), args.device, args.backend)
-        return PredictorRun(records=records, failures=failures, total=len(paths))
-
+        return PredictorRun(records=records, failures=failures, total=len(paths), pictures=written)

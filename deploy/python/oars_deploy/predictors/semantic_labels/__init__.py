@@ -20,7 +20,7 @@ from oars_deploy.draw.label_png import save_label_png
 from oars_deploy.errors import DeployError
 from oars_deploy.plugins import register_predictor
 from oars_deploy.predictors.images import ImagePlugin, image_task
-from oars_deploy.predictors.semantic_labels.draw import draw_sample
+from oars_deploy.predictors.semantic_labels.draw import draw_sample, picture_inputs
 from oars_deploy.predictors.semantic_labels.postprocess import segmentation
 from oars_deploy.predictors.semantic_labels.records import semantic_labels_result
 from oars_deploy.predictors.semantic_labels.views import result_views
@@ -51,8 +51,10 @@ class SemanticLabels(ImagePlugin):
         return segmentation(outputs, metas, post)
 
     def draw(self, img: np.ndarray, result: dict, predictor: Any, args: argparse.Namespace) -> np.ndarray:
-        """The label map over ``img`` with the class legend."""
-        return draw_sample(img, result["label"], predictor.palette, class_names=predictor.labels)
+        """The label map over ``img`` with the class legend (an image over ``PICTURE_MAX_SIDE`` drawn scaled down:
+        :func:`.draw.picture_inputs`)."""
+        small_img, small_label = picture_inputs(img, result["label"])
+        return draw_sample(small_img, small_label, predictor.palette, class_names=predictor.labels)
 
     def record(self, out_dir: str, path: str, stem: str, img: np.ndarray, result: dict,
                predictor: Any) -> ResultRecord:

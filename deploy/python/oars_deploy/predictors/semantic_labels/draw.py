@@ -2,12 +2,38 @@
 
 from __future__ import annotations
 
+import cv2
 import numpy as np
 
 from oars_deploy.draw.layout import enlarge, enlarge_factor, side_by_side
 from oars_deploy.draw.masks import colorize_mask, draw_legend, overlay_mask
 
 MIN_SIDE = 256  # panels of smaller images (the 128-px demo shapes) are enlarged to this, so shapes and captions read
+PICTURE_MAX_SIDE = 2048  # long side of each panel of <stem>_vis.png; larger images are drawn scaled down
+
+
+def picture_inputs(img: np.ndarray, label: np.ndarray, max_side: int = PICTURE_MAX_SIDE) -> tuple[np.ndarray,
+                                                                                                  np.ndarray]:
+    """The image (area) and labels (nearest) scaled so that the long side is at most ``max_side``.
+
+    Why: the picture of an 8000x8000 image is three full-size panels (image, prediction, overlay) of 192 MB each;
+    the label PNG keeps the full size, the picture need not.
+
+    Args:
+        img: uint8 [H, W, 3] BGR. label: integer [H, W] class ids. max_side: the longest side kept.
+
+    Returns:
+        (uint8 [h, w, 3], label [h, w] of the same dtype); the inputs themselves when already small enough.
+    """
+    h, w = label.shape[:2]
+    factor = max_side / max(h, w)
+    if factor >= 1:
+        return img, label
+    size = (max(1, round(w * factor)), max(1, round(h * factor)))
+    # nearest by index (OpenCV's rule, floor(dst * src / dst_size)): any integer dtype, int64 included
+    rows = np.arange(size[1]) * h // size[1]
+    cols = np.arange(size[0]) * w // size[0]
+    return cv2.resize(img, size, interpolation=cv2.INTER_AREA), label[rows[:, None], cols[None, :]]
 
 
 def draw_sample(img_bgr: np.ndarray, pred: np.ndarray, palette: np.ndarray, gt: np.ndarray | None = None,
