@@ -132,32 +132,25 @@ class GANPredictor(Predictor):
         :func:`gan.apis.run_inference` computes them. Noise and attribute models are refused (tools/infer.py)."""
         import os.path as osp
 
-        import torch
-
-        from gan.export import build_export_spec, export_options, preprocess_steps
+        from gan.apis.inference import TorchGANPredictor
         from oars.api.arrays import check_image_array
         from oars.errors import OarsError
         from oars_deploy.outputs import read_image
         from oars_deploy.predictors.gan_images.cli import translation_record
-        from oars_deploy.predictors.gan_images.config import side_by_side, to_bgr_images
-        from oars_deploy.preprocess import preprocess_one
+        from oars_deploy.predictors.gan_images.config import side_by_side
 
-        spec = build_export_spec(model, cfg, export_options(cfg))
-        gan = spec.deploy_sections["gan"]
-        if gan["kind"] == "noise" or list(spec.graph_inputs) != ["image"]:
+        generator = TorchGANPredictor(model, cfg, str(next(model.parameters()).device))
+        if generator.kind == "noise" or generator.input_names != ["image"]:
             raise OarsError(f"{cfg.filename}: oars.Model.predict translates images with image-to-image generators; "
                             "use tools/infer.py for noise models (--seed/--num) and attribute models (--attrs)")
-        steps = preprocess_steps(cfg, gan["input_size"])
-        device = next(spec.module.parameters()).device
         results = []
         for name, array in inputs:
             image = read_image(name) if array is None else check_image_array(array, name)
-            x = preprocess_one(image, steps)[0][None]
-            with torch.no_grad():
-                out = to_bgr_images(spec.module(torch.from_numpy(x).to(device)).cpu().numpy())[0]
+            (shown,), (out,) = generator.translate([image])
             stem = osp.splitext(osp.basename(name))[0]
-            results.append({"image": out, "picture": side_by_side(to_bgr_images(x)[0], out),
-                            "record": translation_record(name, [f"{stem}.png", f"{stem}_pair.png"], None, None, gan)})
+            results.append({"image": out, "picture": side_by_side(shown, out),
+                            "record": translation_record(name, [f"{stem}.png", f"{stem}_pair.png"], None, None,
+                                                         generator.gan)})
         return "gan_images", results
 
 

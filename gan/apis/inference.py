@@ -1,11 +1,10 @@
 """tools/infer.py for GAN configs: the deployed predictor's outputs, computed with PyTorch.
 
-The model runs as the exported graph does (:class:`gan.export.GeneratorGraph`: the EMA generator when present,
-normalisation and denormalisation around it) on the numbers the predictor feeds it (deploy.yaml's resize and RGB
-steps, numpy-seeded noise, ``--attrs`` parsed by the same function), and the same files are written with the same
-helpers (oars_deploy.predictors.gan_images.cli), with the same results.jsonl records, so tools/infer.py and
-oars-infer can be compared
-image by image.
+The checkpoint takes the export's place in the runtime's own loop (:func:`oars_deploy.predictors.gan_images.cli.
+run_gan`): :class:`TorchGANPredictor` runs the module the export would trace (:class:`gan.export.GeneratorGraph`: the
+EMA generator when present, normalisation and denormalisation around it) on the numbers the runtime feeds it
+(deploy.yaml's resize and RGB steps, numpy-seeded noise, ``--attrs`` parsed by the same function), so tools/infer.py
+and oars-infer write the same files and results.jsonl records by the same code, image by image.
 """
 
 from __future__ import annotations
@@ -19,27 +18,44 @@ from mmengine.config import Config
 from gan.export import build_export_spec, export_options, preprocess_steps
 from oars.inference import check_output_folder
 from oars.pipelines.model import init_model
-from oars_deploy.errors import DeployError
 from oars_deploy.failures import Failures
 from oars_deploy.image_files import list_images
-from oars_deploy.output_paths import output_stems
-from oars_deploy.outputs import read_image
-from oars_deploy.predictors.gan_images.cli import (
-    DEFAULT_NUM,
-    TRANSLATION_NAMES,
-    attribute_vectors,
-    check_gan_args,
-    noise_records,
-    translation_record,
-    write_samples,
-    write_translation,
-)
-from oars_deploy.predictors.gan_images.config import make_labels, make_noise, to_bgr_images
-from oars_deploy.predictors.gan_images.records import GANImagesRecord
-from oars_deploy.preprocess import preprocess_one
+from oars_deploy.predictors.gan_images.cli import run_gan
+from oars_deploy.predictors.gan_images.predictor import GANPredictor
 from oars_deploy.records import write_results
 
-BATCH = 8
+BATCH = 8  # generator calls of at most this many samples (the last chunk padded, its extra rows dropped)
+
+
+class TorchGANPredictor(GANPredictor):
+    """A checkpoint in the runtime :class:`GANPredictor`'s role: its ``generate`` / ``translate`` feed the graph
+    module the export would trace (:class:`gan.export.GeneratorGraph`: the EMA generator when present,
+    normalisation around it) with deploy.yaml's pre-processing, so ``tools/infer.py`` and ``oars-infer`` on its
+    export compute the same numbers.
+
+    Args:
+        model: the GAN (eval mode) with its weights. cfg: its config. device: where ``model`` is.
+    """
+
+    def __init__(self, model: torch.nn.Module, cfg: Config, device: str = "cpu") -> None:
+        spec = build_export_spec(model, cfg, export_options(cfg))
+        self.gan: dict = spec.deploy_sections["gan"]
+        self.kind = self.gan["kind"]
+        self.input_names = list(spec.graph_inputs)
+        self.batch_size = BATCH
+        self.output_name = "image"
+        # deploy.yaml's resize and RGB steps (image models only: a noise model has no input size)
+        self.deploy = {"preprocess": preprocess_steps(cfg, self.gan["input_size"]) if "input_size" in self.gan
+                       else []}
+        module = spec.module
+
+        def backend(feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+            with torch.no_grad():
+                out = module(*[torch.from_numpy(np.ascontiguousarray(feeds[n])).to(device)
+                               for n in self.input_names])
+            return {self.output_name: out.cpu().numpy()}
+
+        self.backend = backend
 
 
 def run_inference(cfg: Config, checkpoint: str, inputs: str | None, out_dir: str, device: str = "cpu",
@@ -50,65 +66,23 @@ def run_inference(cfg: Config, checkpoint: str, inputs: str | None, out_dir: str
     paths (noise: ``sample_XXX.png`` + ``grid.png``; images: ``<stem>.png`` + ``<stem>_pair.png``); also writes
     ``results.jsonl`` (one ``oars_deploy.records.GANImagesRecord`` per sample / image, as oars-infer does).
 
-    ``<stem>`` is the name oars-infer gives the same file (:func:`oars_deploy.output_paths.output_stems` with
-    ``TRANSLATION_NAMES``): the file's stem, or ``x_png`` / ``x_jpg`` for ``x.png`` beside ``x.jpg`` (one output
-    would otherwise replace the other); a name that still collides (``x_pair.png`` beside ``x.png``) is refused
-    before any image is read (:class:`oars_deploy.output_paths.OutputPathError`, naming both inputs).
+    The files are written by the runtime's own loop (:func:`oars_deploy.predictors.gan_images.cli.run_gan`) with
+    the checkpoint as its generator (:class:`TorchGANPredictor`): the same names (``x_png`` / ``x_jpg`` for
+    ``x.png`` beside ``x.jpg``; a name that still collides is refused before any image is read), the same flag
+    checks and the same records as ``oars-infer``.
 
     An image that cannot be read is skipped and recorded in ``failures``; without ``failures`` their summary is
     raised after everything readable was written.
     """
     check_output_folder(out_dir, inputs)
+    model = init_model(cfg, checkpoint, device)
+    args = argparse.Namespace(input=inputs, output_dir=out_dir, attrs=attrs, src_attrs=src_attrs, seed=seed,
+                              num=num, label=label, batch_size=None, draw_threshold=None)
     own = failures is None
     failures = Failures() if own else failures
-    model = init_model(cfg, checkpoint, device)
-    spec = build_export_spec(model, cfg, export_options(cfg))
-    gan = spec.deploy_sections["gan"]
-    args = argparse.Namespace(input=inputs, attrs=attrs, src_attrs=src_attrs, num=num, label=label,
-                              draw_threshold=None)
-    check_gan_args(args, gan)
-
-    def run(feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
-        with torch.no_grad():
-            out = spec.module(*[torch.from_numpy(feeds[n]).to(device) for n in spec.graph_inputs])
-        return to_bgr_images(out.cpu().numpy())
-
-    if gan["kind"] == "noise":
-        n = DEFAULT_NUM if num is None else num
-        feeds = {"noise": make_noise(seed, n, gan["z_dim"])}
-        if "label" in spec.graph_inputs:
-            feeds["label"] = make_labels(label, n, gan["num_classes"], gan.get("class_names", ()))
-        images = [img for s in range(0, n, BATCH) for img in run({k: v[s:s + BATCH] for k, v in feeds.items()})]
-        written = write_samples(images, out_dir)
-        write_results(noise_records(written, seed, feeds.get("label"), gan), out_dir)
-        return written
-    attr_vec, src_vec = attribute_vectors(gan, attrs, src_attrs)
-    vectors = {k: v for k, v in (("attrs", attr_vec), ("src_attrs", src_vec)) if v is not None}
-    steps = preprocess_steps(cfg, gan["input_size"])
-    paths = list_images(inputs)
-    stems = output_stems(paths, TRANSLATION_NAMES)  # x.png beside x.jpg: x_png.png and x_jpg.png, not one x.png
-    written: list[str] = []
-    results: list[GANImagesRecord] = []
-    for start in range(0, len(paths), BATCH):
-        kept, arrays = [], []
-        for path in paths[start:start + BATCH]:
-            try:
-                arrays.append(preprocess_one(read_image(path), steps)[0][None])
-                kept.append(path)
-            except DeployError as err:
-                failures.add(path, str(err))
-        if not arrays:
-            continue
-        x = np.concatenate(arrays)
-        feeds = {"image": x, **{k: np.repeat(v[None], len(x), axis=0) for k, v in vectors.items()}}
-        for path, shown, out in zip(kept, to_bgr_images(x), run(feeds)):
-            pair = write_translation(path, shown, out, out_dir, stems[path])
-            results.append(translation_record(path, pair, attr_vec, src_vec, gan))
-            written += pair
+    results: list = []
+    written = run_gan(args, failures=failures, results=results, predictor=TorchGANPredictor(model, cfg, device))
     write_results(results, out_dir)
-    if own:
-        failures.raise_if_any(total=len(paths))
+    if own and inputs is not None:
+        failures.raise_if_any(total=len(list_images(inputs)))
     return written
-
-
-

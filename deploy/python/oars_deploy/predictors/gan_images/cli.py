@@ -139,15 +139,19 @@ def check_gan_args(args: argparse.Namespace, gan: dict) -> None:
 
 
 def run_gan(args: argparse.Namespace, failures: Failures | None = None,
-            results: list[GANImagesRecord] | None = None) -> list[str]:
+            results: list[GANImagesRecord] | None = None, predictor: GANPredictor | None = None) -> list[str]:
     """Generate or translate with the model of ``args.model_dir``; returns the written paths.
 
     Args:
         args: the ``oars-infer`` arguments.
         failures: where unreadable images go; None raises their summary at the end (after writing the others).
         results: when given, one :class:`~.records.GANImagesRecord` per sample / image is appended.
+        predictor: what runs the generator: a :class:`GANPredictor` or an object in its role (``tools/infer.py``
+            passes the checkpoint's, so a checkpoint and its export write the same files by this same loop); None:
+            the export of ``args.model_dir``.
     """
-    predictor = GANPredictor(args.model_dir, device=args.device, backend=args.backend)
+    if predictor is None:
+        predictor = GANPredictor(args.model_dir, device=args.device, backend=args.backend)
     gan = predictor.gan
     check_gan_args(args, gan)
     results = [] if results is None else results
