@@ -208,30 +208,16 @@ class VideoPredictor(Predictor):
         """``clip_classes``: per video file the top-5 result of ``tools/infer.py`` (``path``, ``topk``,
         ``total_frames``, ``frame_inds``) with its ``record`` and ``picture`` (the frame strip ``<stem>_strip.png``),
         which this plug-in does not draw per input itself."""
-        import numpy as np
-
         from oars.errors import OarsError
         from oars.inference import build_test_pipeline
-        from oars_deploy.predictors.clip_classes.records import ClipClassesRecord
-        from video.apis.inference import check_pipeline, predict_video
-        from video.engine.clip_pictures import clip_frames, clip_strip
-        from video.visualization import top_predictions
+        from video.apis.inference import check_pipeline, classify_video
 
         if any(array is not None for _, array in inputs):
             raise OarsError("video models take video files (paths), not image arrays")
         check_pipeline(cfg)
         pipeline = build_test_pipeline(cfg)
         classes = model.dataset_meta.get("classes") or [str(i) for i in range(model.num_classes)]
-        results = []
-        for path, _ in inputs:
-            sample, clip = predict_video(model, pipeline, path)
-            scores = sample.pred_score.detach().cpu().float().numpy()
-            result = {"path": path, "topk": [(i, str(classes[i]), s) for i, s in top_predictions(scores, 5)],
-                      "total_frames": sample.metainfo.get("total_frames", 0),
-                      "frame_inds": np.asarray(sample.metainfo.get("frame_inds", [])).reshape(-1)}
-            result["record"] = ClipClassesRecord.from_result(result)
-            result["picture"] = clip_strip(sample, clip_frames(sample, clip), classes)
-            results.append(result)
+        results = [classify_video(model, pipeline, classes, path) for path, _ in inputs]
         return "clip_classes", results
 
 

@@ -70,6 +70,33 @@ def predict_video(model: torch.nn.Module, pipeline: Compose, path: str) -> tuple
     return sample, packed["inputs"]
 
 
+def classify_video(model: torch.nn.Module, pipeline: Compose, classes: Sequence[str], path: str,
+                   topk: int = 5) -> dict:
+    """One video's result, as ``tools/infer.py`` writes it and ``oars.Model.predict`` returns it (the one
+    computation behind both: the video predictor role's ``predict`` calls this).
+
+    Args:
+        model: a recognizer in eval mode. pipeline: the config's test pipeline. classes: the class names.
+        path: the video file. topk: how many classes to keep (at most the model's).
+
+    Returns:
+        ``{'path', 'topk': [(id, name, score)], 'total_frames', 'frame_inds': int [T], 'record':
+        ClipClassesRecord, 'picture': uint8 BGR strip of the frames the model saw (first view) above its top-3}``.
+
+    Raises:
+        oars.errors.DataError: the file cannot be opened or decoded (names the file).
+    """
+    sample, clip = predict_video(model, pipeline, path)
+    scores = sample.pred_score.detach().cpu().float().numpy()
+    best = top_predictions(scores, min(topk, scores.shape[0]))
+    result = {"path": path, "topk": [(i, str(classes[i]), s) for i, s in best],
+              "total_frames": sample.metainfo.get("total_frames", 0),
+              "frame_inds": np.asarray(sample.metainfo.get("frame_inds", [])).reshape(-1)}
+    result["record"] = ClipClassesRecord.from_result(result)
+    result["picture"] = clip_strip(sample, clip_frames(sample, clip), classes)
+    return result
+
+
 def run_inference(cfg: Config, checkpoint: str, inputs: str, out_dir: str, device: str = "cpu",
                   failures: Failures | None = None, topk: int = 5) -> list[str]:
     """Classify ``inputs`` (a video file or a folder of videos); print each video's top-1, write
@@ -101,20 +128,16 @@ def run_inference(cfg: Config, checkpoint: str, inputs: str, out_dir: str, devic
     written, records, results = [], [], []
     for path in paths:
         try:
-            sample, clip = predict_video(model, pipeline, path)
+            result = classify_video(model, pipeline, classes, path, topk)
         except UserError as err:
             failures.add(path, str(err))
             continue
-        scores = sample.pred_score.detach().cpu().float().numpy()
-        best = top_predictions(scores, min(topk, scores.shape[0]))
-        result = {"path": path, "topk": [(i, str(classes[i]), s) for i, s in best],
-                  "total_frames": sample.metainfo.get("total_frames", 0),
-                  "frame_inds": np.asarray(sample.metainfo.get("frame_inds", [])).reshape(-1)}
         records.append(record(result))
-        results.append(ClipClassesRecord.from_result(result))
-        print(f"{path}: {classes[best[0][0]]} ({best[0][1]:.4f})")
+        results.append(result["record"])
+        best = result["topk"][0]
+        print(f"{path}: {best[1]} ({best[2]:.4f})")
         out = osp.join(out_dir, STRIP_NAMES[0].format(stem=stems[path]))
-        cv2.imwrite(out, clip_strip(sample, clip_frames(sample, clip), classes))
+        cv2.imwrite(out, result["picture"])
         written.append(out)
     atomic_write(osp.join(out_dir, PREDICTIONS_FILE), json.dumps(records, indent=1))
     write_results(results, out_dir)
