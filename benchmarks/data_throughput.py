@@ -8,17 +8,22 @@ Usage (from the repository root)::
 
 The train loader of ``configs/segmentation/unet/unet_demo_shapes.yaml`` (its pipeline: load the image and label
 map, random resize and crop to 64 px, flip, photometric distortion, pack; batch 8) is built as training builds it
-(``Runner.build_dataloader``) three ways, with ``--workers`` DataLoader workers each:
+(``Runner.build_dataloader``) five ways, with ``--workers`` DataLoader workers each:
 
 - ``local``: ``SegDataset`` on the local folder;
 - ``local shards``: the shards below written to a local folder (the format's own cost, without the S3);
 - ``s3 shards``: ``ShardDataset`` on ``tools/make_shards.py``'s shards of the train split (``--shard-size``), written
-  to the loopback S3 beforehand, with ``ShardSamplerHook``'s sampler installed (shuffle buffer ``--shuffle-buffer``);
+  to the loopback S3 beforehand, with ``ShardSamplerHook``'s sampler installed (shuffle buffer ``--shuffle-buffer``;
+  each worker reads ahead of its decoding in a background thread, ``prefetch_bytes`` at its default);
+- ``s3 shards, no read-ahead``: the same with ``prefetch_bytes: 0`` (each shard streamed when its turn comes: what
+  the read-ahead saves);
 - ``s3 files``: ``SegDataset`` with ``data_root: s3://…`` on the uploaded folder (two GET requests per sample).
 
-The S3 endpoint is moto's ``ThreadedMotoServer`` on 127.0.0.1 inside this process (tests/s3_server.py's starter;
-no real S3 server can be installed here): it serves every request with the same cores the workers decode on, so
-the S3 figures include the server's own work, which a remote S3 does elsewhere. Each measure builds the loader,
+The S3 endpoint is moto's server on 127.0.0.1 (no real S3 server can be installed here), by default in its own
+process (``--server process``: ``python -m moto.server``, so it does not hold the GIL of the process the batches
+arrive in), or as tests/s3_server.py's ``ThreadedMotoServer`` inside this process (``--server thread``, the earlier
+measurements). Either way it serves every request with the same cores the workers decode on, so the S3 figures
+include the server's own work, which a remote S3 does elsewhere. Each measure builds the loader,
 reads ``--warmup`` batches (worker start-up, the first requests), then times ``--batches`` batches (epochs wrap
 around); the loader and its workers are shut down before the next. ``--repeats`` rounds, each side once per round
 in a rotated order; reported: the median samples/s of each side and the median of the per-round ratios to
@@ -41,10 +46,10 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks.common import ROOT, ensure_demo_data  # noqa: E402
 from benchmarks.data_scale_cases import load_average  # noqa: E402
-from benchmarks.s3_loopback import s3_server_module  # noqa: E402
+from benchmarks.s3_loopback import s3_server_module, s3_server_process  # noqa: E402
 
 CONFIG = os.path.join(ROOT, "configs", "segmentation", "unet", "unet_demo_shapes.yaml")
-SIDES = ("local", "local shards", "s3 shards", "s3 files")
+SIDES = ("local", "local shards", "s3 shards", "s3 shards, no read-ahead", "s3 files")
 GOAL = {"s3 shards": 0.9}
 
 
@@ -67,17 +72,17 @@ def loader_configs(cfg, files_url: str, shards_url: str, local_shards: str, opti
     files = copy.deepcopy(local)
     files["dataset"].update(data_root=files_url, storage_options=dict(options))
 
-    def shards(root: str, storage_options: dict | None) -> dict:
+    def shards(root: str, storage_options: dict | None, **extra) -> dict:
         out = copy.deepcopy(local)
         out["dataset"] = {"type": "ShardDataset", "shards": root, "pipeline": local["dataset"]["pipeline"],
-                          "shuffle_buffer": shuffle_buffer}
+                          "shuffle_buffer": shuffle_buffer, **extra}
         if storage_options:
             out["dataset"]["storage_options"] = dict(storage_options)
         out["sampler"] = None  # an iterable dataset: ShardSamplerHook's sampler is installed on the built loader
         return out
 
     return {"local": local, "local shards": shards(local_shards, None), "s3 shards": shards(shards_url, options),
-            "s3 files": files}
+            "s3 shards, no read-ahead": shards(shards_url, options, prefetch_bytes=0), "s3 files": files}
 
 
 def measure(loader_cfg: dict, warmup: int, batches: int) -> tuple[float, float]:
@@ -122,8 +127,8 @@ def run(args: argparse.Namespace) -> dict:
     rates: dict[str, list[float]] = {s: [] for s in SIDES}
     warm: dict[str, list[float]] = {s: [] for s in SIDES}
     ratios: dict[str, list[float]] = {s: [] for s in SIDES}
-    with tempfile.TemporaryDirectory(prefix="oars-throughput-") as tmp, \
-            s3_server_module().running_s3_server(tmp) as s3:
+    server = s3_server_process if args.server == "process" else s3_server_module().running_s3_server
+    with tempfile.TemporaryDirectory(prefix="oars-throughput-") as tmp, server(tmp) as s3:
         files_url = s3.upload(data, "shapes")
         shards_url = f"s3://{s3.bucket}/shards/train"
         index = make_shards(cfg, "train", shards_url, shard_size, storage_options=s3.storage_options, progress=False)
@@ -143,7 +148,7 @@ def run(args: argparse.Namespace) -> dict:
             "machine": f"{platform.processor() or platform.machine()}, Python {platform.python_version()}",
             "samples": index["total"], "shards": len(index["shards"]), "shard_size": args.shard_size,
             "workers": args.workers, "batch_size": args.batch_size, "batches": args.batches, "warmup": args.warmup,
-            "repeats": args.repeats, "shuffle_buffer": args.shuffle_buffer,
+            "repeats": args.repeats, "shuffle_buffer": args.shuffle_buffer, "server": args.server,
             "sides": {s: {"samples_per_s": statistics.median(rates[s]), "all_samples_per_s": rates[s],
                           "warmup_s": statistics.median(warm[s]), "ratio": statistics.median(ratios[s])}
                       for s in SIDES}}
@@ -153,7 +158,8 @@ def print_table(result: dict) -> None:
     print(f"\ndata_throughput: {result['date']}, {result['machine']}, {result['cores']} cores, {result['load']}")
     print(f"U-Net demo training data: {result['samples']} train samples ({result['shards']} shards of at most "
           f"{result['shard_size']}), batch {result['batch_size']}, {result['workers']} workers, {result['batches']} "
-          f"batches after {result['warmup']} warm-up, median of {result['repeats']} rounds\n")
+          f"batches after {result['warmup']} warm-up, median of {result['repeats']} rounds; moto's server in "
+          f"{'its own process' if result['server'] == 'process' else 'this process (a thread)'}\n")
     print("| data | samples/s | ratio to local | warm-up s |")
     print("|---|---|---|---|")
     for side, row in result["sides"].items():
@@ -172,6 +178,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeats", type=int, default=3, help="rounds (each side once per round)")
     parser.add_argument("--shard-size", default="1MB", help="tools/make_shards.py's --shard-size")
     parser.add_argument("--shuffle-buffer", type=int, default=64, help="ShardDataset's shuffle_buffer")
+    parser.add_argument("--server", choices=("process", "thread"), default="process",
+                        help="moto's S3 server in its own process (default) or in a thread of this one")
     parser.add_argument("--json", default=None, help="also write the results to this json file")
     args = parser.parse_args(argv)
     for flag in ("batch_size", "batches", "repeats", "shuffle_buffer"):

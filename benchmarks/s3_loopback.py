@@ -8,6 +8,8 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from types import ModuleType
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -32,3 +34,20 @@ def s3_server_module() -> ModuleType:
     sys.modules[spec.name] = module  # its dataclass looks its module up there
     spec.loader.exec_module(module)
     return module
+
+
+@contextmanager
+def s3_server_process(tmp_dir: str) -> Iterator:
+    """The loopback S3 of :func:`s3_server_module`, but moto's server in its own process (``python -m moto.server``)
+    rather than a thread of this one: a benchmark that spawns DataLoader workers must not share its GIL with the
+    endpoint (a remote S3 serves from elsewhere). Inside the starter's ``s3_environment`` (dummy credentials);
+    yields its ``S3Server`` with the bucket created.
+
+    Raises:
+        RuntimeError: the server did not answer within 60 s, naming the port and its exit status.
+    """
+    starter = s3_server_module()
+    with starter.s3_environment(tmp_dir), starter.moto_process() as url:
+        s3 = starter.S3Server(endpoint_url=url, bucket=starter.BUCKET)
+        s3.filesystem().mkdir(starter.BUCKET)
+        yield s3

@@ -46,3 +46,47 @@ def s3_server(tmp_path_factory, demo_data):
     with running_s3_server(str(tmp_path_factory.mktemp("s3_env"))) as server:
         server.upload(demo_data, "shapes")
         yield server
+
+
+class MemoryStore:
+    """The ``memory://`` store of one test: ``store(local_dir, name)`` copies a folder to ``memory://oars-mem/<name>``
+    and returns that URL; ``remove(url)`` deletes an object and ``pipe(url, data)`` plants one (both forget the folder
+    listings, as a new process would)."""
+
+    BUCKET = "oars-mem"
+
+    def __init__(self, fs) -> None:
+        self.fs = fs
+
+    def __call__(self, local_dir: str, name: str) -> str:
+        self.fs.put(local_dir.rstrip("/") + "/", f"/{self.BUCKET}/{name}/", recursive=True)
+        return f"memory://{self.BUCKET}/{name}"
+
+    def remove(self, url: str) -> None:
+        from oars.data import storage
+
+        self.fs.rm(url.split("://", 1)[1])
+        storage._listings.clear()
+
+    def pipe(self, url: str, data: bytes) -> None:
+        from oars.data import storage
+
+        self.fs.pipe(url.split("://", 1)[1], data)
+        storage._listings.clear()
+
+
+@pytest.fixture
+def memory_store(tmp_path, monkeypatch):
+    """A fresh ``memory://`` store (:class:`MemoryStore`) and storage registry for one test (the URL tests of every
+    format read their local set back from it); the cache folder under ``tmp_path``; emptied afterwards."""
+    fsspec = pytest.importorskip("fsspec", reason="fsspec (the data extra) reads URLs")
+    from oars.data import storage
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.delenv("OARS_STORAGE_OPTIONS", raising=False)
+    monkeypatch.setattr(storage, "_registered", {})
+    monkeypatch.setattr(storage, "_listings", {})
+    fs = fsspec.filesystem("memory")
+    yield MemoryStore(fs)
+    if fs.exists(f"/{MemoryStore.BUCKET}"):
+        fs.rm(f"/{MemoryStore.BUCKET}", recursive=True)

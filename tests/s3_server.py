@@ -98,18 +98,23 @@ def running_s3_server(tmp_dir: str) -> Iterator[S3Server]:
 
 
 @contextmanager
-def refusing_s3_server() -> Iterator[str]:
-    """A second moto server, in its own process, that enforces authentication from its first request
-    (``INITIAL_NO_AUTH_ACTION_COUNT=0``): the dummy credentials are unknown to it, so every request is refused
-    with 403 as a real S3 refuses wrong credentials. Yields its endpoint URL."""
+def moto_process(env: dict[str, str] | None = None) -> Iterator[str]:
+    """moto's S3 server in its own process (``python -m moto.server`` on a free loopback port, environment
+    ``env`` or this one's), stopped at the end; yields its endpoint URL once it answers.
+
+    Why a process: a benchmark that spawns DataLoader workers must not share its GIL with the endpoint, and a
+    server with another environment (authentication enforced) cannot be a thread of this one.
+
+    Raises:
+        RuntimeError: the server did not answer within 60 s, naming the port and its exit status.
+    """
     import subprocess
     import sys
     import time
 
     port = _free_port()
     proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                            env=dict(os.environ, INITIAL_NO_AUTH_ACTION_COUNT="0"),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 60
         while True:
@@ -118,9 +123,19 @@ def refusing_s3_server() -> Iterator[str]:
                 break
             except OSError:
                 if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"moto server did not start on port {port}") from None
+                    raise RuntimeError(f"moto's S3 server did not start on 127.0.0.1:{port} (exit status "
+                                       f"{proc.poll()})") from None
                 time.sleep(0.2)
         yield f"http://127.0.0.1:{port}"
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+@contextmanager
+def refusing_s3_server() -> Iterator[str]:
+    """A second moto server, in its own process, that enforces authentication from its first request
+    (``INITIAL_NO_AUTH_ACTION_COUNT=0``): the dummy credentials are unknown to it, so every request is refused
+    with 403 as a real S3 refuses wrong credentials. Yields its endpoint URL."""
+    with moto_process(dict(os.environ, INITIAL_NO_AUTH_ACTION_COUNT="0")) as url:
+        yield url

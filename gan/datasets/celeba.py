@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
 from gan.datasets.base import GANDataset, join_root
 from gan.datasets.celeba_attrs import read_attr_file, select_attrs
 from gan.registry import DATASETS
+from oars.data import storage
 from oars.errors import DataError
 
 SPLITS: dict[str, int] = {'train': 0, 'val': 1, 'test': 2}
@@ -17,9 +17,10 @@ DEFAULT_ATTRS: tuple[str, ...] = ('Black_Hair', 'Blond_Hair', 'Brown_Hair', 'Mal
 
 
 def read_partition(path: str) -> dict[str, int]:
-    """``list_eval_partition.txt``: ``name split`` per line (0 train, 1 val, 2 test) -> {name: split}."""
+    """``list_eval_partition.txt``: ``name split`` per line (0 train, 1 val, 2 test) -> {name: split} (a local path
+    or a URL)."""
     out = {}
-    with open(path, encoding='utf-8') as f:
+    with storage.open_file(path, 'r', encoding='utf-8') as f:
         for n, line in enumerate(f, start=1):
             parts = line.split()
             if not parts:
@@ -37,7 +38,9 @@ class CelebADataset(GANDataset):
 
     ``selected_attrs``: the K attributes the model edits, in this order (they are the dataset's ``classes`` and
     ``attr_names`` in metainfo); an unknown name is an error naming it, the file and the closest valid names.
-    Data infos: ``img_path`` and ``attrs`` (float32 [K], 1 where the file says 1, 0 for -1).
+    Data infos: ``img_path`` and ``attrs`` (float32 [K], 1 where the file says 1, 0 for -1). ``data_root`` may be
+    a URL (``s3://``, ``memory://`` ...), read with ``storage_options`` through ``oars.data.storage``: the two
+    text files once, the image folder checked with one request, each image when its sample is read.
     ``split``: ``train`` | ``val`` | ``test``, from the partition file when it exists; without it the last
     ``num_test`` images (in the attribute file's order, StarGAN's rule) are ``test`` (``val`` is the same
     images) and the others ``train``.
@@ -59,6 +62,7 @@ class CelebADataset(GANDataset):
         lazy_init: bool = False,
         indices: int | Sequence[int] | None = None,
         max_refetch: int = 1000,
+        storage_options: Mapping | None = None,
     ) -> None:
         if split not in SPLITS:
             raise DataError(f'CelebADataset: split must be one of {list(SPLITS)}, got {split!r}')
@@ -74,11 +78,11 @@ class CelebADataset(GANDataset):
         super().__init__(classes=attrs, extra_metainfo={'attr_names': attrs}, pipeline=pipeline,
                          on_bad_sample=on_bad_sample, test_mode=test_mode, data_root=data_root,
                          serialize_data=serialize_data, lazy_init=lazy_init, indices=indices,
-                         max_refetch=max_refetch)
+                         max_refetch=max_refetch, storage_options=storage_options)
 
     def _split_mask(self, names: list[str]) -> np.ndarray:
         """Boolean [M]: which of the attribute file's images belong to ``split``."""
-        if os.path.isfile(self.partition_path):
+        if storage.isfile(self.partition_path):
             part = read_partition(self.partition_path)
             missing = [n for n in names if n not in part]
             if missing:
@@ -93,13 +97,13 @@ class CelebADataset(GANDataset):
         """Read the attribute (and partition) file once; one dict per image of ``split``."""
         names, all_attrs, values = read_attr_file(self.attr_path)
         cols = select_attrs(self.attr_path, all_attrs, self.metainfo['attr_names'])
-        if not os.path.isdir(self.img_folder):
+        if not storage.isdir(self.img_folder):
             raise DataError(f'CelebADataset: image folder not found: {self.img_folder}')
         chosen = (values[:, cols] > 0).astype(np.float32)
         keep = np.flatnonzero(self._split_mask(names))
         if not len(keep):
             raise DataError(f'CelebADataset: split {self.split!r} of {self.attr_path} is empty')
-        return [{'img_path': os.path.join(self.img_folder, names[i]), 'attrs': chosen[i]} for i in keep]
+        return [{'img_path': storage.join(self.img_folder, names[i]), 'attrs': chosen[i]} for i in keep]
 
     def get_data_info(self, idx: int) -> dict:
         """The stored info plus ``attr_names`` (for ``PackGANInputs``' metainfo)."""

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
+from oars.data import storage
 from oars.errors import DataError, DataFileNotFoundError
 
 # CelebA's hair-colour attributes: a face has at most one, so a sampled target keeps at most one of them on.
@@ -16,7 +17,7 @@ HAIR_COLOURS: tuple[str, ...] = ('Black_Hair', 'Blond_Hair', 'Brown_Hair', 'Gray
 
 def read_attr_file(path: str) -> tuple[list[str], list[str], np.ndarray]:
     """Parse ``list_attr_celeba.txt``: line 1 the image count, line 2 the attribute names, then one line per
-    image ``name v1 ... vN`` with values -1 / 1.
+    image ``name v1 ... vN`` with values -1 / 1. ``path`` may be a URL (read through ``oars.data.storage``).
 
     Returns:
         (image names [M], attribute names [N], values int8 [M, N] in {-1, 1}).
@@ -25,7 +26,7 @@ def read_attr_file(path: str) -> tuple[list[str], list[str], np.ndarray]:
     header, a row of the wrong length, a value other than -1 / 1, or a count that disagrees with line 1.
     """
     try:
-        with open(path, encoding='utf-8') as f:
+        with storage.open_file(path, 'r', encoding='utf-8') as f:
             lines = [ln.split() for ln in f.read().splitlines() if ln.strip()]
     except FileNotFoundError:
         raise DataFileNotFoundError(f'CelebA attribute file not found: {path}') from None

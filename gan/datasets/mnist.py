@@ -1,16 +1,20 @@
-"""MNIST (and Fashion-MNIST, KMNIST: the same IDX files) read with numpy, once."""
+"""MNIST (and Fashion-MNIST, KMNIST: the same IDX files) read with numpy, once; from a local folder (memory-mapped
+when uncompressed) or a URL ``data_root`` (``s3://``, ``memory://`` ...: each file read whole through
+``oars.data.storage`` and held in memory)."""
 
 from __future__ import annotations
 
 import gzip
+import io
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
 from gan.datasets.base import GANDataset
 from gan.registry import DATASETS
-from oars.errors import DataError, DataFileNotFoundError
+from oars.data import storage
+from oars.errors import DataError, DataFileNotFoundError, OarsError
 
 IMAGES_MAGIC = 2051  # 0x00000803: unsigned bytes, 3 dimensions
 LABELS_MAGIC = 2049  # 0x00000801: unsigned bytes, 1 dimension
@@ -18,33 +22,50 @@ SPLIT_PREFIX = {'train': 'train', 'test': 't10k'}
 
 
 def find_idx_file(folder: str, stem: str) -> str:
-    """``folder/stem`` or ``folder/stem.gz``, whichever exists; ``DataFileNotFoundError`` naming both otherwise."""
+    """``folder/stem`` or ``folder/stem.gz``, whichever exists (a local folder or a URL); ``DataFileNotFoundError``
+    naming both otherwise."""
     for name in (stem, stem + '.gz'):
-        path = os.path.join(folder, name)
-        if os.path.isfile(path):
+        path = storage.join(folder, name)
+        if storage.isfile(path):
             return path
-    raise DataFileNotFoundError(f'MNISTDataset: neither {os.path.join(folder, stem)} nor its .gz found')
+    raise DataFileNotFoundError(f'MNISTDataset: neither {storage.join(folder, stem)} nor its .gz found')
+
+
+def _open_idx(path: str):
+    """The IDX file ``path`` opened for reading, decompressed when its name ends with ``.gz``: a local file, or a
+    URL's bytes read whole (a missing object is ``DataFileNotFoundError`` naming the URL)."""
+    gz = path.endswith('.gz')
+    if not storage.is_url(path):
+        return gzip.open(path, 'rb') if gz else open(path, 'rb')
+    try:
+        raw = io.BytesIO(storage.read_bytes(path))
+    except FileNotFoundError:
+        raise DataFileNotFoundError(f'MNISTDataset: {path} not found') from None
+    return gzip.GzipFile(fileobj=raw, mode='rb') if gz else raw
 
 
 def read_idx(path: str, magic: int) -> np.ndarray:
     """The uint8 array of an IDX file (gzip-compressed when its name ends with ``.gz``).
 
     Args:
-        path: the file; magic: the expected magic number (2051 images [N, H, W], 2049 labels [N]).
+        path: the file (a local path or a URL); magic: the expected magic number (2051 images [N, H, W], 2049
+            labels [N]).
 
     Returns:
-        uint8 [N, H, W] for images, [N] for labels (a read-only memory map for uncompressed files).
+        uint8 [N, H, W] for images, [N] for labels (a read-only memory map for uncompressed local files).
 
     Raises ``DataError`` naming the file for a wrong magic number or a size that disagrees with the header.
     """
     ndim = magic & 0xFF
-    opener = gzip.open if path.endswith('.gz') else open
+    in_memory = path.endswith('.gz') or storage.is_url(path)
     try:
-        with opener(path, 'rb') as f:
+        with _open_idx(path) as f:
             head = f.read(4)
             found = int.from_bytes(head, 'big') if len(head) == 4 else None
             dims = f.read(4 * ndim) if found == magic else b''
-            body = f.read() if found == magic and path.endswith('.gz') else None
+            body = f.read() if found == magic and in_memory else None
+    except OarsError:
+        raise
     except (OSError, EOFError) as err:
         raise DataError(f'MNISTDataset: could not read {path}: {err}') from None
     if found != magic:
@@ -70,7 +91,8 @@ def read_idx(path: str, magic: int) -> np.ndarray:
 class MNISTDataset(GANDataset):
     """The IDX files of MNIST in ``data_root``: ``{train,t10k}-images-idx3-ubyte[.gz]`` and ``-labels-idx1-ubyte``.
 
-    ``split``: ``train`` | ``test``. The images are read once into memory (or memory-mapped when uncompressed);
+    ``split``: ``train`` | ``test``. The images are read once into memory (or memory-mapped when uncompressed and
+    local); ``data_root`` may be a URL, read with ``storage_options`` (docs/data.md);
     each data info carries ``img`` (uint8 [28, 28], or [28, 28, 3] with ``color_type: rgb``: the grey value in
     every channel), ``label``, ``img_shape``/``ori_shape`` and ``img_path`` = ``<images file>[<index>]`` (for
     messages), so a pipeline starts at the geometric transforms, with no loading step.
@@ -90,6 +112,7 @@ class MNISTDataset(GANDataset):
         lazy_init: bool = False,
         indices: int | Sequence[int] | None = None,
         max_refetch: int = 1000,
+        storage_options: Mapping | None = None,
     ) -> None:
         if split not in SPLIT_PREFIX:
             raise DataError(f'MNISTDataset: split must be one of {list(SPLIT_PREFIX)}, got {split!r}')
@@ -100,7 +123,7 @@ class MNISTDataset(GANDataset):
         self.images: np.ndarray | None = None
         super().__init__(classes=classes, pipeline=pipeline, test_mode=test_mode, data_root=data_root,
                          serialize_data=serialize_data, lazy_init=lazy_init, indices=indices,
-                         max_refetch=max_refetch)
+                         max_refetch=max_refetch, storage_options=storage_options)
 
     def load_data_list(self) -> list[dict]:
         """Read both IDX files; one dict per image (index and label; the pixels stay in ``self.images``)."""

@@ -11,7 +11,9 @@ the tools do:
 :func:`oars.data.check.check_config` lists every problem per file, then each sample goes through the split's
 pipeline once more for its labels (the same dataset object the grid draws). The scan is kept as JSON under
 ``<workspace>/datasets/<id>/`` so pages read it without touching the data again. The configs offered are the Train
-page's catalogue (:mod:`oars.studio.configs`).
+page's catalogue (:mod:`oars.studio.configs`). A scan runs in a background process, except for a ``memory://`` data
+set: that store lives only in the studio's own process (another process sees an empty one), so it is scanned in
+the request, here (:data:`IN_PROCESS_SCHEMES`).
 """
 
 from __future__ import annotations
@@ -39,6 +41,8 @@ DESCRIPTION_SUFFIXES = (".yaml", ".yml")
 #: URL schemes a data set may be read from: object stores and web servers fsspec reads. Its local, caching, archive
 #: and chaining wrappers are not (``file://`` is taken as a local path, under the workspace's path rules).
 REMOTE_SCHEMES = ("s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "adl", "http", "https", "hf", "memory")
+#: URL schemes whose data only this process sees: scanned in the request, not by a background process
+IN_PROCESS_SCHEMES = ("memory",)
 SCAN_SAMPLE = 2000  # a URL or shards data set of more samples is scanned on a random sample of this many
 SCAN_SEED = 0  # the sample's seed (the same samples at each scan, as check_data.py --seed 0)
 SHARD_INDEX = "index.json"
@@ -149,15 +153,38 @@ class DatasetIndex:
     def start_scan(self, entry: DatasetEntry, python: str | None = None) -> dict:
         """Check and read ``entry`` in a background job (:mod:`oars.studio.background`, as evaluations and exports
         run): a large data set takes minutes, a request must not. Its status (``done`` of ``total`` samples read)
-        is ``<folder>/status.json``; a scan already running is left to finish. Returns the job's status."""
+        is ``<folder>/status.json``; a scan already running is left to finish. A ``memory://`` data set is scanned
+        here instead (:func:`scans_in_process`). Returns the job's status."""
         from oars.studio.background import read_status, start_job
 
         folder = self.folder(entry.id)
         status = read_status(folder)
         if status and status.get("state") == "running":
             return status
+        if scans_in_process(entry):
+            return self._scan_here(entry)
         args = ["scan-dataset", "--config", entry.config, "--split", entry.split]
         return start_job(folder, args + (["--data", entry.data] if entry.data else []), python)
+
+    def _scan_here(self, entry: DatasetEntry) -> dict:
+        """Scan ``entry`` in this process, with the status a background job writes (finished, or failed with the
+        one-line message)."""
+        from oars.studio.background import write_status
+        from oars_deploy.errors import UserError, user_message
+
+        folder = self.folder(entry.id)
+        folder.mkdir(parents=True, exist_ok=True)
+        base = {"state": "running", "started": time.time(), "in_process": True}
+        write_status(folder, **base)
+        try:
+            result = self.scan(entry)
+        except UserError as err:
+            status = {**base, "state": "failed", "message": user_message(err), "ended": time.time()}
+        else:
+            status = {**base, "state": "finished", "ended": time.time(),
+                      "result": {"samples": len(result["samples"]), "problems": len(result["problems"])}}
+        write_status(folder, **status)
+        return status
 
     def scan_status(self, entry: DatasetEntry) -> dict | None:
         """The status of ``entry``'s last background scan, or None when none ran."""
@@ -171,6 +198,12 @@ class DatasetIndex:
             return json.loads(self.scan_file(entry.id).read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return None
+
+
+def scans_in_process(entry: DatasetEntry) -> bool:
+    """Whether ``entry``'s data lives only in this process (a ``memory://`` URL): a background scan would see an
+    empty store, so it is scanned in the request."""
+    return bool(entry.data) and storage.is_url(entry.data) and storage.protocol(entry.data) in IN_PROCESS_SCHEMES
 
 
 def data_location(workspace: Workspace, raw: str) -> Path | str:

@@ -28,11 +28,12 @@ def test_data_throughput_runs_at_a_tiny_size_and_writes_its_json(demo_data, tmp_
               "--json", str(out))
     assert res.returncode == 0, res.stderr[-3000:]
     for text in ("| local | ", "| local shards | ", "| s3 shards | ", "(goal >= 0.9)", "| s3 files | ",
-                 "16 train samples", "2 workers"):
+                 "| s3 shards, no read-ahead | ", "16 train samples", "2 workers", "moto's server in its own process"):
         assert text in res.stdout, (text, res.stdout)
     result = json.loads(out.read_text())
     assert result["samples"] == 16 and result["shards"] > 1
-    assert set(result["sides"]) == {"local", "local shards", "s3 shards", "s3 files"}
+    assert set(result["sides"]) == {"local", "local shards", "s3 shards", "s3 shards, no read-ahead", "s3 files"}
+    assert result["server"] == "process"
     assert result["sides"]["local"]["ratio"] == 1.0
     assert all(row["samples_per_s"] > 0 for row in result["sides"].values())
 
@@ -40,6 +41,7 @@ def test_data_throughput_runs_at_a_tiny_size_and_writes_its_json(demo_data, tmp_
 @pytest.mark.parametrize("args, message", [
     (["--batches", "0"], "--batches must be at least 1, got 0"),
     (["--workers", "-1"], "--workers must be 0 or more, got -1"),
+    (["--server", "remote"], "--server: invalid choice: 'remote'"),
 ])
 def test_data_throughput_refuses_a_bad_flag(args, message):
     res = run(*args, timeout=120)

@@ -10,11 +10,8 @@ import numpy as np
 import pytest
 import torch
 
-from oars.data import storage
 from oars.errors import DataError, DataFileNotFoundError
 from video.registry import DATASETS
-
-fsspec = pytest.importorskip("fsspec", reason="fsspec (the data extra) reads URLs")
 
 C = 8
 PIPELINE = [dict(type="LoadLocalizationFeature", feat_dim=C), dict(type="ResizeTemporal", temporal_dim=50),
@@ -28,23 +25,16 @@ DATABASE = {
 
 
 @pytest.fixture
-def url_set(tmp_path, monkeypatch):
-    """(local root, ``memory://`` root) holding ``anet.json`` and ``feats/<video>.npy``: a fresh store and registry."""
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    monkeypatch.delenv("OARS_STORAGE_OPTIONS", raising=False)
-    monkeypatch.setattr(storage, "_registered", {})
-    monkeypatch.setattr(storage, "_listings", {})
+def url_set(tmp_path, memory_store):
+    """(local root, ``memory://`` root) holding ``anet.json`` and ``feats/<video>.npy`` (the shared ``memory_store``:
+    a fresh store and registry)."""
     root = tmp_path / "anet"
     (root / "feats").mkdir(parents=True)
     (root / "anet.json").write_text(json.dumps({"version": "VERSION 1.3", "database": DATABASE}))
     rng = np.random.default_rng(0)
     for k, vid in enumerate(DATABASE):
         np.save(root / "feats" / f"{vid}.npy", rng.standard_normal((30 + 7 * k, C)).astype(np.float32))
-    fs = fsspec.filesystem("memory")
-    fs.put(str(root) + "/", "/oars-anet/set/", recursive=True)
-    yield str(root), "memory://oars-anet/set"
-    if fs.exists("/oars-anet"):
-        fs.rm("/oars-anet", recursive=True)
+    return str(root), memory_store(str(root), "anet")
 
 
 def build(root: str, **kw):
@@ -71,15 +61,15 @@ def test_a_url_data_root_gives_the_local_samples_and_features(url_set):
     assert len(build(local_root, ann_file=f"{url}/anet.json", data_prefix={"feature": f"{url}/feats"})) == 2
 
 
-def test_a_missing_annotation_or_feature_object_names_its_url(url_set):
+def test_a_missing_annotation_or_feature_object_names_its_url(url_set, memory_store):
     _, url = url_set
     with pytest.raises(DataFileNotFoundError, match=rf"annotation file not found: {url}/none\.json"):
         build(url, ann_file="none.json")
-    fsspec.filesystem("memory").rm("/oars-anet/set/feats/v_b.npy")
+    memory_store.remove(f"{url}/feats/v_b.npy")
     ds = build(url)
     assert len(ds.get_data_info(0)) > 0
     with pytest.raises(DataError, match=rf"{url}/feats/v_b\.npy"):
         ds[1]
-    fsspec.filesystem("memory").pipe("/oars-anet/set/bad.json", b"{not json")
+    memory_store.pipe(f"{url}/bad.json", b"{not json")
     with pytest.raises(DataError, match=rf"{url}/bad\.json is not a readable JSON file"):
         build(url, ann_file="bad.json")

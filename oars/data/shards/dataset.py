@@ -15,6 +15,10 @@ How the files of a sample are read: each file field of the data info (``img_path
 loading transforms (:func:`oars.data.transforms.loading.files_in_memory`), any other member (a video) is written
 to a scratch file of the process (FFmpeg seeks in a file) and removed after the sample's pipeline ran.
 
+How the shards are read: each worker reads its shards ahead of its decoding in one background thread, within
+``prefetch_bytes`` (:mod:`oars.data.shards.prefetch`: the network waits overlap the decoding), and a shard of at
+most ``prefetch_bytes`` is fetched whole (:func:`oars.data.shards.reader.iter_shard`).
+
 Which samples a process reads (ranks x DataLoader workers, shuffle buffer, epoch reshuffle, equal lengths) is
 :mod:`oars.data.shards.plan`; resume: ``skip(num_samples)`` (mmengine's fast-forward contract, as the map-style
 samplers) restarts at the same sample in the same order, nothing decoded on the way.
@@ -38,9 +42,11 @@ from oars.data import storage
 from oars.data.shards import plan
 from oars.data.shards.codec import IMAGE_EXTS, RECORD_EXT, decode_record
 from oars.data.shards.index import MAKE_HINT, read_index
+from oars.data.shards.prefetch import DEFAULT_PREFETCH_BYTES, prefetched
 from oars.data.shards.reader import REMAKE, iter_shard
+from oars.data.shards.writer import parse_size
 from oars.data.transforms.loading import files_in_memory
-from oars.errors import DataError
+from oars.errors import DataError, OarsError
 from oars.registry import DATASETS, TRANSFORMS
 
 #: scopes that belong to no task: a config in one of them may read any task's shards
@@ -88,6 +94,11 @@ class ShardDataset(IterableDataset):
         infinite: one endless stream of epochs 0, 1, 2 ... (iteration-based loops); else one epoch per iteration,
             chosen by :meth:`set_epoch`.
         storage_options: fsspec options for a URL ``shards`` (``oars.data.storage``: no credentials).
+        prefetch_bytes: how far each worker reads ahead of its decoding, in bytes of samples (an int, or a size
+            such as ``128MB``; default 128 MiB): a background thread of the worker reads the next samples and the
+            next shard while the current ones are decoded, and a shard of at most this size is fetched whole.
+            A worker holds up to about twice this (the read-ahead and the shard being split). 0: no thread,
+            each shard streamed when its turn comes.
         rank, world_size: this process's rank and the number of ranks (None: from torch.distributed).
         lazy_init: mmengine's dataset argument (the config check builds datasets with it); the index is small and
             always read, so it changes nothing.
@@ -100,7 +111,8 @@ class ShardDataset(IterableDataset):
     def __init__(self, shards: str, pipeline: Sequence[dict | Callable] = (), shuffle: bool | None = None,
                  shuffle_buffer: int = 1000, seed: int | None = None, test_mode: bool = False,
                  infinite: bool = False, storage_options: Mapping | None = None, rank: int | None = None,
-                 world_size: int | None = None, lazy_init: bool = False) -> None:
+                 world_size: int | None = None, lazy_init: bool = False,
+                 prefetch_bytes: int | str = DEFAULT_PREFETCH_BYTES) -> None:
         super().__init__()
         if not isinstance(shards, str) or not shards:
             raise DataError(f"ShardDataset: shards must be the folder or URL tools/make_shards.py wrote, got "
@@ -108,6 +120,7 @@ class ShardDataset(IterableDataset):
         if not isinstance(shuffle_buffer, int) or shuffle_buffer < 1:
             raise DataError(f"ShardDataset: shuffle_buffer must be a positive number of samples, got "
                             f"{shuffle_buffer!r}")
+        self.prefetch_bytes = _prefetch_bytes(prefetch_bytes)
         storage.register_options(shards.rstrip("/"), storage_options, "ShardDataset: storage_options")
         self.index = read_index(shards)
         scope = _current_scope()
@@ -187,18 +200,22 @@ class ShardDataset(IterableDataset):
         order = plan.shard_order(num, seed, epoch, self.shuffle)
         by_sample = not plan.split_by_shard(num, slots)
 
+        sizes = self.index.sizes or [None] * num
+
         def stream() -> Iterator[tuple[str, str, dict[str, bytes]]]:
             position = 0
             for s in plan.slot_shards(order, slot, slots, num):
                 name = self.index.shards[s]
-                for key, members in iter_shard(self.index.url(name), self.index.counts[s]):
+                for key, members in iter_shard(self.index.url(name), self.index.counts[s], sizes[s],
+                                               self.prefetch_bytes):
                     keep = not by_sample or position % slots == slot
                     position += 1
                     if keep:
                         yield name, key, members
 
         buffer = self.shuffle_buffer if self.shuffle else 1
-        return plan.shuffled(stream(), buffer, np.random.default_rng([seed, epoch, slot]))
+        ahead = prefetched(stream(), self.prefetch_bytes, _sample_bytes)
+        return plan.shuffled(ahead, buffer, np.random.default_rng([seed, epoch, slot]))
 
     def _slot_stream(self, slot: int, slots: int, workers: int, skip: int) -> Iterator[tuple[str, str, dict]]:
         target = self._target(workers)
@@ -263,6 +280,24 @@ class ShardDataset(IterableDataset):
         finally:
             for path in scratch:
                 os.remove(path)
+
+
+def _prefetch_bytes(value: int | str) -> int:
+    """``prefetch_bytes`` as bytes: an int >= 0 or a size such as ``128MB``."""
+    if isinstance(value, bool) or not isinstance(value, int | str) or (isinstance(value, int) and value < 0):
+        raise DataError(f"ShardDataset: prefetch_bytes must be 0 (no read-ahead) or a size such as 128MB or "
+                        f"134217728, got {value!r}")
+    if isinstance(value, int):
+        return value
+    try:
+        return parse_size(value, "ShardDataset: prefetch_bytes")
+    except OarsError as err:
+        raise DataError(str(err)) from None
+
+
+def _sample_bytes(item: tuple[str, str, Mapping[str, bytes]]) -> int:
+    """The bytes a raw sample ``(shard, key, members)`` holds."""
+    return sum(len(v) for v in item[2].values())
 
 
 def remove_scratch() -> None:

@@ -31,6 +31,8 @@ class ShardIndex:
         split, dataset_type, scope: where the shards came from.
         metainfo: the source dataset's metainfo (classes, palette, ...), decoded.
         metainfo_files: metainfo keys whose value is a file copied beside the index -> that file's name.
+        sizes: each shard's bytes as written (None where the index does not say), so a small shard can be read
+            whole (one call).
     """
 
     root: str
@@ -41,6 +43,7 @@ class ShardIndex:
     scope: str | None = None
     metainfo: dict = field(default_factory=dict)
     metainfo_files: dict = field(default_factory=dict)
+    sizes: list[int | None] = field(default_factory=list)
 
     @property
     def total(self) -> int:
@@ -81,10 +84,11 @@ def read_index(root: str) -> ShardIndex:
             and s["samples"] > 0 for s in shards):
         raise DataError(f"{path}: 'shards' must be a non-empty list of {{name, samples > 0}}; {MAKE_HINT}")
     counts = [int(s["samples"]) for s in shards]
+    sizes = [s["bytes"] if isinstance(s.get("bytes"), int) and s["bytes"] >= 0 else None for s in shards]
     if raw.get("total") != sum(counts):
         raise DataError(f"{path}: total {raw.get('total')!r} is not the sum of the shards' samples ({sum(counts)}); "
                         f"{MAKE_HINT}")
     return ShardIndex(root=root, shards=[s["name"] for s in shards], counts=counts, split=str(raw.get("split", "")),
                       dataset_type=str(raw.get("dataset_type", "")), scope=raw.get("scope"),
-                      metainfo=decode_value(raw.get("metainfo") or {}), metainfo_files=dict(raw.get("metainfo_files")
-                                                                                             or {}))
+                      metainfo=decode_value(raw.get("metainfo") or {}),
+                      metainfo_files=dict(raw.get("metainfo_files") or {}), sizes=sizes)
