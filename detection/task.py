@@ -79,10 +79,14 @@ class DetectionExporter(Exporter):
 
     def export_arguments(self, parser: ArgumentContainer) -> None:
         """``--no-nms``: ``export.postprocess: false`` (one-stage graphs stop after decoding; the predictor runs the
-        NMS, as some runtimes prefer)."""
+        NMS, as some runtimes prefer); ``--raw-heads``: ``export.postprocess: raw`` (the graph ends at the heads'
+        maps and the runtime decodes them: what ``--format ncnn`` needs)."""
         parser.add_argument("--no-nms", dest="postprocess", action="store_const", const=False, default=None,
                             help="detection: leave NMS out of the graph (export.postprocess: false; one-stage "
                                  "detectors such as YOLOv3); the predictors then run it")
+        parser.add_argument("--raw-heads", dest="postprocess", action="store_const", const="raw", default=None,
+                            help="detection: end the graph at the heads' raw maps (export.postprocess: raw; "
+                                 "one-stage detectors); the runtime decodes them and runs NMS (--format ncnn)")
 
     evaluates_exports = True
 

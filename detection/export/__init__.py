@@ -8,6 +8,9 @@ described in :mod:`detection.export.module`) export through :class:`DenseDecode`
 ``postprocess: false``: the graph stops after decoding (``boxes, scores``) and the predictor runs the NMS
 (``postprocess.nms`` in deploy.yaml carries a ``test_cfg.nms`` of ``type: soft_nms``; with the NMS inside the
 graph, soft-NMS is refused: ONNX has no soft form).
+``postprocess: raw``: the graph ends at the head's per-level raw maps (convolutions and elementwise ops only, so
+ncnn holds it) and deploy.yaml's ``postprocess.decode`` drives the runtime's NumPy decoder before its NMS
+(:mod:`detection.export.raw`).
 Two-stage detectors (Faster / Mask / Cascade R-CNN; :mod:`detection.export.two_stage`): always the whole
 graph (RPN + its NMS, RoI heads, per-class NMS; soft-NMS is refused), the same four outputs plus
 ``masks [B, M, h, w]`` (mask probabilities in the detections' boxes) for mask models, which the predictors
@@ -48,13 +51,15 @@ from .module import (
     dense_nms_settings,
 )
 from .nms_op import ONNX_TRANSLATIONS, ROI_ALIGN_MIN_OPSET
+from .raw import RawHeadMaps, RawLayout, raw_layout
 from .two_stage import TwoStageExport
 
 __all__ = [
     "LABEL_PAD", "ONNX_TRANSLATIONS", "DenseDecode", "DenseNMSSettings", "DenseWithNMS", "DetectionCompare",
-    "MaskMatch", "MatchResult", "MatchSettings", "TwoStageExport", "YOLOv3Decode", "YOLOv3WithNMS",
+    "MaskMatch", "MatchResult", "MatchSettings", "RawHeadMaps", "RawLayout", "TwoStageExport", "YOLOv3Decode",
+    "YOLOv3WithNMS",
     "build_export_spec", "compare_detections", "compare_masks", "dense_nms_settings", "detection_agreement",
-    "pad_detections",
+    "pad_detections", "raw_layout",
 ]  # fmt: skip
 
 OUTPUT_META = {
@@ -65,6 +70,7 @@ OUTPUT_META = {
 }
 MASKS_META = ("float32", "mask probability of the detection's class on an Hm x Wm grid laid over its box (paste: "
               "bilinear over the box in the original image, >= mask_thr_binary); 0 in padding rows")
+RAW = "raw"  # export.postprocess: raw (the head's maps; see detection.export.raw)
 MASK_ATOL = 1e-3  # self-check: mask probabilities of matched detections (boxes may differ by float noise)
 MIN_MASK_IOU = 0.98  # self-check: binary (>= mask_thr_binary) masks of matched detections
 
@@ -103,11 +109,14 @@ class DetectionCompare:
         return diffs
 
 
-def _option(options: ExportOptions, cfg: Any) -> bool:
+def _option(options: ExportOptions, cfg: Any) -> bool | str:
+    """``export.postprocess``: True (decode + NMS in the graph), False (decode in the graph) or ``"raw"`` (the
+    head's maps; the runtime decodes, :mod:`detection.export.raw`)."""
     value = options.extra.get("postprocess", True)
-    if not isinstance(value, bool):
+    if not (isinstance(value, bool) or value == RAW):
         where = getattr(cfg, "filename", None) or "config"
-        raise ConfigError(f"{where}: export.postprocess must be true or false, got {value!r}")
+        raise ConfigError(f"{where}: export.postprocess must be true, false or raw (the head's raw maps, decoded by "
+                          f"the runtime: what --format ncnn needs), got {value!r}")
     return value
 
 
@@ -144,9 +153,10 @@ def _is_two_stage(model: nn.Module) -> bool:
 def _two_stage_spec(model: nn.Module, cfg: Any, options: ExportOptions) -> ExportSpec:
     """Faster / Mask / Cascade R-CNN: :class:`TwoStageExport` with its outputs described."""
     where = getattr(cfg, "filename", None) or "config"
-    if not _option(options, cfg):
-        raise ConfigError(f"{where}: export.postprocess: false is not available for two-stage detectors (their RoI "
-                          "head needs the RPN's NMS inside the graph); set export.postprocess: true")
+    mode = _option(options, cfg)
+    if mode is not True:
+        raise ConfigError(f"{where}: export.postprocess: {str(mode).lower()} is not available for two-stage detectors "
+                          "(their RoI head needs the RPN's NMS inside the graph); set export.postprocess: true")
     if options.opset < ROI_ALIGN_MIN_OPSET:
         raise ConfigError(f"{where}: two-stage export needs ONNX opset >= {ROI_ALIGN_MIN_OPSET} (RoiAlign with "
                           f"coordinate_transformation_mode), got --opset {options.opset}")
@@ -215,7 +225,8 @@ def build_export_spec(model: nn.Module, cfg: Any, options: ExportOptions) -> Exp
 
 def _dense_spec(model: nn.Module, cfg: Any, options: ExportOptions) -> ExportSpec:
     """YOLOv3 / RetinaNet / FCOS / SSD: :class:`DenseWithNMS` (postprocess: true) or :class:`DenseDecode`."""
-    in_graph_nms = _option(options, cfg)
+    mode = _option(options, cfg)
+    in_graph_nms = mode is True
     h, w = _check_model(model, options, cfg)
     model = model.eval()
     head = model.bbox_head
@@ -232,6 +243,8 @@ def _dense_spec(model: nn.Module, cfg: Any, options: ExportOptions) -> ExportSpe
         except ValueError as err:
             where = getattr(cfg, "filename", None) or "config"
             raise ConfigError(f"{where}: {err}") from None
+    if mode == RAW:
+        return _raw_spec(model, cfg, options, settings, (h, w))
     decode = DenseDecode(model).eval()
     with torch.no_grad():
         param = next(model.parameters(), None)
@@ -309,3 +322,36 @@ def _dense_spec(model: nn.Module, cfg: Any, options: ExportOptions) -> ExportSpe
         postprocess=postprocess,
         predictor="detection_boxes",
     )
+
+
+def _raw_spec(model: nn.Module, cfg: Any, options: ExportOptions, settings: DenseNMSSettings,
+              hw: tuple[int, int]) -> ExportSpec:
+    """``export.postprocess: raw``: the head's per-level maps (:class:`RawHeadMaps`; convolutions and elementwise
+    ops only), with ``postprocess.decode`` for the runtime's NumPy decoder, then its NMS (see
+    :mod:`detection.export.raw`)."""
+    head = model.bbox_head
+    test_cfg = head.test_cfg
+    try:
+        layout = raw_layout(model, hw)
+    except ValueError as err:
+        where = getattr(cfg, "filename", None) or "config"
+        raise ConfigError(f"{where}: {err}") from None
+    module = RawHeadMaps(model, layout).eval()
+    batch = -1 if options.dynamic else int(options.input_shape[0])
+    with torch.no_grad():
+        param = next(model.parameters(), None)
+        maps = module(torch.zeros(1, 3, *hw, device=param.device if param is not None else "cpu"))
+    outputs = [dict(name=n, shape=[batch, *(int(v) for v in m.shape[1:])], dtype="float32", meaning=layout.meanings[n])
+               for n, m in zip(layout.names, maps)]
+    postprocess: dict[str, Any] = dict(type="detection", num_classes=int(head.num_classes), inside_graph=[],
+                                       score_thr=settings.score_thr)
+    if "conf_thr" in test_cfg:  # YOLOv3's objectness pre-filter (the decoder applies it)
+        postprocess["conf_thr"] = float(test_cfg["conf_thr"])
+    postprocess.update(iou_threshold=settings.iou_threshold, max_per_img=settings.max_per_img,
+                       nms_pre=settings.nms_pre,  # the NMS's global top-k; 0 when the decoder selects per level
+                       boxes_in="input_pixels", decode=layout.decode)
+    nms = test_cfg.get("nms") if isinstance(test_cfg.get("nms"), dict) else {}
+    if nms.get("type") == "soft_nms":  # the predictor runs the soft-NMS after decoding
+        postprocess["nms"] = {k: nms[k] for k in ("type", "method", "sigma", "iou_threshold", "min_score")}
+    return ExportSpec(module=module, input_name="image", output_names=list(layout.names), outputs=outputs,
+                      postprocess=postprocess, predictor="detection_boxes")

@@ -1,5 +1,6 @@
 """Helpers of the edge-format tests (tests/export/test_formats_*.py): calibration images, the export CLI as users
-call it, a graph no edge format holds, and the oars-infer records of an export on a backend."""
+call it, a graph no edge format holds, tiny handmade graphs (one ending in NonMaxSuppression), and the oars-infer
+records of an export on a backend."""
 
 from __future__ import annotations
 
@@ -9,9 +10,10 @@ import runpy
 import sys
 
 import cv2
+import numpy as np
 import onnx
 from demo_utils import ROOT
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 
 from oars.config import dump_config
 from oars.export.check import synthetic_image
@@ -92,3 +94,24 @@ def perturb_weights(monkeypatch, writer) -> None:
         return real_write(dataclasses.replace(job, fp32_onnx_path=bad))
 
     monkeypatch.setattr(writer, "write", perturbed_write)
+
+
+def image_graph(path: str, nodes, inits, out_type=TensorProto.FLOAT) -> str:
+    """A tiny opset-17 graph image [1, 3, 8, 8] -> out, saved at ``path``."""
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("image", TensorProto.FLOAT, [1, 3, 8, 8])],
+                              [helper.make_tensor_value_info("out", out_type, None)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, path)
+    return path
+
+
+def nms_onnx(path: str) -> str:
+    """A handmade graph ending in NonMaxSuppression (boxes and scores from the image): what ncnn and litert refuse."""
+    c = numpy_helper.from_array
+    return image_graph(path, [helper.make_node("Reshape", ["image", "shape"], ["boxes"]),
+                              helper.make_node("ReduceMax", ["boxes"], ["s"], axes=[2], keepdims=0),
+                              helper.make_node("Unsqueeze", ["s", "axis"], ["scores"]),
+                              helper.make_node("NonMaxSuppression", ["boxes", "scores", "keep", "iou"], ["out"])],
+                       [c(np.array([1, 48, 4], np.int64), "shape"), c(np.array([0], np.int64), "axis"),
+                        c(np.array([5], np.int64), "keep"), c(np.array([0.5], np.float32), "iou")], TensorProto.INT64)

@@ -20,6 +20,7 @@ from demo_utils import ROOT, load_tool, random_checkpoint
 from export_cases import shrunk_export_case
 
 DOC = osp.join(ROOT, "docs", "deploy.md")
+RAW = "export.postprocess=raw"
 matrix = load_tool("format_matrix")
 
 
@@ -105,6 +106,14 @@ FAMILIES = {
     "RetinaNet": _image_case("configs/detection/retinanet/retinanet_r50_fpn_1x_coco.yaml"),
     "FCOS": _image_case("configs/detection/fcos/fcos_r18_fpn_demo_shapes.yaml"),
     "SSDLite": _image_case("configs/detection/ssd/ssdlite_mobilenetv3_320_coco.yaml"),
+    # export.postprocess: raw: the heads' maps only, decoded by the runtime (what ncnn holds)
+    "YOLOv3 (postprocess: raw)": _image_case("configs/detection/yolov3/yolov3_darknet53_demo_shapes.yaml",
+                                             overrides=[RAW]),
+    "RetinaNet (postprocess: raw)": _image_case("configs/detection/retinanet/retinanet_r50_fpn_1x_coco.yaml",
+                                                overrides=[RAW]),
+    "FCOS (postprocess: raw)": _image_case("configs/detection/fcos/fcos_r18_fpn_demo_shapes.yaml", overrides=[RAW]),
+    "SSDLite (postprocess: raw)": _image_case("configs/detection/ssd/ssdlite_mobilenetv3_320_coco.yaml",
+                                              overrides=[RAW]),
     "Faster R-CNN": _two_stage("faster"),
     "Mask R-CNN": _two_stage("mask"),
     "TSM": _video("tsm"),

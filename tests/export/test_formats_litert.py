@@ -17,7 +17,7 @@ import threading
 import time
 
 import pytest
-from format_cases import export_cli, infer_records, unknown_operator_onnx, write_images
+from format_cases import export_cli, image_graph, infer_records, nms_onnx, unknown_operator_onnx, write_images
 from hidden_packages import hide_packages
 
 from oars.config import apply_overrides
@@ -129,6 +129,46 @@ def test_missing_runtime_package_is_one_line(demo_case, tmp_path, monkeypatch):
 
 # ----------------------------------------------------------------------------------------------------------------
 # the backend's own checks (no model conversion)
+
+def test_graph_with_nms_refused_before_converting_naming_the_raw_mode(tmp_path, monkeypatch):
+    """A decode + NMS graph is refused before onnx2tf runs (no tested detector's converted NMS graph agreed with ONNX
+    Runtime), naming the operator, the formats that hold it and export.postprocess=raw; a graph without NMS goes on
+    to the converter."""
+    calls = []
+    def run(self, args, **kwargs):  # the converter, which a refused graph never reaches
+        calls.append(args)
+        return subprocess.CompletedProcess(args, 1, "", "boom")
+
+    monkeypatch.setattr(IsolatedEnv, "run", run)
+    src = nms_onnx(str(tmp_path / "model.onnx"))
+    with pytest.raises(ExportError) as err:
+        LITERT.write(FormatJob(onnx_path=src, fp32_onnx_path=src, out_dir=str(tmp_path)))
+    assert str(err.value).startswith(
+        "--format litert cannot hold operator(s) NonMaxSuppression of this graph (onnx2tf converts them, but the "
+        "converted decode + NMS graphs of the tested detectors disagree with ONNX Runtime or fail to convert); export "
+        "it with --format onnx (ONNX Runtime), ort, openvino or mnn, which hold them; or export the graph without "
+        "NonMaxSuppression, if the model's export can leave them to the runtime (e.g. export.postprocess=raw")
+    assert calls == [] and sorted(os.listdir(tmp_path)) == ["model.onnx"]
+    from onnx import helper
+
+    relu = image_graph(str(tmp_path / "relu.onnx"), [helper.make_node("Relu", ["image"], ["out"])], [])
+    with pytest.raises(ExportError, match="onnx2tf failed on relu.onnx"):
+        LITERT.write(FormatJob(onnx_path=relu, fp32_onnx_path=relu, out_dir=str(tmp_path / "r")))
+    assert len(calls) == 1
+
+
+def test_ambiguous_output_layout_is_decided_by_the_values():
+    """An output whose shape is the same channels first and last ([1, 4, 4, 4]: FCOS's reg_1 at 64 px) cannot be
+    placed by its shape; the export keeps the permutation under which the LiteRT output equals ONNX Runtime's."""
+    import numpy as np
+
+    reference = np.arange(64, dtype=np.float32).reshape(1, 4, 4, 4)
+    channels_last = reference.transpose(0, 2, 3, 1)
+    perms = [[0, 1, 2, 3], [0, 3, 1, 2]]
+    assert litert_module.pick_permutation(perms, channels_last, reference) == [0, 3, 1, 2]
+    assert litert_module.pick_permutation(perms, reference, reference) == [0, 1, 2, 3]
+    assert layout_permutation([1, 4, 4, 4], [1, 4, 4, 4]) == [0, 1, 2, 3]  # why shapes alone cannot tell
+
 
 def test_layout_permutation_maps_channels_first_and_back():
     assert layout_permutation((1, 3, 64, 48), (1, 64, 48, 3)) == [0, 2, 3, 1]  # NCHW image -> NHWC model

@@ -17,8 +17,10 @@ from demo_utils import ROOT
 from export_cases import shrunk_export_case
 from format_cases import (
     export_cli,
+    image_graph,
     infer_records,
     leftovers,
+    nms_onnx,
     perturb_weights,
     unknown_operator_onnx,
     with_overrides,
@@ -40,27 +42,6 @@ pytest.importorskip("ncnn", reason="the edge extra (pip install -e '.[edge]': nc
 DET_CFG = os.path.join(ROOT, "configs/detection/yolov3/yolov3_darknet53_demo_shapes.yaml")
 LINE = re.compile(r"^ncnn (FP32|FP16) vs ONNX Runtime: max abs diff (\S+) \(agreement (\d\.\d{3})\)$", re.M)
 FILES = ["deploy.yaml", "model.ncnn.bin", "model.ncnn.param", "model.onnx"]
-
-
-def _graph(path: str, nodes, inits, out_type=TensorProto.FLOAT) -> str:
-    """A tiny opset-17 graph image [1, 3, 8, 8] -> out, saved at ``path``."""
-    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("image", TensorProto.FLOAT, [1, 3, 8, 8])],
-                              [helper.make_tensor_value_info("out", out_type, None)], inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    onnx.save(model, path)
-    return path
-
-
-def nms_onnx(path: str) -> str:
-    """A handmade graph ending in NonMaxSuppression (boxes and scores from the image): what ncnn cannot hold."""
-    c = numpy_helper.from_array
-    return _graph(path, [helper.make_node("Reshape", ["image", "shape"], ["boxes"]),
-                         helper.make_node("ReduceMax", ["boxes"], ["s"], axes=[2], keepdims=0),
-                         helper.make_node("Unsqueeze", ["s", "axis"], ["scores"]),
-                         helper.make_node("NonMaxSuppression", ["boxes", "scores", "keep", "iou"], ["out"])],
-                  [c(np.array([1, 48, 4], np.int64), "shape"), c(np.array([0], np.int64), "axis"),
-                   c(np.array([5], np.int64), "keep"), c(np.array([0.5], np.float32), "iou")], TensorProto.INT64)
 
 
 def test_cli_unet_fp32_parity_printed_stored_and_infer_matches(demo_case, tmp_path, monkeypatch, capsys):
@@ -125,7 +106,7 @@ def test_nms_graph_refused_naming_it_and_the_formats_that_hold_it(tmp_path):
         "--format ncnn cannot hold operator(s) NonMaxSuppression of this graph (pnnx writes no ncnn layer for them); "
         "export it with --format onnx (ONNX Runtime), ort, openvino or mnn, which hold them; or export the graph "
         "without NonMaxSuppression, if the model's export can leave them to the runtime (e.g. "
-        "export.postprocess=false: the runtime then runs NMS on the raw outputs)")
+        "export.postprocess=raw: the graph ends at the raw head outputs, the runtime decodes them and runs NMS)")
     assert sorted(os.listdir(tmp_path)) == ["model.onnx"]
     src = unknown_operator_onnx(str(tmp_path / "fancy.onnx"))
     with pytest.raises(ExportError, match=r"^--format ncnn cannot hold operator\(s\) com.example:FancyOp of this "
@@ -140,12 +121,12 @@ def test_layer_pnnx_leaves_unrunnable_is_refused_after_converting(tmp_path):
     """Pad with its pads as an input tensor: pnnx writes a ``Pad`` layer ncnn has no implementation of (its layer
     is ``Padding``); the check of the written param names it instead of leaving a file ncnn cannot load."""
     pads = numpy_helper.from_array(np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64), "pads")
-    src = _graph(str(tmp_path / "model.onnx"), [helper.make_node("Pad", ["image", "pads"], ["out"])], [pads])
+    src = image_graph(str(tmp_path / "model.onnx"), [helper.make_node("Pad", ["image", "pads"], ["out"])], [pads])
     with pytest.raises(ExportError, match=r"^--format ncnn cannot hold operator\(s\) Pad of this graph \(pnnx left "
                                           r"them as layer types ncnn cannot run\); export it with --format onnx"):
         NCNN.write(FormatJob(onnx_path=src, fp32_onnx_path=src, out_dir=str(tmp_path)))
     assert sorted(os.listdir(tmp_path)) == ["model.onnx"]  # the param/bin pnnx wrote are removed
-    relu = _graph(str(tmp_path / "relu.onnx"), [helper.make_node("Relu", ["image"], ["out"])], [])
+    relu = image_graph(str(tmp_path / "relu.onnx"), [helper.make_node("Relu", ["image"], ["out"])], [])
     (tmp_path / "ok").mkdir()
     files = NCNN.write(FormatJob(onnx_path=relu, fp32_onnx_path=relu, out_dir=str(tmp_path / "ok")))
     assert files.names == ["model.ncnn.param", "model.ncnn.bin"]  # the good case converts
@@ -189,19 +170,36 @@ def test_missing_packages_are_one_line(demo_case, tmp_path, monkeypatch):
     assert leftovers(tmp_path) == []  # refused before any work
 
 
-@pytest.mark.slow  # two YOLOv3 exports (~30 s on a shared 2-core machine)
-def test_yolov3_refused_with_nms_and_with_raw_outputs(tmp_path):
-    """YOLOv3's export holds NMS and TopK (postprocess in the graph), and its raw export still zeroes low
-    objectness with Greater + Where: ncnn holds neither, and both are refused naming the operators."""
+@pytest.mark.slow  # three YOLOv3 exports and pnnx (~60 s on a shared 2-core machine)
+def test_yolov3_refused_in_graph_and_runs_raw(tmp_path, monkeypatch, capsys):
+    """YOLOv3's default graph holds NMS and TopK, and its postprocess: false graph zeroes low objectness with
+    Greater + Where: ncnn holds neither, and both are refused naming the operators (the first with the flag that
+    helps). ``export.postprocess=raw`` ends the graph at the head's maps: ncnn agrees with ONNX Runtime on them,
+    and ``oars-infer --backend ncnn`` (the runtime decoding them, then its NMS) writes ONNX Runtime's records."""
     cfg, ckpt = shrunk_export_case(DET_CFG, str(tmp_path / "case"))
     with pytest.raises(ExportError) as err:
         export_model(cfg, ckpt, str(tmp_path / "a"), fmt="ncnn")
     text = str(err.value)
     assert re.match(r"--format ncnn cannot hold operator\(s\) .*NonMaxSuppression, .*TopK", text), text
     assert "or mnn, which hold them; or export the graph without NonMaxSuppression, TopK" in text
+    assert "(e.g. export.postprocess=raw: the graph ends at the raw head outputs" in text
     with pytest.raises(ExportError, match=r"^--format ncnn cannot hold operator\(s\) Greater, Where of this graph"):
         export_model(with_overrides(cfg, "export.postprocess=false"), ckpt, str(tmp_path / "b"), fmt="ncnn")
     assert leftovers(tmp_path / "a") == [] and leftovers(tmp_path / "b") == []
+    out = export_cli(monkeypatch, with_overrides(cfg, "export.postprocess=raw"), ckpt, str(tmp_path), "--format",
+                     "ncnn")
+    match = LINE.search(capsys.readouterr().out)
+    assert match and match.group(1) == "FP32" and float(match.group(3)) >= 0.999, match
+    assert sorted(os.listdir(out)) == FILES
+    deploy = read_deploy_yaml(osp.join(out, "deploy.yaml"))
+    post = deploy["postprocess"]
+    assert post["inside_graph"] == [] and post["decode"]["box_coder"]["type"] == "yolo"
+    assert [o["name"] for o in deploy["outputs"]] == ["pred_0", "pred_1", "pred_2"]
+    write_images(str(tmp_path / "images"), count=3, seed=7)
+    ncnn_records = infer_records("out", "images", "pred_ncnn", "ncnn")
+    ort_records = infer_records("out", "images", "pred_ort", "onnxruntime")
+    assert len(ncnn_records) == 3 and sum(len(r["detections"]) for r in ort_records) > 0
+    assert ncnn_records == ort_records
 
 
 def test_clip_inputs_are_refused_before_converting(tmp_path):

@@ -238,6 +238,9 @@ def test_export_takes_the_flags_of_the_configs_task(capsys):
     line = parse(["-c", DEMO_CFG, "--output-op", "softmax"])
     assert line.task.scope == "segmentation" and line.task_values == {"output_op": "softmax"}
     assert parse(["-c", DEMO_CFG]).task_values == {}  # not given: cfg.export decides
+    det = os.path.join(ROOT, "configs/detection/yolov3/yolov3_darknet53_demo_shapes.yaml")
+    assert parse(["-c", det, "--no-nms"]).task_values == {"postprocess": False}
+    assert parse(["-c", det, "--raw-heads"]).task_values == {"postprocess": "raw"}  # the graph ncnn can hold
 
 
 def test_demo_data_sets_come_from_the_core_and_the_tasks(tmp_path, capsys):

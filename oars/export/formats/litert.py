@@ -12,7 +12,11 @@ exported ONNX graph by onnx2tf, in a virtual environment of its own.
   details and the outputs by ``litert_layout.json``, which this writer fills from the ONNX graph's output shapes
   (:mod:`oars_deploy.backends_litert`).
 - Detections: the exported detectors give ``boxes`` and ``scores`` as separate outputs, so pixel coordinates never
-  share a tensor (and a quantisation range) with scores.
+  share a tensor (and a quantisation range) with scores. A graph with NonMaxSuppression inside is refused before
+  converting (:data:`REFUSED_OPS`): onnx2tf converts the detectors' decode + NMS graphs, but no tested one ran as
+  ONNX Runtime does (FCOS: detections recall 0.082, scores ~50x too large; SSDLite 0.758; YOLOv3 and Mask R-CNN:
+  onnx2tf failed), while the same detectors' raw head maps (``export.postprocess=raw``: the runtime decodes them
+  and runs NMS) agree with ONNX Runtime to 1e-5; the refusal names that flag.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from oars.export.errors import ExportError
 from oars.export.formats.base import FormatFiles, FormatJob, FormatWriter, operators_in
 from oars.export.formats.isolated_env import ANSI, IsolatedEnv, last_error_line
 from oars.export.formats.openvino import graph_operators
+from oars.export.formats.operators import refusal
 from oars.extras import require_extra
 from oars_deploy.backends_litert import LAYOUT_FILE, layout_permutation
 
@@ -41,6 +46,10 @@ OUTPUT_FILES = {"fp32": "model_float32.tflite", "fp16": "model_float16.tflite"}
 # how onnx2tf names an operator it cannot convert: "FancyOp OP is not yet implemented", "onnx_op_type: RoiAlign"
 UNCONVERTED = re.compile(r"(\S+) OP is not yet implemented|onnx_op_type:\s*(\S+)")
 SAMPLE_FILE = "calibration_image_sample_data_20x128x128x3_float32.npy"  # the name onnx2tf looks for in its cwd
+# operators whose converted graphs disagreed with ONNX Runtime (see the module docstring): refused before converting
+REFUSED_OPS = frozenset({"NonMaxSuppression"})
+REFUSED_WHY = ("onnx2tf converts them, but the converted decode + NMS graphs of the tested detectors disagree with "
+               "ONNX Runtime or fail to convert")
 
 
 class LiteRTWriter(FormatWriter):
@@ -73,6 +82,9 @@ class LiteRTWriter(FormatWriter):
             ExportError: an operator onnx2tf cannot convert (named), the converter environment could not be built,
                 or the conversion failed (its last error line).
         """
+        refused = sorted(set(graph_operators(job.fp32_onnx_path)) & REFUSED_OPS)
+        if refused:
+            raise refusal(self.name, refused, REFUSED_WHY)
         work = osp.join(job.out_dir, "onnx2tf")
         os.makedirs(work, exist_ok=True)
         write_sample_images(osp.join(work, SAMPLE_FILE))
@@ -130,7 +142,9 @@ def write_sample_images(path: str) -> str:
 
 def output_layout(tflite_path: str, onnx_path: str) -> dict[str, list[int]]:
     """Output name -> the permutation from the LiteRT model's output to the ONNX graph's layout (identity for the
-    outputs onnx2tf kept as they were).
+    outputs onnx2tf kept as they were). An output whose shape fits both (``[1, 4, 4, 4]``) is decided by running the
+    model next to ONNX Runtime (:func:`measured_layout`): by shape alone FCOS's ``reg_1`` at 64 px was taken as
+    channels-first and disagreed.
 
     Raises:
         ExportError: an output is missing or its shape is no layout of the ONNX one (the converter changed it).
@@ -141,16 +155,46 @@ def output_layout(tflite_path: str, onnx_path: str) -> dict[str, list[int]]:
     runner = model.get_signature_runner(next(iter(signatures)))
     shapes = {name: [int(d) for d in detail.get("shape_signature", detail["shape"])]
               for name, detail in runner.get_output_details().items()}
-    layout = {}
+    layout, ambiguous = {}, {}
     for name, onnx_shape in onnx_output_shapes(onnx_path).items():
         if name not in shapes:
             raise ExportError(f"--format litert: the LiteRT model has no output {name!r}; it has {sorted(shapes)}")
-        perm = layout_permutation([max(d, 1) for d in shapes[name]], onnx_shape)
+        produced = [max(d, 1) for d in shapes[name]]
+        perm = layout_permutation(produced, onnx_shape)
         if perm is None:
             raise ExportError(f"--format litert: output {name!r} has shape {shapes[name]} in the LiteRT model, "
                               f"which is no layout of the ONNX graph's {onnx_shape}")
         layout[name] = perm
+        # channels last -> first fits too (the same shape in both layouts): decided by running the model
+        back = [0, len(onnx_shape) - 1, *range(1, len(onnx_shape) - 1)]
+        if len(onnx_shape) >= 3 and back != perm and all(t < 1 or produced[p] == t for p, t in zip(back, onnx_shape)):
+            ambiguous[name] = [perm, back]
+    if ambiguous:
+        layout.update(measured_layout(tflite_path, onnx_path, ambiguous))
     return layout
+
+
+def measured_layout(tflite_path: str, onnx_path: str, ambiguous: dict[str, list[list[int]]]) -> dict[str, list[int]]:
+    """Output name -> the permutation, among those its shape allows, that maps the LiteRT output onto ONNX Runtime's
+    on one random input: for an output whose shape is the same in both layouts (channels = height = width, e.g. a
+    ``[1, 4, 4, 4]`` map), which shapes alone cannot decide."""
+    import onnxruntime as ort
+
+    from oars_deploy.backends_litert import LiteRTBackend
+
+    session = ort.InferenceSession(onnx_path, providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(0)
+    feeds = {i.name: rng.standard_normal([d if isinstance(d, int) and d > 0 else 1 for d in i.shape]).astype(
+        np.float32) for i in session.get_inputs()}
+    reference = dict(zip([o.name for o in session.get_outputs()], session.run(None, feeds)))
+    produced = LiteRTBackend(tflite_path)(feeds)  # no layout file yet: the outputs as the model gives them
+    return {name: pick_permutation(perms, produced[name], reference[name]) for name, perms in ambiguous.items()}
+
+
+def pick_permutation(perms: list[list[int]], produced: np.ndarray, reference: np.ndarray) -> list[int]:
+    """The permutation of ``perms`` after which ``produced`` is closest to ``reference`` (max abs difference)."""
+    errors = [float(np.abs(np.asarray(produced).transpose(p) - reference).max()) for p in perms]
+    return perms[int(np.argmin(errors))]
 
 
 def onnx_output_shapes(onnx_path: str) -> dict[str, list[int]]:

@@ -67,7 +67,8 @@ def refusal(fmt: str, operators: Iterable[str], why: str) -> ExportError:
     named = holders[0] if len(holders) == 1 else f"{', '.join(holders[:-1])} or {holders[-1]}"
     post = set(ops) & set(POSTPROCESS_OPS)
     hint = (f"; or export the graph without {', '.join(sorted(post))}, if the model's export can leave them to the "
-            "runtime (e.g. export.postprocess=false: the runtime then runs NMS on the raw outputs)") if post else ""
+            "runtime (e.g. export.postprocess=raw: the graph ends at the raw head outputs, the runtime decodes them "
+            "and runs NMS)") if post else ""
     return ExportError(f"--format {fmt} cannot hold operator(s) {', '.join(ops)} of this graph ({why}); export it "
                        f"with --format {named}, which hold{'s' if len(holders) == 1 else ''} them{hint}")
 

@@ -2,9 +2,11 @@
 (detection/models/heads/yolov3_head.py ``predict_by_feat``): boxes in input pixels -> divided by ``scale_factor``
 (w, h) and clipped to the original image; for raw head outputs the predictor first clips to ``img_shape`` and runs
 the same multi-class NMS (:mod:`oars_deploy.nms`; soft-NMS, :mod:`oars_deploy.soft_nms`, when
-``postprocess.nms`` asks for it). Mask models (``postprocess.masks``, a ``masks [B, M, h, w]``
-output of probabilities): each detection's mask is pasted over its box in the original image
-(:mod:`oars_deploy.mask_paste`, the sampling of the models' ``paste_masks``), as ``FCNMaskHead`` does.
+``postprocess.nms`` asks for it); the raw head maps of ``export.postprocess: raw`` (``postprocess.decode``) are
+decoded by :mod:`.decode` first (boxes clipped to the network input, as the exported graphs). Mask models
+(``postprocess.masks``, a ``masks [B, M, h, w]`` output of probabilities): each detection's mask is pasted over
+its box in the original image (:mod:`oars_deploy.mask_paste`, the sampling of the models' ``paste_masks``), as
+``FCNMaskHead`` does.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from oars_deploy.arrays import to_numpy
 from oars_deploy.errors import DeployError
 from oars_deploy.mask_paste import PASTE_MODES, paste_masks
 from oars_deploy.nms import multiclass_nms
+from oars_deploy.predictors.detection_boxes.decode import decode
 from oars_deploy.soft_nms import multiclass_soft_nms, soft_nms_settings
 
 
@@ -82,6 +85,14 @@ def detection(outputs: dict[str, Any], metas: list[dict], post: dict) -> list[di
                 result["masks"] = paste_masks(outputs[name][i, :n], boxes, tuple(meta["ori_shape"])[:2], threshold,
                                               mode)
             results.append(result)
+        return results
+    if "decode" in post:  # export.postprocess: raw: the head's maps, decoded here as the graph would
+        boxes_all, scores_all = decode(outputs, post)
+        settings = _nms_settings(post)
+        nms = multiclass_soft_nms if "method" in settings else multiclass_nms
+        for i, meta in enumerate(metas):
+            b, s, lab = nms(boxes_all[i], scores_all[i], **settings)
+            results.append({"bboxes": _to_original(b, meta), "scores": s, "labels": lab})
         return results
     if "boxes" not in outputs or "scores" not in outputs:
         raise DeployError(f"a raw detection model needs outputs 'boxes' [B, N, 4] and 'scores' [B, N, C], has "
