@@ -14,11 +14,14 @@ end (``--latency-threads`` ORT threads, default 1, ``--rounds`` alternating roun
 ``--latency-target R`` adds the latency-constrained search at real size: the U-Net with the full-size backbone
 (``unet_s5-d16`` widths: 64 base channels, 5 stages; random weights, the demo data for the proxy), exported at
 ``--latency-size`` px, searched with ``--target-latency`` = R x the original's latency on this machine; reported:
-the budget, the latency the search measured for its best candidate and the best's latency measured again.
+the budget, the latency the search measured for its best candidate, the latency of that candidate refined toward
+the budget (``compress.refine_rounds``: what is written) and the refined model's latency measured again.
+``--round-to N`` keeps every pruned width a multiple of N in every run (``compress.round_to``).
 
     python benchmarks/auto_prune.py [--models unet,yolov3,tsm] [--checkpoint CKPT] [--train-epochs N]
         [--target-flops 0.5] [--steps 300] [--epochs 16] [--criterion l2] [--searches sa,optuna] [--no-control]
-        [--latency-target 0.6 --latency-size 256 --latency-steps 30] [--work-dir work_dirs/bench_auto_prune]
+        [--latency-target 0.6 --latency-size 256 --latency-steps 30] [--round-to 8]
+        [--work-dir work_dirs/bench_auto_prune]
 
 Writes ``<work-dir>/auto_prune.json`` and prints markdown tables. Re-running reuses what is done (a trained
 checkpoint, a searched variant, a finished fine-tune).
@@ -164,7 +167,8 @@ def flops_table(case: Case, args: argparse.Namespace, folder: str) -> list[dict]
     start = time.perf_counter()
     ckpt = trained_checkpoint(case, args, os.path.join(folder, "train"))
     cmp = os.path.join(folder, "cmp")
-    common = {"target_flops": args.target_flops, "criterion": args.criterion, "epochs": args.epochs}
+    common = {"target_flops": args.target_flops, "criterion": args.criterion, "epochs": args.epochs,
+              "round_to": args.round_to}
     runs = {f"prune-uniform-{args.criterion}": {"method": "prune", "variant": f"prune-uniform-{args.criterion}"}}
     for search in args.searches:
         runs[f"auto-{search}"] = {"method": "auto-prune", "search": search, "steps": args.steps,
@@ -254,7 +258,8 @@ def latency_search(args: argparse.Namespace, folder: str) -> dict:
     record = compress_variant(config, ckpt, os.path.join(folder, "cmp"),
                               {"method": "auto-prune", "target_latency": target, "search": "sa",
                                "steps": args.latency_steps, "epochs": 0, "criterion": args.criterion,
-                               "latency": False, "variant": "auto-latency", "latency_threads": threads}, overrides)
+                               "latency": False, "variant": "auto-latency", "latency_threads": threads,
+                               "round_to": args.round_to}, overrides)
     wall = time.perf_counter() - start
     best_cfg = load_checked_config(os.path.join(folder, "cmp", "auto-latency", PRUNED_CONFIG), export)
     best, _ = model_and_batch(best_cfg, record["checkpoint"])
@@ -265,6 +270,8 @@ def latency_search(args: argparse.Namespace, folder: str) -> dict:
     original_again, best_again = (statistics.median(v) for v in again.values())
     search = record["search"]
     return {"model": label, "original_ms": original, "target_ms": target, "search_best_ms": search["best_cost"],
+            "refined_ms": search["refine"]["cost"], "refine_scale": search["refine"]["scale"],
+            "search_best_ratios": search["search_best_ratios"], "round_to": args.round_to,
             "original_again_ms": original_again, "best_again_ms": best_again, "best_over_target": best_again / target,
             "latency_ratio": best_again / original_again, "scored": search["scored"],
             "proposed": len(search["history"]), "steps": args.latency_steps, "best_ratios": search["best_ratios"],
@@ -282,13 +289,13 @@ def print_tables(rows: list[dict], latency: dict | None) -> None:
         print(f"| {r['model']} | {r['variant']} | {r['params']:,} | {flops} | {r['metric']} {value} | "
               f"{r['fine_tune_epochs']} | {ms} | {r.get('scored', '-')} |")
     if latency:
-        print("\n| model | original ms | budget ms | search's best ms | measured again: original / best ms | "
-              "best / budget | candidates scored / proposed |")
-        print("|---|---|---|---|---|---|---|")
+        print("\n| model | original ms | budget ms | search's best ms | refined ms (scale) | measured again: "
+              "original / best ms | best / budget | candidates scored / proposed |")
+        print("|---|---|---|---|---|---|---|---|")
         r = latency
         print(f"| {r['model']} | {r['original_ms']:.1f} | {r['target_ms']:.1f} | {r['search_best_ms']:.1f} | "
-              f"{r['original_again_ms']:.1f} / {r['best_again_ms']:.1f} | {r['best_over_target']:.3f} | "
-              f"{r['scored']} / {r['proposed']} |")
+              f"{r['refined_ms']:.1f} ({r['refine_scale']:.3f}) | {r['original_again_ms']:.1f} / "
+              f"{r['best_again_ms']:.1f} | {r['best_over_target']:.3f} | {r['scored']} / {r['proposed']} |")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -312,6 +319,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--latency-steps", type=int, default=30, help="its candidates scored (default %(default)s)")
     p.add_argument("--latency-weights", default="trained", choices=["trained", "random"],
                    help="the trained U-Net demo, or the full-size U-Net widths with random weights")
+    p.add_argument("--round-to", type=int, default=None,
+                   help="compress.round_to of every run: pruned widths multiples of N (default: none)")
     p.add_argument("--work-dir", default=os.path.join("work_dirs", "bench_auto_prune"))
     p.add_argument("--data", default=None, help="the demo shapes folder (default: the configs' data/demo_shapes)")
     p.add_argument("--video-data", default=None,
@@ -334,6 +343,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             and args.names != ["unet"]):
         p.error(f"--checkpoint {args.checkpoint} with --latency-target: the latency search prunes the U-Net, so the "
                 "checkpoint must be the U-Net demo's (--models unet), or give --latency-weights random")
+    if args.round_to is not None and args.round_to < 1:
+        p.error(f"--round-to {args.round_to}: a channel multiple >= 1")
     if args.latency_threads < 0:
         p.error(f"--latency-threads {args.latency_threads}: a number of threads >= 0 (0: ONNX Runtime's default)")
     if not args.names and args.latency_target is None:
@@ -359,7 +370,7 @@ def main(argv: list[str] | None = None) -> int:
     os.makedirs(args.work_dir, exist_ok=True)
     settings = {k: getattr(args, k) for k in ("target_flops", "steps", "epochs", "criterion", "searches",
                                               "latency_target", "latency_size", "latency_steps", "rounds",
-                                              "latency_threads")}
+                                              "latency_threads", "round_to")}
     with open(out, "w") as f:
         json.dump({"settings": settings, "rows": rows, "latency": latency}, f, indent=1)
     print_tables(rows, latency)

@@ -1,6 +1,7 @@
 """Compress a trained model: tools/compress.py -c CONFIG -w CKPT --method prune|auto-prune|sensitivity|ptq|qat|distill
 --work-dir DIR [--target-flops F | --target-params P | --target-latency MS [--latency-threads N]] [--search sa|optuna]
-[--criterion l1|l2|taylor] [--steps N] [--epochs N] [--calib-dir DIR] [--variant NAME] [-o key=value ...].
+[--criterion l1|l2|taylor] [--round-to N] [--steps N] [--epochs N] [--calib-dir DIR] [--variant NAME]
+[-o key=value ...].
 
 prune: structured channel pruning of the backbone and neck (torch-pruning's dependency graph; the heads keep their
 output channels) until the model has at most F of the original FLOPs (--target-flops 0.5: half) or P of its
@@ -52,6 +53,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--latency-threads", type=int, default=None,
                         help="auto-prune: ONNX Runtime intra-op threads for the budget's and every candidate's "
                              "latency (default 1; 0: ONNX Runtime's default, all cores)")
+    parser.add_argument("--round-to", type=int, default=None,
+                        help="prune / auto-prune: keep every pruned layer's channel count a multiple of N (8 for a "
+                             "latency target: the widths CPU convolution kernels run at full speed; default: none)")
     parser.add_argument("--search", choices=["sa", "optuna"], default=None,
                         help="auto-prune: simulated annealing (PaddleSlim's, default) or Optuna's TPE")
     parser.add_argument("--steps", type=int, default=None,
@@ -70,7 +74,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         raise OarsError("--work-dir DIR is required: the compressed variants and their table live there")
     cfg = load_checked_config(args.config, args.overrides)
     cli = {"method": args.method, "target_flops": args.target_flops, "target_params": args.target_params,
-           "criterion": args.criterion, "steps": args.steps,
+           "criterion": args.criterion, "steps": args.steps, "round_to": args.round_to,
            "target_latency": args.target_latency, "latency_threads": args.latency_threads, "search": args.search,
            "epochs": args.epochs, "variant": args.variant,
            "teacher_config": args.teacher_config, "teacher_weights": args.teacher_weights,

@@ -11,13 +11,15 @@ from typing import Any
 from oars.errors import OarsError
 from oars.extras import require_extra
 
+from .auto_prune_search import REFINE_ROUNDS
 from .options import prune_settings
 from .prune import PruneSettings
 from .sa_controller import INIT_TEMPERATURE, MAX_TRY_TIMES, REDUCE_RATE, REWARD_SCALE
 
 SEARCHES = ("sa", "optuna")
 AUTO_KEYS = ("target_latency", "search", "max_groups", "ratio_step", "calib_batches", "val_batches", "seed",
-             "init_temperature", "reduce_rate", "max_try_times", "sa_scale", "latency_threads", "ratios")
+             "init_temperature", "reduce_rate", "max_try_times", "sa_scale", "latency_threads", "ratios",
+             "refine_rounds")
 DEFAULT_STEPS = 300  # PaddleSlim AutoPruner's max_try_times, used as the number of search steps
 LATENCY_THREADS = 1  # one ONNX Runtime thread: a budget measured on all cores of a shared machine does not repeat
 SENSITIVITY_RATIOS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
@@ -34,7 +36,8 @@ class AutoPruneSettings:
     what simulated annealing multiplies reward differences by (100: metrics in [0, 1] compared in percentage points,
     see :mod:`oars.compress.sa_controller`). ``latency_threads``: ONNX Runtime's intra-op threads for every latency
     the search measures (the original's and each candidate's, so the budget and the candidates are timed alike; 0:
-    ONNX Runtime's default, all cores)."""
+    ONNX Runtime's default, all cores). ``refine_rounds``: bisection rounds that scale the search's best ratios
+    toward the budget (:func:`oars.compress.auto_prune_search.refine_to_budget`; 0: the search's best as it is)."""
 
     prune: PruneSettings
     target_flops: float | None = None
@@ -51,6 +54,7 @@ class AutoPruneSettings:
     max_try_times: int = MAX_TRY_TIMES
     sa_scale: float = REWARD_SCALE
     latency_threads: int = LATENCY_THREADS
+    refine_rounds: int = REFINE_ROUNDS
     ratios: list[float] = field(default_factory=lambda: list(SENSITIVITY_RATIOS))
 
 
@@ -118,7 +122,8 @@ def auto_prune_settings(options: dict[str, Any], filename: str | None = None,
                                  ("calib_batches", int, 0, None), ("val_batches", int, 1, None),
                                  ("seed", int, 0, None), ("init_temperature", float, 1e-9, None),
                                  ("reduce_rate", float, 1e-9, 1.0), ("max_try_times", int, 1, None),
-                                 ("sa_scale", float, 1e-9, None), ("latency_threads", int, 0, None)):
+                                 ("sa_scale", float, 1e-9, None), ("latency_threads", int, 0, None),
+                                 ("refine_rounds", int, 0, 20)):
         if options.get(key) is not None:
             setattr(settings, key, _number(options, key, kind, where, low, high))
     if options.get("ratios") is not None:

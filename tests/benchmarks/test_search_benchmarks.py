@@ -80,7 +80,8 @@ def test_auto_prune_flags_are_checked(capsys):
            ("--target-flops", "1.5"): "--target-flops 1.5 / --latency-target None: fractions in (0, 1)",
            ("--num-val", "4"): "give its folder with --data",
            ("--models", "yolov3", "--checkpoint", "y.pth", "--latency-target", "0.7"): "must be the U-Net demo's",
-           ("--latency-threads", "-1"): "--latency-threads -1: a number of threads >= 0"}
+           ("--latency-threads", "-1"): "--latency-threads -1: a number of threads >= 0",
+           ("--round-to", "0"): "--round-to 0: a channel multiple >= 1"}
     for argv, message in bad.items():
         with pytest.raises(SystemExit):
             auto_prune.parse_args(list(argv))
@@ -88,6 +89,7 @@ def test_auto_prune_flags_are_checked(capsys):
     args = auto_prune.parse_args(["--models", "", "--latency-target", "0.6"])
     assert args.names == [] and args.searches == ["sa", "optuna"] and args.latency_size == 256
     assert args.latency_threads == 1 and auto_prune.parse_args(["--latency-threads", "4"]).latency_threads == 4
+    assert args.round_to is None and auto_prune.parse_args(["--round-to", "8"]).round_to == 8
 
 
 def test_auto_prune_side_by_side_latency_uses_the_given_threads(monkeypatch):
@@ -112,11 +114,12 @@ def test_auto_prune_tables_print_every_row(capsys):
              "scored": 7},
             {"model": "U-Net demo", "variant": "control", "params": 1000, "flops": 2e8, "flops_ratio": 1.0,
              "metric": "mIoU", "value": None, "fine_tune_epochs": 2}]
-    latency = {"model": "U-Net", "original_ms": 100.0, "target_ms": 60.0, "search_best_ms": 58.0,
-               "original_again_ms": 101.0, "best_again_ms": 61.2, "best_over_target": 1.02, "scored": 5,
+    latency = {"model": "U-Net", "original_ms": 100.0, "target_ms": 60.0, "search_best_ms": 50.0,
+               "refined_ms": 58.0, "refine_scale": 0.75, "original_again_ms": 101.0, "best_again_ms": 61.2,
+               "best_over_target": 1.02, "scored": 5,
                "proposed": 9}
     auto_prune.print_tables(rows, latency)
     out = capsys.readouterr().out
     assert "| U-Net demo | auto-sa | 500 | 0.1000 (0.500) | mIoU 0.7900 | 2 | 3.00 (0.750) | 7 |" in out
     assert "| U-Net demo | control | 1,000 | 0.2000 (1.000) | mIoU - | 2 | - | - |" in out
-    assert "| U-Net | 100.0 | 60.0 | 58.0 | 101.0 / 61.2 | 1.020 | 5 / 9 |" in out
+    assert "| U-Net | 100.0 | 60.0 | 50.0 | 58.0 (0.750) | 101.0 / 61.2 | 1.020 | 5 / 9 |" in out

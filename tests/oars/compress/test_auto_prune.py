@@ -218,6 +218,9 @@ def test_auto_prune_tool_writes_a_variant_that_reloads_from_its_config(unet, tmp
     scored = [s for s in search["history"] if s["score"] is not None]
     assert 2 <= len(scored) <= 4 and all(s["cost"] <= 0.5 for s in scored)  # the start + up to 3 steps
     assert search["best_cost"] <= 0.5 and set(search["best_ratios"]) == {g["name"] for g in search["groups"]}
+    refine = search["refine"]  # the written ratios: the search's best scaled toward the budget, never over it
+    assert refine["rounds"] == 7 and len(refine["tried"]) == 7 and search["best_cost"] <= refine["cost"] <= 0.5
+    assert search["best_ratios"] == {k: round(v * refine["scale"], 6) for k, v in search["search_best_ratios"].items()}
     rows = {r["variant"]: r for r in json.loads((work / "compression.json").read_text())["rows"]}
     assert rows["auto-prune-flops0.5-sa"]["method"] == "auto-prune" and "| auto-prune-flops0.5-sa" in out.stdout
     assert rows["auto-prune-flops0.5-sa"]["flops"] <= 0.5 * rows["original"]["flops"]
@@ -247,10 +250,10 @@ def test_latency_budget_and_candidates_are_timed_on_the_given_threads(unet, tmp_
     work = tmp_path / "work"
     load_tool("compress").main(["-c", DEMO_CFG, "-w", ckpt, "--method", "auto-prune", "--target-latency", "10",
                                 "--latency-threads", "2", "--steps", "1", "--epochs", "0", "--work-dir", str(work),
-                                "-o", *overrides, *FAST])
+                                "-o", *overrides, *FAST, "compress.refine_rounds=1"])
     search = json.loads((work / "auto-prune-latency10ms-sa" / "auto_prune.json").read_text())
     assert search["latency_threads"] == 2 and search["sa_scale"] == 100.0
-    assert len(calls) >= 3 and set(calls) == {2}  # the start, a candidate, the original: all on 2 threads
+    assert len(calls) >= 4 and set(calls) == {2}  # the start, a candidate, the refinement, the original: 2 threads
     calls.clear()
     pipeline.export_latency_ms(load_config(DEMO_CFG, overrides), unet[0])
     assert calls == [1]  # the default: one thread
