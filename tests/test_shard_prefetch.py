@@ -83,7 +83,9 @@ def test_a_resumed_stream_with_read_ahead_continues_where_it_stopped(shards, mon
 
 def test_the_thread_ends_when_the_iterator_is_dropped_or_closed(shards):
     _, root = shards
-    ds = _dataset(root, prefetch_bytes=10**9, shuffle_buffer=1)
+    # a budget of one byte: the thread holds one sample and waits for the consumer, so it is surely still alive
+    # after the first sample (with room for all 16 it may finish reading before the assertion runs)
+    ds = _dataset(root, prefetch_bytes=1, shuffle_buffer=1)
     it = iter(ds)
     next(it)
     assert len(_prefetch_threads()) == 1  # the read-ahead runs while the stream is open
