@@ -29,7 +29,16 @@ from pathlib import Path
 from typing import Any
 
 from oars.data import storage
-from oars.errors import OarsError
+from oars.studio.dataset_urls import (  # noqa: F401  (data_location, check_url: this module's API too)
+    DESCRIPTION_SUFFIXES,
+    REMOTE_SCHEMES,
+    SHARD_INDEX,
+    check_url,
+    data_location,
+    entry_storage_options,
+    split_storage_options,
+    url_holds_shard_index,
+)
 from oars.studio.security import NotFound, StudioError
 from oars.studio.workspace import Workspace
 
@@ -37,15 +46,10 @@ SPLITS = ("train", "val", "test")
 _TABLE = ("CREATE TABLE IF NOT EXISTS datasets (id TEXT PRIMARY KEY, config TEXT NOT NULL, split TEXT NOT NULL, "
           "data TEXT, added REAL NOT NULL)")
 _SLUG = re.compile(r"[^A-Za-z0-9_.-]+")
-DESCRIPTION_SUFFIXES = (".yaml", ".yml")
-#: URL schemes a data set may be read from: object stores and web servers fsspec reads. Its local, caching, archive
-#: and chaining wrappers are not (``file://`` is taken as a local path, under the workspace's path rules).
-REMOTE_SCHEMES = ("s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "adl", "http", "https", "hf", "memory")
 #: URL schemes whose data only this process sees: scanned in the request, not by a background process
 IN_PROCESS_SCHEMES = ("memory",)
 SCAN_SAMPLE = 2000  # a URL or shards data set of more samples is scanned on a random sample of this many
 SCAN_SEED = 0  # the sample's seed (the same samples at each scan, as check_data.py --seed 0)
-SHARD_INDEX = "index.json"
 
 
 @dataclass(frozen=True)
@@ -206,69 +210,6 @@ def scans_in_process(entry: DatasetEntry) -> bool:
     return bool(entry.data) and storage.is_url(entry.data) and storage.protocol(entry.data) in IN_PROCESS_SCHEMES
 
 
-def data_location(workspace: Workspace, raw: str) -> Path | str:
-    """What a registration's ``data`` names: a local path (``file://`` URLs included) resolved under the workspace's
-    path rules (``PathRefused`` outside the workspace and the data roots), or a URL of a scheme in
-    :data:`REMOTE_SCHEMES` that fsspec knows, returned as it is (its existence is checked by :func:`check_url`).
-
-    Raises:
-        StudioError / PathRefused: an unknown or refused scheme, a chained URL, a local path outside.
-    """
-    raw = raw.strip()
-    if not storage.is_url(raw):
-        return workspace.resolve(raw)
-    scheme = storage.protocol(raw)
-    if scheme in ("file", "local"):
-        return workspace.resolve(raw.split("://", 1)[1])
-    try:
-        from fsspec.registry import known_implementations
-    except ImportError:
-        raise StudioError(f"data {raw}: reading URLs needs fsspec (pip install 'oars[data]')") from None
-    if "::" in raw or scheme not in REMOTE_SCHEMES or scheme not in known_implementations:
-        raise StudioError(f"data {raw}: URL scheme {scheme!r} is not accepted; give a local path, or a URL of "
-                          f"{', '.join(s + '://' for s in REMOTE_SCHEMES)} (one store, no '::' chain)")
-    if raw.endswith(DESCRIPTION_SUFFIXES):
-        raise StudioError(f"data {raw}: a dataset description file must be a local file (its root may be a URL)")
-    return raw
-
-
-def split_storage_options(cfg: Any, split: str) -> dict:
-    """The ``storage_options`` the config gives the split's dataset (its first leaf): what a URL of it is read with."""
-    from oars.data.check import leaf_dataset_configs
-
-    dataset = (cfg.get(f"{split}_dataloader") or {}).get("dataset")
-    if not isinstance(dataset, dict):
-        return {}
-    return dict(leaf_dataset_configs(copy.deepcopy(dataset))[0].get("storage_options") or {})
-
-
-@lru_cache(maxsize=64)
-def entry_storage_options(config: str, split: str) -> dict:
-    """:func:`split_storage_options` of ``config`` as it is (no data override), checked (no credential in it)."""
-    from oars.config.check import load_checked_config
-
-    options = split_storage_options(load_checked_config(config, []), split)
-    return storage.check_options(options, f"{config}: {split}_dataloader.dataset.storage_options")
-
-
-def check_url(config: Path | str, split: str, url: str) -> None:
-    """Refuse a data URL with nothing there (a folder of objects or a shards index), in one line naming it; read
-    with the split's ``storage_options`` from ``config``.
-
-    Raises:
-        StudioError: nothing at the URL, or the storage's own one-line error (access denied, no endpoint ...).
-        OarsError: the config's own message (its storage options hold a credential, a bad key).
-    """
-    options = entry_storage_options(str(config), split)
-    try:
-        found = storage.exists(url, options)
-    except OarsError as err:  # the storage's line names the URL
-        raise StudioError(str(err)) from None
-    if not found:
-        raise StudioError(f"data {url}: nothing there (no object under it; give the URL of the split's data_root "
-                          "folder or of a shards folder holding index.json)")
-
-
 def holds_shard_index(entry: DatasetEntry) -> bool:
     """Whether ``entry.data`` (a folder or URL) holds ``tools/make_shards.py``'s ``index.json`` (a URL is asked once
     per process: :func:`url_holds_shard_index`)."""
@@ -276,13 +217,6 @@ def holds_shard_index(entry: DatasetEntry) -> bool:
     if not storage.is_url(data):
         return Path(data, SHARD_INDEX).is_file()
     return url_holds_shard_index(data, entry.config, entry.split)
-
-
-@lru_cache(maxsize=64)
-def url_holds_shard_index(url: str, config: str, split: str) -> bool:
-    """Whether ``url/index.json`` exists, asked with the split's ``storage_options`` (the storage's one-line error
-    naming the URL when it cannot be asked)."""
-    return storage.isfile(storage.join(url, SHARD_INDEX), entry_storage_options(config, split))
 
 
 def load_entry_config(entry: DatasetEntry) -> Any:
