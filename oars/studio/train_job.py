@@ -16,6 +16,7 @@ import argparse
 import io
 import json
 import resource
+import signal
 import sys
 import time
 import traceback
@@ -60,10 +61,21 @@ def error_line(printed: str) -> str:
     return printed[at + len("error: "):].strip() if at >= 0 else ""
 
 
+def obey_ctrl_c() -> None:
+    """Make SIGINT raise ``KeyboardInterrupt`` here whatever this process inherited.
+
+    Why: the studio stops a run with Ctrl-C (SIGINT to its process group), and the pipeline then keeps the last
+    checkpoint and exits 130. A studio started where SIGINT is ignored (``oars-studio &`` in a script: a shell
+    without job control starts background commands so) passes that on to every child, Python then installs no
+    handler, and a stop would let the run train to its end."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Train; write the end record; return the exit code."""
     from oars.cli import run_cli
 
+    obey_ctrl_c()
     args = parse_args(argv)
     tee = _Tee(sys.stderr)
     sys.stderr = tee
