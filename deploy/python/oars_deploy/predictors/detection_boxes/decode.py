@@ -25,7 +25,9 @@ runtime's multi-class NMS (:mod:`oars_deploy.nms`) and keeps ``max_per_img``.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -101,6 +103,22 @@ def grid_priors(levels: Sequence[Mapping], sizes: Sequence[tuple[int, int]], ord
         tiled = shifts[:, None] + base[None] if order == "position_major" else base[:, None] + shifts[None]
         priors.append(tiled.reshape(-1, 4).astype(np.float32))
     return priors
+
+
+@lru_cache(maxsize=16)
+def _cached_priors(levels_json: str, sizes: tuple[tuple[int, int], ...],
+                   order: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The concatenated priors ``[N, 4]`` and per-prior strides ``[N, 2]`` of one export at one input size, computed
+    once (an export's priors are the same for every image), and each level's prior count; read-only arrays."""
+    levels = json.loads(levels_json)
+    priors = grid_priors(levels, sizes, order)
+    strides = np.concatenate([np.broadcast_to(np.asarray(lv["stride"], np.float32), (len(p), 2))
+                              for lv, p in zip(levels, priors)])
+    counts = np.asarray([len(p) for p in priors])
+    joined = np.concatenate(priors)
+    for array in (joined, strides, counts):
+        array.setflags(write=False)
+    return joined, strides, counts
 
 
 def decode_boxes(priors: np.ndarray, raw: np.ndarray, strides: np.ndarray, coder: Mapping) -> np.ndarray:
@@ -206,15 +224,13 @@ def decode(outputs: Mapping[str, Any], post: Mapping) -> tuple[np.ndarray, np.nd
         raise DeployError(f"{WHERE}: {len(levels)} levels but {len(raw_boxes)} box outputs")
     names = list(fields["boxes"]["outputs"])
     sizes = [tuple(int(v) for v in np.shape(outputs[n])[-2:]) for n in names]
-    priors = grid_priors(levels, sizes, order)
-    for name, p, r in zip(names, priors, raw_boxes):
-        if len(p) != r.shape[1]:
+    # the priors of an export at an input size are computed once, not per image batch
+    priors, strides, counts = _cached_priors(json.dumps(levels, sort_keys=True), tuple(sizes), order)
+    for name, count, r in zip(names, counts, raw_boxes):
+        if count != r.shape[1]:
             raise DeployError(f"{WHERE}: output {name!r} holds {r.shape[1]} priors, its level's base_anchors make "
-                              f"{len(p)}")
-    strides = np.concatenate([np.broadcast_to(np.asarray(lv["stride"], np.float32), (len(p), 2))
-                              for lv, p in zip(levels, priors)])
-    boxes = decode_boxes(np.concatenate(priors), np.concatenate(raw_boxes, axis=1), strides,
-                         _need(spec, "box_coder", WHERE))
+                              f"{count}")
+    boxes = decode_boxes(priors, np.concatenate(raw_boxes, axis=1), strides, _need(spec, "box_coder", WHERE))
     h, w = (float(v) for v in _need(spec, "input_hw", WHERE))
     boxes = np.clip(boxes, 0, np.asarray([w, h, w, h], np.float32)).astype(np.float32)
     per_level = _scores(outputs, fields, order, spec.get("score") or {}, num_classes, post.get("conf_thr"))
