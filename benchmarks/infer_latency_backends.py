@@ -8,7 +8,10 @@ against ONNX Runtime FP32 in the same process:
                                        [--size N] [--json results.json]
 
 For DeepLabV3-R50 (256x256), ICNet R50-D8 (512x1024), YOLOv3-DarkNet53 (320x320), SSDLite320 MobileNetV3 (320x320)
-and TSM-R50 (its test pipeline's 8 x 224 clip), random weights (nothing downloads): the exported graph
+and TSM-R50 (its test pipeline's 8 x 224 clip), random weights (nothing downloads), and the two detectors again with
+``export.postprocess: raw`` (``yolov3_raw``, ``ssdlite_raw``: the graph ends at the heads' maps, which NCNN and LiteRT
+can hold; their reference is the raw graph in ONNX Runtime, and a further row times the runtime's NumPy decode + NMS
+of those maps, which the raw graph leaves to the predictor): the exported graph
 (``build_export_spec`` through the task registry) is written to each format at each precision the format offers
 (ONNX Runtime: the FP16 / INT8 graphs of oars.export.precision; a format's writer at the precisions its
 ``require`` accepts; INT8 calibrated on two random batches), and each is timed per thread count (runs interleaved
@@ -40,9 +43,15 @@ EDGE_MODELS = {
     "yolov3": ("YOLOv3-DarkNet53", "configs/detection/yolov3/yolov3_darknet53_270e_coco.yaml", (320, 320)),
     "ssdlite": ("SSDLite320 MobileNetV3", "configs/detection/ssd/ssdlite_mobilenetv3_320_coco.yaml", (320, 320)),
     "tsm": ("TSM-R50", "configs/video/tsm/tsm_r50_1x1x8_kinetics400.yaml", None),
+    "yolov3_raw": ("YOLOv3-DarkNet53 (raw heads)", "configs/detection/yolov3/yolov3_darknet53_270e_coco.yaml",
+                   (320, 320)),
+    "ssdlite_raw": ("SSDLite320 MobileNetV3 (raw heads)", "configs/detection/ssd/ssdlite_mobilenetv3_320_coco.yaml",
+                    (320, 320)),
     "unet_demo": ("U-Net demo", "configs/segmentation/unet/unet_demo_shapes.yaml", (64, 64)),
 }
-EDGE_DEFAULT = ("deeplabv3", "icnet", "yolov3", "ssdlite", "tsm")
+# config overrides of a model key (-o syntax), applied before its graph is built
+EDGE_OVERRIDES = {"yolov3_raw": ["export.postprocess=raw"], "ssdlite_raw": ["export.postprocess=raw"]}
+EDGE_DEFAULT = ("deeplabv3", "icnet", "yolov3", "ssdlite", "tsm", "yolov3_raw", "ssdlite_raw")
 
 
 def edge_backends() -> list[str]:
@@ -52,9 +61,10 @@ def edge_backends() -> list[str]:
     return ["onnxruntime", *FORMATS]
 
 
-def edge_spec(cfg_path: str, hw: tuple[int, int] | None):
+def edge_spec(cfg_path: str, hw: tuple[int, int] | None, overrides: list[str] | None = None):
     """(export spec, options) of the config's model with random weights, through the task registry (no task named
-    here); ``hw``: the image input's (H, W) (a clip model keeps its test pipeline's shape)."""
+    here); ``hw``: the image input's (H, W) (a clip model keeps its test pipeline's shape); ``overrides``: ``-o``
+    style config overrides."""
     from mmengine.registry import MODELS as ROOT_MODELS
     from mmengine.registry import DefaultScope
 
@@ -63,8 +73,9 @@ def edge_spec(cfg_path: str, hw: tuple[int, int] | None):
     from oars.export.options import task_export_options
 
     cfg = load_config(os.path.join(ROOT, cfg_path))
-    if hw is not None:
-        apply_overrides(cfg, [f"export.input_shape=[1,3,{hw[0]},{hw[1]}]"])
+    shape = [f"export.input_shape=[1,3,{hw[0]},{hw[1]}]"] if hw is not None else []
+    if shape or overrides:
+        apply_overrides(cfg, shape + list(overrides or []))
     torch.manual_seed(0)
     with DefaultScope.overwrite_default_scope(cfg.default_scope):
         model = ROOT_MODELS.build(copy.deepcopy(cfg.model)).eval()
@@ -149,7 +160,8 @@ def edge_rows(key: str, size: int | None, backends: list[str], precisions: list[
     from oars.export.onnx_export import export_spec_to_onnx
 
     name, cfg_path, hw = EDGE_MODELS[key]
-    spec, options = edge_spec(cfg_path, (size, size) if size and hw else hw)  # --size: image models only
+    spec, options = edge_spec(cfg_path, (size, size) if size and hw else hw,  # --size: image models only
+                              EDGE_OVERRIDES.get(key))
     folder = os.path.join(tmp, key)
     os.makedirs(folder, exist_ok=True)
     x = np.random.default_rng(0).standard_normal(tuple(options.input_shape), dtype=np.float32)
@@ -190,7 +202,31 @@ def edge_rows(key: str, size: int | None, backends: list[str], precisions: list[
                          "agreement": min(measured) if measured else None,
                          "size_mb": sum(os.path.getsize(f) for f in v["files"]) / 2 ** 20})
             print(f"  {name} {v['backend']} {v['precision']} {n} thread(s): {wall * 1e3:.1f} ms", file=sys.stderr)
+        if "decode" in spec.postprocess:  # raw heads: the predictor's decode + NMS, on the reference's maps
+            post = runtime_decode_seconds(spec.postprocess, runners[id(reference)]({spec.input_name: x}),
+                                          tuple(options.input_shape[2:]), runs)
+            rows.append({"model": name, "input": shape, "backend": "decode + NMS (NumPy)", "precision": "fp32",
+                         "threads": n, "median_ms": post * 1e3, "x_ort_fp32": post / base, "agreement": None,
+                         "size_mb": 0.0})
     return rows
+
+
+def runtime_decode_seconds(post: dict, outputs: dict, hw: tuple[int, int], runs: int) -> float:
+    """Median seconds of the runtime's decode + NMS (:func:`oars_deploy.predictors.detection_boxes.postprocess.
+    detection`) of one image's raw head maps ``outputs`` (name -> array [1, ...]) at network input ``hw``: what an
+    ``export.postprocess: raw`` graph leaves to the predictor, so its rows read with this one added."""
+    import time
+
+    from oars_deploy.predictors.detection_boxes.postprocess import detection
+
+    metas = [{"scale_factor": (1.0, 1.0), "ori_shape": hw, "img_shape": hw}]
+    detection(outputs, metas, post)  # warm the priors' cache, as a predictor's second image finds it
+    times = []
+    for _ in range(max(runs, 1)):
+        start = time.perf_counter()
+        detection(outputs, metas, post)
+        times.append(time.perf_counter() - start)
+    return float(np.median(times))
 
 
 def edge_main(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:

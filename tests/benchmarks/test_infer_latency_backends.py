@@ -50,3 +50,20 @@ def test_bad_backends_threads_and_models_are_one_line(argv, message, monkeypatch
     with pytest.raises(SystemExit) as code:
         infer_latency.main()
     assert code.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_raw_heads_rows_time_the_graph_and_the_runtime_decode(tmp_path):
+    """``ssdlite_raw``: the graph that ends at the heads' maps (what NCNN and LiteRT hold), with its own ONNX Runtime
+    reference, and a row for the runtime's NumPy decode + NMS that the raw graph leaves to the predictor."""
+    out = tmp_path / "rows.json"
+    done = _run("--backends", "onnxruntime", "--models", "ssdlite_raw", "--size", "64", "--runs", "1", "--warmup",
+                "0", "--threads", "1", "--precisions", "fp32", "--json", str(out))
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = json.loads(out.read_text())
+    assert [(r["model"], r["backend"]) for r in rows] == [
+        ("SSDLite320 MobileNetV3 (raw heads)", "onnxruntime"),
+        ("SSDLite320 MobileNetV3 (raw heads)", "decode + NMS (NumPy)")]
+    graph, decode = rows
+    assert graph["agreement"] == 1.0 and graph["size_mb"] > 0
+    assert decode["agreement"] is None and decode["size_mb"] == 0 and decode["median_ms"] > 0
+    assert "| SSDLite320 MobileNetV3 (raw heads) | 3x64x64 | decode + NMS (NumPy) | FP32 | 1 | " in done.stdout
