@@ -7,11 +7,11 @@ against ONNX Runtime FP32 in the same process:
                                        ssdlite tsm] [--threads 1,2] [--precisions fp32 fp16 int8] [--runs 10]
                                        [--size N] [--json results.json]
 
-For DeepLabV3-R50 (256x256), ICNet R50-D8 (512x1024), YOLOv3-DarkNet53 (320x320), SSDLite320 MobileNetV3 (320x320)
-and TSM-R50 (its test pipeline's 8 x 224 clip), random weights (nothing downloads), and the two detectors again with
-``export.postprocess: raw`` (``yolov3_raw``, ``ssdlite_raw``: the graph ends at the heads' maps, which NCNN and LiteRT
-can hold; their reference is the raw graph in ONNX Runtime, and a further row times the runtime's NumPy decode + NMS
-of those maps, which the raw graph leaves to the predictor): the exported graph
+For DeepLabV3-R50 (256x256), ICNet R50-D8 and BiSeNetV2 (512x1024), YOLOv3-DarkNet53 (320x320), SSDLite320
+MobileNetV3 (320x320) and TSM-R50 (its test pipeline's 8 x 224 clip), random weights (nothing downloads), and the
+two detectors again with ``export.postprocess: raw`` (``yolov3_raw``, ``ssdlite_raw``: the graph ends at the heads'
+maps, which NCNN and LiteRT can hold; their reference is the raw graph in ONNX Runtime, and a further row times the
+runtime's NumPy decode + NMS of those maps, which the raw graph leaves to the predictor): the exported graph
 (``build_export_spec`` through the task registry) is written to each format at each precision the format offers
 (ONNX Runtime: the FP16 / INT8 graphs of oars.export.precision; a format's writer at the precisions its
 ``require`` accepts; INT8 calibrated on two random batches), and each is timed per thread count (runs interleaved
@@ -40,6 +40,7 @@ from benchmarks.common import ROOT
 EDGE_MODELS = {
     "deeplabv3": ("DeepLabV3-R50", "configs/segmentation/deeplabv3/deeplabv3_r50_40k_voc12.yaml", (256, 256)),
     "icnet": ("ICNet R50-D8", "configs/segmentation/icnet/icnet_r50-d8_80k_cityscapes.yaml", (512, 1024)),
+    "bisenetv2": ("BiSeNetV2", "configs/segmentation/bisenetv2/bisenetv2_fcn_160k_cityscapes.yaml", (512, 1024)),
     "yolov3": ("YOLOv3-DarkNet53", "configs/detection/yolov3/yolov3_darknet53_270e_coco.yaml", (320, 320)),
     "ssdlite": ("SSDLite320 MobileNetV3", "configs/detection/ssd/ssdlite_mobilenetv3_320_coco.yaml", (320, 320)),
     "tsm": ("TSM-R50", "configs/video/tsm/tsm_r50_1x1x8_kinetics400.yaml", None),
@@ -51,7 +52,7 @@ EDGE_MODELS = {
 }
 # config overrides of a model key (-o syntax), applied before its graph is built
 EDGE_OVERRIDES = {"yolov3_raw": ["export.postprocess=raw"], "ssdlite_raw": ["export.postprocess=raw"]}
-EDGE_DEFAULT = ("deeplabv3", "icnet", "yolov3", "ssdlite", "tsm", "yolov3_raw", "ssdlite_raw")
+EDGE_DEFAULT = ("deeplabv3", "icnet", "bisenetv2", "yolov3", "ssdlite", "tsm", "yolov3_raw", "ssdlite_raw")
 
 
 def edge_backends() -> list[str]:
