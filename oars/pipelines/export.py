@@ -8,16 +8,17 @@ graph never sits in ``out_dir`` looking like a good one. The steps themselves ar
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import os.path as osp
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
 from mmengine.config import Config
 
-from oars.config import apply_overrides, load_config
+from oars.config import ConfigError, apply_overrides, load_config
 from oars.engine.checkpoint import check_checkpoint_file
 from oars.engine.work_dir import clean_stale_temp_files
 from oars.export.deploy_config import write_deploy_yaml
@@ -135,12 +136,14 @@ def export_model(config: str | Config, checkpoint: str, out_dir: str, *, fmt: st
         steps = list(spec.preprocess)
     image, deploy_image, pre_diff = self_check_inputs(spec, cfg, model, steps, options, options.input_shape[0])
 
+    created = not osp.isdir(out_dir)  # a folder this export made is removed again when it fails
     os.makedirs(out_dir, exist_ok=True)
     clean_stale_temp_files(out_dir)  # what a killed export left
     onnx_path, deploy_path = osp.join(out_dir, "model.onnx"), osp.join(out_dir, "deploy.yaml")
     onnx_precision = writer is None or not writer.reduces_precision  # OpenVINO reduces it itself, from FP32
     low_path = osp.join(out_dir, precision_file(precision)) if precision != "fp32" and onnx_precision else None
     staged: StagedFormat | None = None
+    written = False
     tmp_onnx, tmp_low = temp_path(onnx_path), temp_path(low_path or onnx_path)
     try:
         export_spec_to_onnx(spec, image, tmp_onnx, options)
@@ -173,12 +176,16 @@ def export_model(config: str | Config, checkpoint: str, out_dir: str, *, fmt: st
                                 "parity": staged.parity}
         for name, content in spec.extra_files.items():  # a second graph of the export (see ExportSpec)
             result.setdefault("extra_files", []).append(atomic_write(osp.join(out_dir, name), content))
+        written = True
     finally:
         for tmp in (tmp_onnx, tmp_low):
             if osp.exists(tmp):
                 os.remove(tmp)
         if staged is not None:
             staged.discard()
+        if not written and created:  # a failed export leaves nothing, not even the empty folder it made
+            with contextlib.suppress(OSError):
+                os.rmdir(out_dir)
     write_deploy_yaml(deploy_path, deploy)
     if fmt == "tensorrt":
         result["engine"] = add_tensorrt_engine(out_dir, deploy, deploy_path, opt_batch=options.input_shape[0])
@@ -199,7 +206,22 @@ def stage_edge_format(writer: FormatWriter, out_dir: str, spec: ExportSpec, prec
     return stage_format(writer, out_dir, fp32_onnx, low_onnx or fp32_onnx, precision_file(precision) if low_onnx
                         else "model.onnx", spec, precision, calibration,
                         precision_check_inputs(files, deploy, deploy_image, options, reader),
-                        options.extra.get("min_agreement"))
+                        options.extra.get("min_agreement"), format_settings(writer.name, options))
+
+
+def format_settings(name: str, options: ExportOptions) -> dict:
+    """``export.<name>`` of the config (a format's own settings, e.g. ``export.ort.target_platform``); {} when
+    absent.
+
+    Raises:
+        ConfigError: the key is there but is not a mapping.
+    """
+    value = options.extra.get(name)
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"export.{name} must be a mapping of --format {name} settings, got {value!r}")
+    return dict(value)
 
 
 def precision_check_inputs(files: list[str], deploy: dict, deploy_image: Any, options: ExportOptions,

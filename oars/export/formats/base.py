@@ -9,7 +9,7 @@ files are written; adding one is a module with a writer and a line in :data:`oar
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,7 +28,8 @@ class FormatJob:
     FP32 graph (the same file unless the core reduced the precision); ``out_dir``: the staging folder, where the
     writer puts its files; ``precision``: fp32 / fp16 / int8 as the user asked; ``calibration``: the INT8
     calibration batches (graph input arrays) for a writer that quantises itself; ``input_name``: the graph input
-    they feed.
+    they feed; ``settings``: the format's own section of the config's export section (``export.<format>``, e.g.
+    ``export.ort.target_platform``), empty when the config has none.
     """
 
     onnx_path: str
@@ -37,6 +38,7 @@ class FormatJob:
     precision: str = "fp32"
     calibration: Sequence[Any] = field(default_factory=list)
     input_name: str = "image"
+    settings: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass

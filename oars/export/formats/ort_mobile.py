@@ -4,7 +4,8 @@
 minimal builds) converts the graph deploy.yaml runs (``model.onnx``, or ``model_fp16.onnx`` / ``model_int8.onnx``
 with --half / --int8: the precision is the core's, in the ONNX graph) with the 'Fixed' optimisation style, and
 writes the operators a reduced ONNX Runtime build must include (``--include_ops_by_config``); the target platform
-is ARM (phones and boards), and ONNX Runtime on x86 runs that file too (the parity check does).
+is ARM (phones and boards) unless ``export.ort.target_platform: amd64`` asks for x86, and ONNX Runtime on x86 runs
+an ARM file too (the parity check does), INT8 ones slower.
 ``python -m onnxruntime.tools.check_onnx_model_mobile_usability`` then says whether NNAPI (Android) and CoreML
 (iOS) can run the graph; its verdict is printed and kept in the result. Both run as subprocesses, as their authors
 meant them to be run, so their logging and exit codes stay theirs.
@@ -24,9 +25,11 @@ from oars.export.formats.openvino import graph_operators
 CONVERTER = "onnxruntime.tools.convert_onnx_models_to_ort"
 USABILITY = "onnxruntime.tools.check_onnx_model_mobile_usability"
 TOOL_TIMEOUT_S = 600
-# the file is for phones and ARM boards: optimised for ARM (NHWC, int8 QDQ kept), not this host's NCHWc kernels;
-# ONNX Runtime on x86 runs it too, which is how its parity is checked here
-TARGET_PLATFORM = "arm"
+# export.ort.target_platform: the CPU the file is optimised for. The default is for phones and ARM boards; ONNX
+# Runtime on x86 runs that file too (how its parity is checked here), but an INT8 graph optimised for ARM keeps
+# signed-int8 kernels that are 1.7-3.8x slower on x86 (measured: docs/deploy.md). "amd64" for x86 targets.
+TARGET_PLATFORMS = ("arm", "amd64")
+DEFAULT_TARGET_PLATFORM = "arm"
 
 
 class OrtMobileWriter(FormatWriter):
@@ -46,12 +49,16 @@ class OrtMobileWriter(FormatWriter):
         Raises:
             ExportError: ONNX Runtime cannot load an operator of the graph (named), or the converter failed.
         """
+        target = job.settings.get("target_platform", DEFAULT_TARGET_PLATFORM)
+        if target not in TARGET_PLATFORMS:
+            raise ExportError(f"export.ort.target_platform must be one of {list(TARGET_PLATFORMS)} (the CPU the "
+                              f"model.ort is optimised for), got {target!r}")
         out = osp.join(job.out_dir, "ort")
         os.makedirs(out, exist_ok=True)
         usability = start_tool(USABILITY, job.onnx_path)  # beside the conversion: each spends seconds starting up
         try:
             done = finish_tool(start_tool(CONVERTER, job.onnx_path, "--output_dir", out, "--optimization_style",
-                                          "Fixed", "--target_platform", TARGET_PLATFORM))
+                                          "Fixed", "--target_platform", target))
         except BaseException:
             usability.kill()
             usability.wait()
@@ -72,7 +79,8 @@ class OrtMobileWriter(FormatWriter):
             lines = [ln if not ln.startswith("# - ") else "# - model.ort\n" for ln in f]
         with open(osp.join(job.out_dir, "required_operators.config"), "w") as f:
             f.writelines(lines)
-        return FormatFiles(main="model.ort", others=["required_operators.config"], notes=[verdict])
+        return FormatFiles(main="model.ort", others=["required_operators.config"],
+                           notes=[verdict, f"model.ort optimised for {target} CPUs (export.ort.target_platform)"])
 
 
 def start_tool(module: str, *args: str) -> subprocess.Popen:

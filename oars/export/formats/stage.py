@@ -13,7 +13,7 @@ import os
 import os.path as osp
 import shutil
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,7 +52,7 @@ class StagedFormat:
 
 def stage_format(writer: FormatWriter, out_dir: str, fp32_onnx: str, onnx_to_convert: str, onnx_name: str,
                  spec: ExportSpec, precision: str, calibration: Sequence[Any], check_inputs: Sequence[Any],
-                 min_agreement: float | None = None) -> StagedFormat:
+                 min_agreement: float | None = None, settings: Mapping[str, Any] | None = None) -> StagedFormat:
     """Write ``writer``'s files in a staging folder of ``out_dir`` and check their parity.
 
     Args:
@@ -63,6 +63,7 @@ def stage_format(writer: FormatWriter, out_dir: str, fp32_onnx: str, onnx_to_con
         precision: fp32 / fp16 / int8; calibration: the INT8 calibration batches; check_inputs: the parity inputs
             (the self-check's, or the first calibration files for INT8: ``precision_check_inputs``).
         min_agreement: --min-agreement (None: the defaults of :mod:`oars.export.formats.parity`).
+        settings: the format's section of the export config (``export.<format>``; :class:`FormatJob`).
 
     Raises:
         ExportError / ExportCheckError: the writer refused or failed, or parity is below the threshold; the staging
@@ -76,7 +77,7 @@ def stage_format(writer: FormatWriter, out_dir: str, fp32_onnx: str, onnx_to_con
         staged_src = staged_fp32 if onnx_to_convert == fp32_onnx else _link(onnx_to_convert,
                                                                              osp.join(folder, onnx_name))
         job = FormatJob(onnx_path=staged_src, fp32_onnx_path=staged_fp32, out_dir=folder, precision=precision,
-                        calibration=calibration, input_name=spec.input_name)
+                        calibration=calibration, input_name=spec.input_name, settings=dict(settings or {}))
         files = writer.write(job)
         backend = make_backend(writer.infer_backend, folder, {writer.model_key: files.main}, "cpu")
         parity = check_parity(spec, writer.name, precision, staged_fp32, backend, check_inputs, min_agreement)
