@@ -57,14 +57,17 @@ class GANExporter(Exporter):
         return build_export_spec(model, cfg, options)
 
     def check_export(self, cfg: Config, fmt: str, precision: str) -> None:
-        """ONNX FP32 only: a generator's output is a picture, not scores an FP16/INT8 graph could be checked to
-        agree on, and no TensorRT engine of a generator has been built and checked."""
+        """FP32 only, to ONNX and the edge formats: a generator's output is a picture, not scores an FP16/INT8 graph
+        could be checked to agree on, and no TensorRT engine of a generator has been built and checked."""
         from oars.export.errors import ExportError
+        from oars.export.formats import FORMATS
 
-        if fmt != "onnx":
-            raise ExportError(f"{cfg.filename}: GAN generators export to --format onnx only (got {fmt!r})")
+        where = getattr(cfg, "filename", None) or "config"
+        if fmt == "tensorrt":
+            raise ExportError(f"{where}: GAN generators export to --format {', '.join(['onnx', *FORMATS])}, not "
+                              "tensorrt (no TensorRT engine of a generator has been built and checked)")
         if precision != "fp32":
-            raise ExportError(f"{cfg.filename}: --half / --int8 are not supported for GAN generators yet (their output "
+            raise ExportError(f"{where}: --half / --int8 are not supported for GAN generators yet (their output "
                               "is an image, not scores to agree on); export FP32")
 
     # ------------------------------------------------------------------ tools/eval.py --model-dir on a generator

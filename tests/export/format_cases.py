@@ -1,9 +1,10 @@
 """Helpers of the edge-format tests (tests/export/test_formats_*.py): calibration images, the export CLI as users
 call it, a graph no edge format holds, tiny handmade graphs (one ending in NonMaxSuppression), and the oars-infer
-records of an export on a backend."""
+records of an export on a backend, and GAN generator cases (CGAN's noise + label, pix2pix's image)."""
 
 from __future__ import annotations
 
+import copy
 import os
 import os.path as osp
 import runpy
@@ -12,6 +13,7 @@ import sys
 import cv2
 import numpy as np
 import onnx
+import torch
 from demo_utils import ROOT
 from onnx import TensorProto, helper, numpy_helper
 
@@ -115,3 +117,33 @@ def nms_onnx(path: str) -> str:
                               helper.make_node("NonMaxSuppression", ["boxes", "scores", "keep", "iou"], ["out"])],
                        [c(np.array([1, 48, 4], np.int64), "shape"), c(np.array([0], np.int64), "axis"),
                         c(np.array([5], np.int64), "keep"), c(np.array([0.5], np.float32), "iou")], TensorProto.INT64)
+
+
+CGAN_MODEL = {"type": "CGAN", "noise_size": 16, "num_classes": 4, "ema_config": {"momentum": 0.5},
+              "generator": {"type": "DCGANGenerator", "ngf": 8, "output_size": 28}}
+
+
+def gan_case(folder: str, name: str, size: int = 32):
+    """``(config, checkpoint, None)`` of a GAN with random weights exporting its generator at ``size``: ``"cgan"``
+    (noise + int64 class label in) or ``"pix2pix"`` (the facades config's U-Net generator, shrunk as the GAN config
+    tests shrink it; an image in)."""
+    from config_checks_gan import shrink_model
+    from mmengine.config import Config
+    from mmengine.registry import DefaultScope
+
+    from gan.registry import MODELS
+    from oars.config import load_config
+
+    if name == "cgan":
+        model_cfg = copy.deepcopy(CGAN_MODEL)
+    else:
+        path = osp.join(ROOT, "configs/gan/pix2pix/pix2pix_facades.yaml")
+        model_cfg = shrink_model(load_config(path).model.to_dict())
+    torch.manual_seed(0)
+    with DefaultScope.overwrite_default_scope("gan"):  # whatever scope an earlier test in this process left
+        model = MODELS.build(copy.deepcopy(model_cfg))
+    model.init_weights()
+    ckpt = osp.join(folder, "model.pth")
+    torch.save({"state_dict": model.state_dict()}, ckpt)
+    cfg = Config({"default_scope": "gan", "model": model_cfg, "export": {"input_shape": [1, 3, size, size]}})
+    return cfg, ckpt, None

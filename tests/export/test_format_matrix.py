@@ -8,16 +8,15 @@ when the doc's table is not what it measured (a stale table, or a format that br
 
 from __future__ import annotations
 
-import copy
 import os
 import os.path as osp
 import re
 import sys
 
 import pytest
-import torch
 from demo_utils import ROOT, load_tool, random_checkpoint
 from export_cases import shrunk_export_case
+from format_cases import gan_case
 
 DOC = osp.join(ROOT, "docs", "deploy.md")
 RAW = "export.postprocess=raw"
@@ -72,23 +71,6 @@ def _bmn(folder: str):
     return load_config(BMN_CFG, SHRINK), ckpt, options
 
 
-def _gan(folder: str):
-    from mmengine.config import Config
-    from mmengine.registry import DefaultScope
-
-    from gan.registry import MODELS
-
-    model_cfg = {"type": "CGAN", "noise_size": 16, "num_classes": 4, "ema_config": {"momentum": 0.5},
-                 "generator": {"type": "DCGANGenerator", "ngf": 8, "output_size": 28}}
-    torch.manual_seed(0)
-    with DefaultScope.overwrite_default_scope("gan"):  # whatever scope an earlier test in this process left
-        model = MODELS.build(copy.deepcopy(model_cfg))
-    model.init_weights()
-    ckpt = osp.join(folder, "model.pth")
-    torch.save({"state_dict": model.state_dict()}, ckpt)
-    return Config({"default_scope": "gan", "model": model_cfg, "export": {"input_shape": [1, 3, 32, 32]}}), ckpt, None
-
-
 def _path(folder: str):
     from pathlib import Path
 
@@ -120,7 +102,8 @@ FAMILIES = {
     "R(2+1)D": _video("r2plus1d"),
     "AttentionCluster (features)": _features,
     "BMN": _bmn,
-    "CGAN generator": _gan,
+    "CGAN generator": lambda folder: gan_case(folder, "cgan"),
+    "pix2pix generator": lambda folder: gan_case(folder, "pix2pix"),
 }
 
 

@@ -3,9 +3,10 @@ inputs in, named outputs out, like every backend of :mod:`oars_deploy.backends`.
 
 Why high precision: MNN computes in FP16 or BF16 where the CPU has it unless asked for ``precision: high``, which
 would make the deployed model answer differently from what the export's parity check measured (FP16 and 8-bit
-weights are widened when the model loads). Why integer outputs are widened to int64: MNN holds int64 tensors as
-int32, and the ONNX graphs' indices and labels are int64. Why the console is muted while MNN loads: the wheel prints
-its CPU features (``The device supports: ...``) and precision to stdout from native code.
+weights are widened when the model loads). Why integer outputs are widened to int64 and integer inputs narrowed to
+int32: MNN holds int64 tensors as int32, and the ONNX graphs' indices and labels are int64. Why the console is muted
+while MNN loads: the wheel prints its CPU features (``The device supports: ...``) and precision to stdout from native
+code.
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ class MnnBackend:
         if unknown or missing:
             raise DeployError(f"the model has inputs {self.input_names}, not {sorted(feed)}")
         expr = self.expr
-        args = [expr.const(feed[n], list(feed[n].shape), expr.NCHW) for n in self.input_names]
+        args = [_const(expr, feed[n]) for n in self.input_names]
         results = self.module.onForward(args)
         outputs = {}
         for name, var in zip(self.output_names, results):
@@ -72,6 +73,14 @@ class MnnBackend:
             array = np.array(var.read(), copy=True)
             outputs[name] = array.astype(np.int64) if np.issubdtype(array.dtype, np.integer) else array
         return outputs
+
+
+def _const(expr: Any, array: np.ndarray) -> Any:
+    """An MNN constant of one input: integer inputs (a conditional generator's class labels) as int32, the width
+    MNN holds int64 in (its ``const`` reads every array as float32 unless told), the rest as float32."""
+    if np.issubdtype(array.dtype, np.integer):
+        return expr.const(np.ascontiguousarray(array, dtype=np.int32), list(array.shape), expr.NCHW, expr.int)
+    return expr.const(np.ascontiguousarray(array, dtype=np.float32), list(array.shape), expr.NCHW)
 
 
 @contextlib.contextmanager
