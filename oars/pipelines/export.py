@@ -115,6 +115,8 @@ def export_model(config: str | Config, checkpoint: str, out_dir: str, *, fmt: st
         options.extra["min_agreement"] = agreement_threshold("fp32", min_agreement)
     if precision != "fp32":
         agreement_threshold(precision, options.extra.get("min_agreement"))  # a bad value fails before the export
+    if writer is not None:
+        format_settings(writer, options)  # a misspelled export.<format> key fails before the model is built
     reader = exporter.calibration_reader(cfg, options) if int8 else None  # the task's files -> the graph's inputs
     if int8 and reader is None:
         raise ExportError(f"--int8: {cfg.filename} exports a graph whose input is {list(options.input_shape)}, and "
@@ -206,21 +208,26 @@ def stage_edge_format(writer: FormatWriter, out_dir: str, spec: ExportSpec, prec
     return stage_format(writer, out_dir, fp32_onnx, low_onnx or fp32_onnx, precision_file(precision) if low_onnx
                         else "model.onnx", spec, precision, calibration,
                         precision_check_inputs(files, deploy, deploy_image, options, reader),
-                        options.extra.get("min_agreement"), format_settings(writer.name, options))
+                        options.extra.get("min_agreement"), format_settings(writer, options))
 
 
-def format_settings(name: str, options: ExportOptions) -> dict:
-    """``export.<name>`` of the config (a format's own settings, e.g. ``export.ort.target_platform``); {} when
+def format_settings(writer: FormatWriter, options: ExportOptions) -> dict:
+    """``export.<format>`` of the config (a format's own settings, e.g. ``export.ort.target_platform``); {} when
     absent.
 
     Raises:
-        ConfigError: the key is there but is not a mapping.
+        ConfigError: the key is there but is not a mapping, or it holds a key the format does not know (a misspelled
+            setting would otherwise be ignored).
     """
-    value = options.extra.get(name)
+    value = options.extra.get(writer.name)
     if value is None:
         return {}
     if not isinstance(value, Mapping):
-        raise ConfigError(f"export.{name} must be a mapping of --format {name} settings, got {value!r}")
+        raise ConfigError(f"export.{writer.name} must be a mapping of --format {writer.name} settings, got {value!r}")
+    unknown = sorted(set(value) - set(writer.settings_keys))
+    if unknown:
+        raise ConfigError(f"export.{writer.name} has no setting(s) {unknown}; --format {writer.name} knows "
+                          f"{list(writer.settings_keys)}")
     return dict(value)
 
 

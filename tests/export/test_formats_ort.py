@@ -115,18 +115,29 @@ def test_failed_export_leaves_no_folder_it_made_and_keeps_the_users(demo_case, t
         with pytest.raises(ExportError, match=r"^export.ort.target_platform must be one of \['arm', 'amd64'\]"):
             export_model(copy.deepcopy(cfg), ckpt, str(out), fmt="ort")
         assert out.exists() == existed and (not existed or not any(out.iterdir()))
+    from oars.config import ConfigError
+
+    apply_overrides(cfg, ["export.ort.target=amd64"])  # misspelled: fails before the model is built
+    with pytest.raises(ConfigError, match=r"^export.ort has no setting\(s\) \['target'\]"):
+        export_model(copy.deepcopy(cfg), ckpt, str(tmp_path / "typo"), fmt="ort")
+    assert not (tmp_path / "typo").exists()
 
 
-def test_format_settings_must_be_a_mapping():
+def test_format_settings_must_be_a_known_mapping():
     from oars.config import ConfigError
     from oars.export.spec import ExportOptions
     from oars.pipelines.export import format_settings
 
-    assert format_settings("ort", ExportOptions((1, 3, 8, 8), extra={})) == {}
-    assert format_settings("ort", ExportOptions((1, 3, 8, 8), extra={"ort": {"target_platform": "amd64"}})) == {
-        "target_platform": "amd64"}
+    def settings(extra):
+        return format_settings(ORT_MOBILE, ExportOptions((1, 3, 8, 8), extra=extra))
+
+    assert settings({}) == {}
+    assert settings({"ort": {"target_platform": "amd64"}}) == {"target_platform": "amd64"}
     with pytest.raises(ConfigError, match=r"^export.ort must be a mapping of --format ort settings, got 'amd64'$"):
-        format_settings("ort", ExportOptions((1, 3, 8, 8), extra={"ort": "amd64"}))
+        settings({"ort": "amd64"})
+    with pytest.raises(ConfigError, match=r"^export.ort has no setting\(s\) \['target'\]; --format ort knows "
+                                          r"\['target_platform'\]$"):
+        settings({"ort": {"target": "amd64"}})
 
 
 def test_unknown_operator_refused_naming_it(tmp_path):

@@ -73,6 +73,7 @@ class FormatWriter:
     model_key: str = ""
     packages: tuple[str, ...] = ()
     int8_packages: tuple[str, ...] = ()
+    settings_keys: tuple[str, ...] = ()  # the keys its ``export.<name>`` section may hold (FormatJob.settings)
     reduces_precision: bool = False
 
     def require(self, precision: str = "fp32") -> None:

@@ -41,6 +41,7 @@ class OrtMobileWriter(FormatWriter):
     model_key = "ort"
     packages = ("onnxruntime", "onnx")
     reduces_precision = False
+    settings_keys = ("target_platform",)
 
     def write(self, job: FormatJob) -> FormatFiles:
         """model.ort and required_operators.config of ``job.onnx_path`` in ``job.out_dir``, and the mobile-usability
