@@ -116,7 +116,7 @@ def export_model(config: str | Config, checkpoint: str, out_dir: str, *, fmt: st
     if precision != "fp32":
         agreement_threshold(precision, options.extra.get("min_agreement"))  # a bad value fails before the export
     if writer is not None:
-        format_settings(writer, options)  # a misspelled export.<format> key fails before the model is built
+        format_settings(writer, options)  # a misspelled export.<format> key or bad value fails before the model
     reader = exporter.calibration_reader(cfg, options) if int8 else None  # the task's files -> the graph's inputs
     if int8 and reader is None:
         raise ExportError(f"--int8: {cfg.filename} exports a graph whose input is {list(options.input_shape)}, and "
@@ -218,6 +218,7 @@ def format_settings(writer: FormatWriter, options: ExportOptions) -> dict:
     Raises:
         ConfigError: the key is there but is not a mapping, or it holds a key the format does not know (a misspelled
             setting would otherwise be ignored).
+        ExportError: a value the format refuses (:meth:`FormatWriter.check_settings`).
     """
     value = options.extra.get(writer.name)
     if value is None:
@@ -228,6 +229,7 @@ def format_settings(writer: FormatWriter, options: ExportOptions) -> dict:
     if unknown:
         raise ConfigError(f"export.{writer.name} has no setting(s) {unknown}; --format {writer.name} knows "
                           f"{list(writer.settings_keys)}")
+    writer.check_settings(value)
     return dict(value)
 
 

@@ -103,24 +103,42 @@ def test_bad_target_platform_is_one_message_before_converting(tmp_path):
     assert not osp.exists(osp.join(folder, "model.ort"))
 
 
-def test_failed_export_leaves_no_folder_it_made_and_keeps_the_users(demo_case, tmp_path):
-    """The writer refuses after the ONNX graph was built: the folder the export made is gone, a folder the user had
+def test_failed_export_leaves_no_folder_it_made_and_keeps_the_users(demo_case, tmp_path, monkeypatch):
+    """The converter fails after the ONNX graph was built: the folder the export made is gone, a folder the user had
     stays (empty, as it was)."""
     cfg, ckpt = demo_case
-    cfg = copy.deepcopy(cfg)
-    apply_overrides(cfg, ["export.ort.target_platform=x86"])
+
+    def converter_fails(job):
+        raise ExportError("--format ort: the converter failed")
+
+    monkeypatch.setattr(ORT_MOBILE, "write", converter_fails)
     for out, existed in ((tmp_path / "new" / "out", False), (tmp_path / "mine", True)):
         if existed:
             out.mkdir()
-        with pytest.raises(ExportError, match=r"^export.ort.target_platform must be one of \['arm', 'amd64'\]"):
+        with pytest.raises(ExportError, match=r"^--format ort: the converter failed$"):
             export_model(copy.deepcopy(cfg), ckpt, str(out), fmt="ort")
         assert out.exists() == existed and (not existed or not any(out.iterdir()))
-    from oars.config import ConfigError
 
-    apply_overrides(cfg, ["export.ort.target=amd64"])  # misspelled: fails before the model is built
+
+def test_bad_ort_settings_fail_before_the_model_is_built(demo_case, tmp_path, monkeypatch):
+    """A bad value and a misspelled key of export.ort are one message each, before the checkpoint is loaded."""
+    from oars.config import ConfigError
+    from oars.pipelines import export as export_pipeline
+
+    def not_built(*args, **kwargs):
+        raise AssertionError("the model was built before the settings were checked")
+
+    monkeypatch.setattr(export_pipeline, "init_model", not_built)
+    cfg, ckpt = demo_case
+    bad = copy.deepcopy(cfg)
+    apply_overrides(bad, ["export.ort.target_platform=x86"])
+    with pytest.raises(ExportError, match=r"^export.ort.target_platform must be one of \['arm', 'amd64'\]"):
+        export_model(bad, ckpt, str(tmp_path / "x86"), fmt="ort")
+    typo = copy.deepcopy(cfg)
+    apply_overrides(typo, ["export.ort.target=amd64"])
     with pytest.raises(ConfigError, match=r"^export.ort has no setting\(s\) \['target'\]"):
-        export_model(copy.deepcopy(cfg), ckpt, str(tmp_path / "typo"), fmt="ort")
-    assert not (tmp_path / "typo").exists()
+        export_model(typo, ckpt, str(tmp_path / "typo"), fmt="ort")
+    assert not (tmp_path / "x86").exists() and not (tmp_path / "typo").exists()
 
 
 def test_format_settings_must_be_a_known_mapping():

@@ -90,6 +90,14 @@ class FormatWriter:
             if not is_installed(module):
                 raise ExportError(OARS_EXTRAS.message(module, f"--format {self.name} --int8"))
 
+    def check_settings(self, settings: Mapping[str, Any]) -> None:
+        """Refuse a bad value in the format's ``export.<name>`` section before any work (the keys are checked
+        against :attr:`settings_keys` by the caller); the default accepts every value.
+
+        Raises:
+            ExportError: a value the format cannot use, naming the key and what it accepts.
+        """
+
     def write(self, job: FormatJob) -> FormatFiles:
         """Write the format's files of ``job.onnx_path`` into ``job.out_dir``.
 

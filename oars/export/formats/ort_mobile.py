@@ -17,6 +17,8 @@ import os
 import os.path as osp
 import subprocess
 import sys
+from collections.abc import Mapping
+from typing import Any
 
 from oars.export.errors import ExportError
 from oars.export.formats.base import FormatFiles, FormatJob, FormatWriter, operators_in
@@ -26,8 +28,8 @@ CONVERTER = "onnxruntime.tools.convert_onnx_models_to_ort"
 USABILITY = "onnxruntime.tools.check_onnx_model_mobile_usability"
 TOOL_TIMEOUT_S = 600
 # export.ort.target_platform: the CPU the file is optimised for. The default is for phones and ARM boards; ONNX
-# Runtime on x86 runs that file too (how its parity is checked here), but an INT8 graph optimised for ARM keeps
-# signed-int8 kernels that ran 1.8-6.4x slower than ONNX Runtime FP32 on x86 (docs/deploy.md). "amd64" for x86.
+# Runtime on x86 runs that file too (how its parity is checked here), but INT8 graphs optimised for ARM ran 1.8-6.4x
+# slower than ONNX Runtime FP32 on x86, amd64 ones at the ONNX graph's speed (docs/deploy.md). "amd64" for x86.
 TARGET_PLATFORMS = ("arm", "amd64")
 DEFAULT_TARGET_PLATFORM = "arm"
 
@@ -43,6 +45,17 @@ class OrtMobileWriter(FormatWriter):
     reduces_precision = False
     settings_keys = ("target_platform",)
 
+    def check_settings(self, settings: Mapping[str, Any]) -> None:
+        """``export.ort.target_platform`` is ``arm`` or ``amd64``.
+
+        Raises:
+            ExportError: another value, naming both.
+        """
+        target = settings.get("target_platform", DEFAULT_TARGET_PLATFORM)
+        if target not in TARGET_PLATFORMS:
+            raise ExportError(f"export.ort.target_platform must be one of {list(TARGET_PLATFORMS)} (the CPU the "
+                              f"model.ort is optimised for), got {target!r}")
+
     def write(self, job: FormatJob) -> FormatFiles:
         """model.ort and required_operators.config of ``job.onnx_path`` in ``job.out_dir``, and the mobile-usability
         verdict as a note.
@@ -50,10 +63,8 @@ class OrtMobileWriter(FormatWriter):
         Raises:
             ExportError: ONNX Runtime cannot load an operator of the graph (named), or the converter failed.
         """
+        self.check_settings(job.settings)
         target = job.settings.get("target_platform", DEFAULT_TARGET_PLATFORM)
-        if target not in TARGET_PLATFORMS:
-            raise ExportError(f"export.ort.target_platform must be one of {list(TARGET_PLATFORMS)} (the CPU the "
-                              f"model.ort is optimised for), got {target!r}")
         out = osp.join(job.out_dir, "ort")
         os.makedirs(out, exist_ok=True)
         usability = start_tool(USABILITY, job.onnx_path)  # beside the conversion: each spends seconds starting up
