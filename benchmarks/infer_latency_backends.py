@@ -8,10 +8,11 @@ against ONNX Runtime FP32 in the same process:
                                        [--size N] [--json results.json]
 
 For DeepLabV3-R50 (256x256), ICNet R50-D8 and BiSeNetV2 (512x1024), YOLOv3-DarkNet53 (320x320), SSDLite320
-MobileNetV3 (320x320) and TSM-R50 (its test pipeline's 8 x 224 clip), random weights (nothing downloads), and the
-two detectors again with ``export.postprocess: raw`` (``yolov3_raw``, ``ssdlite_raw``: the graph ends at the heads'
-maps, which NCNN and LiteRT can hold; their reference is the raw graph in ONNX Runtime, and a further row times the
-runtime's NumPy decode + NMS of those maps, which the raw graph leaves to the predictor): the exported graph
+MobileNetV3 (320x320) and TSM-R50 (its test pipeline's input: 8 segments x 3 crops of 256x256), random weights
+(nothing downloads), and the two detectors again with ``export.postprocess: raw`` (``yolov3_raw``, ``ssdlite_raw``:
+the graph ends at the heads' maps, which NCNN and LiteRT can hold; their reference is the raw graph in ONNX Runtime,
+and a further row times the runtime's NumPy decode + NMS of those maps, which the raw graph leaves to the
+predictor): the exported graph
 (``build_export_spec`` through the task registry) is written to each format at each precision the format offers
 (ONNX Runtime: the FP16 / INT8 graphs of oars.export.precision; a format's writer at the precisions its
 ``require`` accepts; INT8 calibrated on two random batches), and each is timed per thread count (runs interleaved
